@@ -1,0 +1,87 @@
+"""The interface every backend implements, and the settings and results they share.
+
+Example:
+    >>> from hammer_plugins.backends.base import GenerationSettings
+    >>> GenerationSettings(max_tokens=64).temperature
+    0.0
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ..response import Usage
+
+FinishReason = Literal["stop", "length"]
+
+
+class GenerationSettings(BaseModel):
+    """Sampling settings passed through to the runtime. Temperature 0 is greedy decoding."""
+
+    max_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    repeat_penalty: float = 1.0
+    seed: int | None = None
+    stop: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class GenerationChunk:
+    """One streamed piece of text; the last chunk has ``finish_reason`` and ``usage`` set."""
+
+    text: str
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class Backend(ABC):
+    """A runtime that turns a prompt into streamed text, optionally under a GBNF grammar.
+
+    Implementations load lazily (on first use, never in ``__init__``) and serialize calls that
+    the underlying runtime cannot run concurrently.
+    """
+
+    name: str = "backend"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    @property
+    @abstractmethod
+    def model_name(self) -> str:
+        """A human-readable model identifier (file name, hub id)."""
+
+    @property
+    @abstractmethod
+    def context_window(self) -> int:
+        """The context size in tokens (loads the model if needed)."""
+
+    @abstractmethod
+    def load(self) -> None:
+        """Load the model now (otherwise the first call does)."""
+
+    @abstractmethod
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens of ``text`` as the model sees it (special tokens parsed)."""
+
+    @abstractmethod
+    def _stream(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> Iterator[GenerationChunk]:
+        """Generate; called with the backend lock held."""
+
+    def stream(self, prompt: str, settings: GenerationSettings, grammar: str | None = None) -> Iterator[GenerationChunk]:
+        """Stream the answer to ``prompt``. Calls are serialized: one generation at a time."""
+        with self._lock:
+            yield from self._stream(prompt, settings, grammar)
+
+    def info(self) -> dict[str, Any]:
+        """Facts for ``hammer info``."""
+        return {"backend": self.name, "model": self.model_name}

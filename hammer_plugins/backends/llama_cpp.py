@@ -1,0 +1,181 @@
+"""llama.cpp backend (llama-cpp-python): a local GGUF file, GBNF grammars, KV prefix reuse.
+
+llama-cpp-python keeps the tokens of the previous call and re-evaluates only what differs, so
+consecutive turns of one conversation (same tools block, longer history) skip the shared prefix.
+One ``Llama`` instance is not re-entrant: calls are serialized by the backend lock.
+
+Example:
+    >>> from hammer_plugins.backends.llama_cpp import LlamaCppBackend
+    >>> backend = LlamaCppBackend(n_ctx=4096)   # nothing is loaded yet
+    >>> backend.name
+    'llama_cpp'
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..errors import BackendNotInstalledError, InvalidModelFileError
+from ..model_source import ModelSource, check_gguf, resolve_model
+from .base import Backend, GenerationChunk, GenerationSettings, Usage
+
+_STOP = ["<|im_end|>", "<|endoftext|>", "<|im_start|>"]
+
+
+def _import_llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise BackendNotInstalledError(
+            "the llama.cpp backend needs llama-cpp-python. Fix: pip install 'hammer-plugins[llama-cpp]'"
+        ) from exc
+    return llama_cpp
+
+
+@lru_cache(maxsize=64)
+def _compiled_grammar(text: str) -> Any:
+    """Parsing a grammar costs milliseconds; a tool set reuses its grammar across calls."""
+    llama_cpp = _import_llama_cpp()
+    return llama_cpp.LlamaGrammar.from_string(text, verbose=False)
+
+
+class LlamaCppBackend(Backend):
+    """Runs a GGUF model with llama-cpp-python.
+
+    Args:
+        model_path: a ``.gguf`` file; ``None`` resolves the default (see ``model_source``).
+        n_ctx: context window in tokens.
+        n_threads: CPU threads (``None``: llama.cpp's choice).
+        n_gpu_layers: layers offloaded to a GPU build (0 on CPU).
+        **llama_kwargs: any other ``llama_cpp.Llama`` argument, passed through.
+    """
+
+    name = "llama_cpp"
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        source: ModelSource | None = None,
+        **llama_kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self._source = source or resolve_model(model_path)
+        if self._source.kind != "gguf":
+            raise InvalidModelFileError(
+                f"the llama.cpp backend loads .gguf files, got {self._source.location!r}. Fix: pass a "
+                ".gguf path, or use backend='transformers' for a checkpoint directory or hub id."
+            )
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.n_gpu_layers = n_gpu_layers
+        self.llama_kwargs = llama_kwargs
+        self._llama: Any = None
+        self.load_seconds: float | None = None
+
+    @property
+    def model_name(self) -> str:
+        return self._source.display_name if self._source.is_default else Path(self._source.location).name
+
+    @property
+    def model_path(self) -> str:
+        return self._source.location
+
+    @property
+    def context_window(self) -> int:
+        return int(self.llama.n_ctx())
+
+    @property
+    def llama(self) -> Any:
+        """The loaded ``llama_cpp.Llama`` (loads on first access)."""
+        if self._llama is None:
+            self.load()
+        return self._llama
+
+    def load(self) -> None:
+        if self._llama is not None:
+            return
+        llama_cpp = _import_llama_cpp()
+        path = check_gguf(Path(self._source.location))
+        started = time.perf_counter()
+        try:
+            self._llama = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                n_gpu_layers=self.n_gpu_layers,
+                verbose=self.llama_kwargs.pop("verbose", False),
+                **self.llama_kwargs,
+            )
+        except ValueError as exc:
+            raise InvalidModelFileError(
+                f"llama.cpp could not load {str(path)!r} ({exc}). The file is a GGUF but may be truncated, "
+                "corrupt, or of an architecture this llama-cpp-python does not know. Fix: re-download "
+                "the file, or upgrade llama-cpp-python."
+            ) from exc
+        self.load_seconds = time.perf_counter() - started
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def _stream(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> Iterator[GenerationChunk]:
+        llama = self.llama
+        prompt_tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        started = time.perf_counter()
+        first: float | None = None
+        pieces: list[str] = []
+        finish: str | None = None
+        kwargs: dict[str, Any] = {
+            "max_tokens": settings.max_tokens,
+            "temperature": settings.temperature,
+            "top_p": settings.top_p,
+            "top_k": settings.top_k,
+            "repeat_penalty": settings.repeat_penalty,
+            "stop": [*_STOP, *settings.stop],
+            "stream": True,
+        }
+        if settings.seed is not None:
+            kwargs["seed"] = settings.seed
+        if grammar is not None:
+            kwargs["grammar"] = _compiled_grammar(grammar)
+        for chunk in llama.create_completion(prompt_tokens, **kwargs):
+            choice = chunk["choices"][0]
+            text = choice.get("text") or ""
+            if text:
+                if first is None:
+                    first = time.perf_counter()
+                pieces.append(text)
+                yield GenerationChunk(text=text)
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+        done = time.perf_counter()
+        completion = "".join(pieces)
+        n_completion = settings.max_tokens if finish == "length" else len(
+            llama.tokenize(completion.encode("utf-8"), add_bos=False, special=True)
+        ) + (1 if finish == "stop" else 0)
+        yield GenerationChunk(
+            text="",
+            finish_reason="length" if finish == "length" else "stop",
+            usage=Usage(prompt_tokens=len(prompt_tokens), completion_tokens=n_completion),
+            timings={
+                "time_to_first_token": (first or done) - started,
+                "total": done - started,
+            },
+        )
+
+    def info(self) -> dict[str, Any]:
+        llama_cpp = _import_llama_cpp()
+        return {
+            **super().info(),
+            "model_path": self.model_path,
+            "n_ctx": self.n_ctx,
+            "n_gpu_layers": self.n_gpu_layers,
+            "llama_cpp_python": getattr(llama_cpp, "__version__", "?"),
+        }

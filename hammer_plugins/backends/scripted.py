@@ -1,0 +1,73 @@
+"""A backend that replays scripted answers: for testing logic built on the engine, no model.
+
+It records every prompt and grammar it was given, so tests can check what the engine sent.
+
+Example:
+    >>> from hammer_plugins import HammerEngine, Message
+    >>> from hammer_plugins.backends.scripted import ScriptedBackend
+    >>> engine = HammerEngine(backend=ScriptedBackend(['[{"name": "ping", "arguments": {}}]']))
+    >>> engine.generate([Message.user("ping")], tools=[{"name": "ping", "parameters": {}}]).tool_calls[0].name
+    'ping'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+from .base import Backend, GenerationChunk, GenerationSettings, Usage
+
+
+class ScriptedBackend(Backend):
+    """Answers with the next scripted text (or what ``responder(prompt)`` returns), token by token."""
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        responses: Sequence[str] = (),
+        responder: Callable[[str], str] | None = None,
+        context_window: int = 32768,
+    ) -> None:
+        super().__init__()
+        self._responses = list(responses)
+        self._responder = responder
+        self._context_window = context_window
+        self.prompts: list[str] = []
+        self.grammars: list[str | None] = []
+        self.settings: list[GenerationSettings] = []
+
+    @property
+    def model_name(self) -> str:
+        return "scripted"
+
+    @property
+    def context_window(self) -> int:
+        return self._context_window
+
+    def load(self) -> None:
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        # Roughly four characters a token, enough for context checks in tests.
+        return max(1, len(text) // 4)
+
+    def _stream(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> Iterator[GenerationChunk]:
+        self.prompts.append(prompt)
+        self.grammars.append(grammar)
+        self.settings.append(settings)
+        if self._responder is not None:
+            answer = self._responder(prompt)
+        elif self._responses:
+            answer = self._responses.pop(0)
+        else:
+            raise RuntimeError("ScriptedBackend ran out of scripted responses")
+        words = answer.split(" ")
+        pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+        budget = settings.max_tokens
+        for piece in pieces[:budget]:
+            yield GenerationChunk(text=piece)
+        yield GenerationChunk(
+            text="",
+            finish_reason="length" if len(pieces) > budget else "stop",
+            usage=Usage(prompt_tokens=self.count_tokens(prompt), completion_tokens=min(len(pieces), budget)),
+        )

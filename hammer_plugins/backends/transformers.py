@@ -1,0 +1,306 @@
+"""transformers backend: a checkpoint directory, a hub id, or a GGUF file via ``gguf_file``.
+
+Grammars are enforced with llguidance (a token mask per step, from the same GBNF text the
+llama.cpp backend uses). The KV cache of the previous call is kept and cropped to the common
+prefix, so turns of one conversation only evaluate what is new.
+
+A GGUF is dequantized by transformers on load (slow: tens of seconds); the result is saved once
+under the cache directory and later loads read that checkpoint.
+
+Example:
+    >>> from hammer_plugins.backends.transformers import TransformersBackend
+    >>> backend = TransformersBackend(model="MadeAgents/Hammer2.1-0.5b")   # nothing loaded yet
+    >>> backend.name
+    'transformers'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import BackendNotInstalledError, InvalidModelFileError, ModelNotFoundError
+from ..model_source import ModelSource, cache_dir, check_gguf, resolve_model
+from .base import Backend, GenerationChunk, GenerationSettings, Usage
+
+_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+
+
+def _imports() -> tuple[Any, Any]:
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise BackendNotInstalledError(
+            "the transformers backend needs torch and transformers. Fix: pip install "
+            "'hammer-plugins[transformers]' (on CPU-only machines install torch's CPU build first)"
+        ) from exc
+    return torch, transformers
+
+
+class TransformersBackend(Backend):
+    """Runs a Hugging Face causal LM with transformers.
+
+    Args:
+        model: hub id (uses the hub cache; offline with ``HF_HUB_OFFLINE=1``) or a local directory.
+        model_path: a local ``.gguf`` file or checkpoint directory.
+        device: ``"cpu"``, ``"cuda"``, ``"mps"`` or ``"auto"`` (a GPU if there is one).
+        dtype: ``"auto"`` (float32 on CPU, bfloat16 on GPU), or a torch dtype name.
+        revision: hub revision.
+    """
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        model_path: str | Path | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        revision: str | None = None,
+        source: ModelSource | None = None,
+        n_ctx: int | None = None,
+    ) -> None:
+        super().__init__()
+        self._source = source or resolve_model(model_path, model)
+        self.device_option = device
+        self.dtype_option = dtype
+        self.revision = revision
+        self.n_ctx = n_ctx
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._ll_tokenizer: Any = None
+        self._matchers: dict[str, str] = {}
+        self._cache: Any = None
+        self._cached_ids: list[int] = []
+        self.load_seconds: float | None = None
+
+    # ------------------------------------------------------------- loading
+    @property
+    def model_name(self) -> str:
+        return self._source.display_name if self._source.is_default else self._source.location
+
+    @property
+    def context_window(self) -> int:
+        self.load()
+        configured = int(getattr(self._model.config, "max_position_embeddings", 32768))
+        return min(configured, self.n_ctx) if self.n_ctx else configured
+
+    @property
+    def tokenizer(self) -> Any:
+        self.load()
+        return self._tokenizer
+
+    def _device(self, torch: Any) -> str:
+        if self.device_option != "auto":
+            return self.device_option
+        if torch.cuda.is_available():
+            return "cuda"
+        return "cpu"
+
+    def _dtype(self, torch: Any, device: str) -> Any:
+        if self.dtype_option == "auto":
+            return torch.float32 if device == "cpu" else torch.bfloat16
+        return getattr(torch, self.dtype_option)
+
+    def _checkpoint_for_gguf(self, transformers: Any, torch: Any, gguf: Path) -> str:
+        """Dequantize a GGUF once and keep the checkpoint in the cache directory."""
+        stat = gguf.stat()
+        key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+        target = cache_dir() / "transformers-from-gguf" / f"{gguf.stem}-{key}"
+        if (target / "config.json").is_file() and (target / ".complete").is_file():
+            return str(target)
+        try:
+            import gguf as _gguf  # noqa: F401
+        except ImportError as exc:
+            raise BackendNotInstalledError(
+                "loading a GGUF with transformers needs the 'gguf' package. Fix: pip install "
+                "'hammer-plugins[transformers]'"
+            ) from exc
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+        )
+        target.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(str(target))
+        tokenizer.save_pretrained(str(target))
+        (target / ".complete").write_text(str(gguf) + "\n")
+        return str(target)
+
+    def load(self) -> None:
+        if self._model is not None:
+            return
+        torch, transformers = _imports()
+        started = time.perf_counter()
+        source = self._source
+        if source.kind == "gguf":
+            location = self._checkpoint_for_gguf(transformers, torch, check_gguf(Path(source.location)))
+        elif source.kind == "directory":
+            location = source.location
+            if not (Path(location) / "config.json").is_file():
+                raise InvalidModelFileError(
+                    f"{location!r} is not a Hugging Face checkpoint directory (no config.json). Fix: pass "
+                    "the directory written by save_pretrained, or a .gguf file with the llama.cpp backend."
+                )
+        else:
+            location = source.location
+        device = self._device(torch)
+        kwargs: dict[str, Any] = {"revision": self.revision} if self.revision else {}
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(location, **kwargs)
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                location, dtype=self._dtype(torch, device), **kwargs
+            )
+        except OSError as exc:
+            offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+            raise ModelNotFoundError(
+                f"could not load {location!r} with transformers ({exc}). Fix: check the hub id, or "
+                + ("download it once with network access (HF_HUB_OFFLINE=1 is set), "
+                   if offline else "make sure the hub is reachable, ")
+                + "or pass a local checkpoint directory or .gguf file."
+            ) from exc
+        model.to(device)
+        model.eval()
+        self._tokenizer = tokenizer
+        self._model = model
+        self._device_name = device
+        self.load_seconds = time.perf_counter() - started
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # ------------------------------------------------------------- grammar
+    def _matcher(self, grammar: str) -> Any:
+        try:
+            import llguidance
+            import llguidance.hf
+        except ImportError as exc:
+            raise BackendNotInstalledError(
+                "constrained decoding with transformers needs llguidance. Fix: pip install "
+                "'hammer-plugins[transformers]', or pass constrained=False"
+            ) from exc
+        if self._ll_tokenizer is None:
+            vocab = int(self._model.get_output_embeddings().weight.shape[0])
+            self._ll_tokenizer = llguidance.hf.from_tokenizer(self._tokenizer, n_vocab=vocab)
+        compiled = self._matchers.get(grammar)
+        if compiled is None:
+            compiled = llguidance.grammar_from("gbnf", grammar)
+            self._matchers[grammar] = compiled
+        matcher = llguidance.LLMatcher(self._ll_tokenizer, compiled)
+        if matcher.is_error():
+            raise ValueError(f"llguidance rejected the grammar: {matcher.get_error()}")
+        return matcher
+
+    # ----------------------------------------------------------- generation
+    def _stop_ids(self) -> set[int]:
+        ids = {self._tokenizer.eos_token_id} if self._tokenizer.eos_token_id is not None else set()
+        for token in _STOP_TOKENS:
+            token_id = self._tokenizer.convert_tokens_to_ids(token)
+            if isinstance(token_id, int) and token_id != self._tokenizer.unk_token_id:
+                ids.add(token_id)
+        return ids
+
+    def _stream(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> Iterator[GenerationChunk]:
+        torch, transformers = _imports()
+        self.load()
+        tokenizer, model = self._tokenizer, self._model
+        prompt_ids: list[int] = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        matcher = self._matcher(grammar) if grammar is not None else None
+        stop_ids = self._stop_ids()
+        generator = torch.Generator(device="cpu")
+        if settings.seed is not None:
+            generator.manual_seed(settings.seed)
+
+        # Reuse the KV cache of the previous call up to the common prefix.
+        common = 0
+        for a, b in zip(self._cached_ids, prompt_ids, strict=False):
+            if a != b:
+                break
+            common += 1
+        common = min(common, len(prompt_ids) - 1)
+        if self._cache is not None and common > 0:
+            self._cache.crop(common)
+            cache = self._cache
+        else:
+            cache = transformers.DynamicCache()
+            common = 0
+        feed = prompt_ids[common:]
+        ids = list(prompt_ids)
+        started = time.perf_counter()
+        first: float | None = None
+        generated: list[int] = []
+        emitted = ""
+        finish = "length"
+        bitmask = None
+        with torch.inference_mode():
+            for _ in range(settings.max_tokens):
+                inputs = torch.tensor([feed], device=self._device_name)
+                out = model(input_ids=inputs, past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+                logits = out.logits[0, -1, :].float()
+                if matcher is not None:
+                    if bitmask is None:
+                        import llguidance.numpy as llnp
+                        bitmask = llnp.allocate_token_bitmask(1, logits.shape[0])
+                    llnp.fill_next_token_bitmask(matcher, bitmask, 0)
+                    words = torch.from_numpy(bitmask[0])
+                    bits = (words.unsqueeze(1) >> torch.arange(32, dtype=torch.int32)) & 1
+                    allowed = bits.reshape(-1)[: logits.shape[0]].bool()
+                    logits = logits.masked_fill(~allowed, float("-inf"))
+                token = self._sample(torch, logits, settings, generator)
+                if matcher is not None:
+                    matcher.consume_token(token)
+                ids.append(token)
+                if token in stop_ids:
+                    finish = "stop"
+                    break
+                generated.append(token)
+                text = tokenizer.decode(generated, skip_special_tokens=False)
+                stop_at = min((text.find(s) for s in settings.stop if s and s in text), default=-1)
+                if stop_at >= 0:
+                    text, finish = text[:stop_at], "stop"
+                if not text.endswith("\ufffd") and len(text) > len(emitted):
+                    if first is None:
+                        first = time.perf_counter()
+                    yield GenerationChunk(text=text[len(emitted):])
+                    emitted = text
+                if finish == "stop" or (matcher is not None and matcher.is_stopped()):
+                    finish = "stop"
+                    break
+                feed = [token]
+        self._cache = cache
+        # The cache holds every token fed so far; the last sampled token was never fed.
+        self._cached_ids = ids[:-1]
+        done = time.perf_counter()
+        yield GenerationChunk(
+            text="",
+            finish_reason="stop" if finish == "stop" else "length",
+            usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(generated) + (finish == "stop")),
+            timings={"time_to_first_token": (first or done) - started, "total": done - started},
+        )
+
+    @staticmethod
+    def _sample(torch: Any, logits: Any, settings: GenerationSettings, generator: Any) -> int:
+        if settings.temperature <= 0:
+            return int(torch.argmax(logits).item())
+        logits = logits / settings.temperature
+        if settings.top_k > 0:
+            kth = torch.topk(logits, min(settings.top_k, logits.shape[0])).values[-1]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        if settings.top_p < 1.0:
+            sorted_probs, order = torch.sort(probs, descending=True)
+            keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < settings.top_p
+            probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
+            probs = probs / probs.sum()
+        return int(torch.multinomial(probs, 1, generator=generator).item())
+
+    def info(self) -> dict[str, Any]:
+        torch, transformers = _imports()
+        return {**super().info(), "device": self.device_option, "dtype": self.dtype_option,
+                "transformers": transformers.__version__, "torch": torch.__version__}

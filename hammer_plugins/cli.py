@@ -1,0 +1,220 @@
+"""The ``hammer`` command: ``call``, ``chat`` and ``info`` (``eval`` and ``bench`` come with their issues).
+
+Examples::
+
+    hammer call "What's the weather in Paris?"                  # demo tools, default model
+    hammer call "Email bob@x.com saying hi" --tools examples/tools.json
+    hammer chat --tools examples/tools.py                        # runs the Python tools it calls
+    hammer info
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .engine import HammerEngine
+from .errors import HammerError, SchemaConversionError
+from .messages import Message
+from .response import HammerResponse
+from .tools import Tool, to_tool
+
+
+def load_tools_file(path: str | None) -> tuple[list[Tool], dict[str, Callable[..., Any]]]:
+    """Tools from a ``.json`` file (schemas) or a ``.py`` file (functions, run by ``hammer chat``).
+
+    A ``.py`` file provides ``TOOLS = [...]`` or, failing that, its public functions with docstrings.
+    With no path, the demo tools of :mod:`hammer_plugins.demo_tools`.
+    """
+    if path is None:
+        from .demo_tools import DEMO_TOOLS
+
+        return [to_tool(f) for f in DEMO_TOOLS], {f.__name__: f for f in DEMO_TOOLS}
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"tools file {path!r} does not exist. Fix: pass a .json list of tool "
+                                "schemas or a .py file of functions (see examples/tools.json)")
+    if file.suffix == ".py":
+        spec = importlib.util.spec_from_file_location(f"_hammer_tools_{file.stem}", file)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"cannot import {path!r}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        functions = list(getattr(module, "TOOLS", [])) or [
+            obj for name, obj in vars(module).items()
+            if inspect.isfunction(obj) and not name.startswith("_") and obj.__module__ == module.__name__
+            and inspect.getdoc(obj)
+        ]
+        return [to_tool(f) for f in functions], {to_tool(f).name: f for f in functions if callable(f)}
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SchemaConversionError("<file>", str(path), f"not valid JSON ({exc})", "fix the JSON syntax") from exc
+    if isinstance(data, dict):
+        data = data.get("tools", [data])
+    return [to_tool(item) for item in data], {}
+
+
+def _engine(args: argparse.Namespace) -> HammerEngine:
+    return HammerEngine(
+        model_path=args.model_path, model=args.model, backend=args.backend, prompt_format=args.prompt_format,
+        constrained=not args.no_constrained, mask_names=args.mask_names, max_tokens=args.max_tokens,
+        n_ctx=args.n_ctx, on_refusal=getattr(args, "on_refusal", "message"),
+    )
+
+
+def _calls_json(response: HammerResponse) -> str:
+    return json.dumps([{"name": c.name, "arguments": c.arguments} for c in response.tool_calls], ensure_ascii=False)
+
+
+def _report(response: HammerResponse, seconds: float) -> None:
+    timing = ", ".join(f"{k}={v:.3f}s" for k, v in response.timings.items())
+    print(f"[{response.kind}] {response.usage.prompt_tokens} prompt + {response.usage.completion_tokens} "
+          f"completion tokens, {seconds:.2f}s wall ({timing})", file=sys.stderr)
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    tools, _ = load_tools_file(args.tools)
+    engine = _engine(args)
+    started = time.perf_counter()
+    response = engine.generate([Message.user(args.query)], tools=tools, tool_choice=args.tool_choice)
+    if args.verbose:
+        _report(response, time.perf_counter() - started)
+    if response.kind == "tool_calls":
+        print(_calls_json(response))
+        for bad in response.invalid_tool_calls:
+            print(f"invalid call ({bad.reason}): {bad.raw}", file=sys.stderr)
+        return 0
+    if response.kind == "refusal":
+        print("[]")
+        print(f"refusal: {response.text}", file=sys.stderr)
+        return 0
+    if response.kind == "invalid":
+        for bad in response.invalid_tool_calls:
+            print(f"invalid call ({bad.reason}): {bad.raw}", file=sys.stderr)
+        return 3
+    print(response.text)
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    tools, functions = load_tools_file(args.tools)
+    engine = _engine(args)
+    history: list[Message] = []
+    names = ", ".join(t.name for t in tools)
+    print(f"hammer chat: {len(tools)} tools ({names}); empty line or Ctrl-D to quit.", file=sys.stderr)
+    while True:
+        try:
+            line = input("you> ")
+        except EOFError:
+            break
+        if not line.strip() or line.strip().lower() in ("exit", "quit"):
+            break
+        history.append(Message.user(line))
+        for _ in range(args.max_steps):
+            response = engine.generate(history, tools=tools, tool_choice="auto", on_refusal="answer")
+            if response.kind != "tool_calls":
+                text = response.text or "; ".join(b.reason for b in response.invalid_tool_calls)
+                print(f"hammer> {text}")
+                history.append(Message.assistant(text))
+                break
+            history.append(Message.assistant(tool_calls=response.tool_calls))
+            for call in response.tool_calls:
+                print(f"  call {call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
+                function = functions.get(call.name)
+                if function is None:
+                    result, failed = f"no implementation for {call.name} (schema-only tools file)", True
+                else:
+                    try:
+                        result, failed = str(function(**call.arguments)), False
+                    except Exception as exc:  # a tool's failure goes back to the model, as an agent would
+                        result, failed = f"{type(exc).__name__}: {exc}", True
+                print(f"  -> {result}")
+                history.append(Message.tool(result, tool_call_id=call.id, name=call.name, is_error=failed))
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    engine = _engine(args)
+    started = time.perf_counter()
+    engine.load()
+    facts: dict[str, Any] = {
+        "hammer_plugins": __version__,
+        "python": platform.python_version(),
+        "machine": f"{platform.system()} {platform.machine()}",
+        **engine.backend.info(),
+        "context_window": engine.backend.context_window,
+        "load_seconds": round(time.perf_counter() - started, 3),
+        "prompt_format": engine.prompt_format,
+        "constrained": engine.constrained,
+        "mask_names": engine.mask_names,
+    }
+    for package in ("pydantic", "langchain_core", "llama_index.core", "transformers", "torch", "llguidance"):
+        try:
+            module = importlib.import_module(package)
+            facts[package] = getattr(module, "__version__", "installed")
+        except ImportError:
+            facts[package] = "not installed"
+    print(json.dumps(facts, indent=2))
+    return 0
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-path", help="a .gguf file (or checkpoint directory); default: the embedded model")
+    parser.add_argument("--model", help="a Hugging Face hub id or local directory (transformers backend)")
+    parser.add_argument("--backend", default="llama_cpp", choices=["llama_cpp", "transformers"])
+    parser.add_argument("--prompt-format", default="hammer2.1", choices=["hammer2.1", "hammer2.0", "hammer1.0"])
+    parser.add_argument("--no-constrained", action="store_true", help="turn constrained decoding off")
+    parser.add_argument("--mask-names", action="store_true", help="mask function and parameter names")
+    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--n-ctx", type=int, default=8192)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hammer", description="Hammer function calling, offline.")
+    parser.add_argument("--version", action="version", version=f"hammer-plugins {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    call = sub.add_parser("call", help="answer one query with tool calls (printed as JSON) or a refusal")
+    call.add_argument("query")
+    call.add_argument("--tools", help=".json schemas or .py functions; default: the demo tools")
+    call.add_argument("--tool-choice", default="auto", help="auto, required, none, or a tool name")
+    call.add_argument("-v", "--verbose", action="store_true", help="print usage and timings to stderr")
+    _add_model_options(call)
+    call.set_defaults(func=cmd_call)
+
+    chat = sub.add_parser("chat", help="interactive multi-turn chat that runs the tools it calls")
+    chat.add_argument("--tools", help=".py functions (executed) or .json schemas; default: the demo tools")
+    chat.add_argument("--max-steps", type=int, default=4, help="tool rounds per user turn")
+    _add_model_options(chat)
+    chat.set_defaults(func=cmd_chat)
+
+    info = sub.add_parser("info", help="model, backend and versions")
+    _add_model_options(info)
+    info.set_defaults(func=cmd_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (HammerError, FileNotFoundError, ValueError) as exc:
+        print(f"hammer: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

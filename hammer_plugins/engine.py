@@ -1,0 +1,482 @@
+"""The engine: tools and messages in, tool calls / refusal / text out, on any backend.
+
+Everything the LangChain and LlamaIndex adapters share lives here: tool conversion, prompt
+rendering, ``tool_choice`` handling, constrained decoding, masking, parsing, refusal handling,
+context checks, streaming and async.
+
+Example:
+    >>> from hammer_plugins import HammerEngine, Message
+    >>> from hammer_plugins.backends.scripted import ScriptedBackend
+    >>> engine = HammerEngine(backend=ScriptedBackend(["[]"]))
+    >>> engine.generate([Message.user("Tell me a joke")], tools=[{"name": "get_weather",
+    ...     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]).kind
+    'refusal'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .backends.base import Backend, GenerationSettings
+from .calls import InvalidToolCall, ToolCall
+from .errors import ContextWindowExceededError, HammerError, UnknownToolError
+from .grammar import build_grammar
+from .masking import NameMask
+from .messages import Message
+from .parsing import parse_output
+from .prompt import PROMPT_FORMATS, PromptFormat, render_chat, render_prefix, render_prompt
+from .response import HammerResponse, Usage
+from .tools import Tool, to_tools
+
+RefusalMode = Literal["message", "answer", "raise"]
+DEFAULT_REFUSAL_TEXT = "Sorry, no tool is suitable for your request."
+_MIN_ANSWER_TOKENS = 16
+
+
+class RefusalError(HammerError):
+    """Raised for Hammer's ``[]`` when ``on_refusal="raise"``."""
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A streamed piece of the model's raw output."""
+
+    text: str
+
+
+StreamEvent = TextDelta | HammerResponse
+
+
+def normalize_tool_choice(tool_choice: Any, tool_names: Sequence[str]) -> str:
+    """Map every spelling users bring to ``"auto"``, ``"required"``, ``"none"`` or a tool name.
+
+    Accepts ``None``/``"auto"``, ``"any"``/``"required"``/``True``, ``"none"``/``False``, a tool
+    name, ``{"type": "function", "function": {"name": ...}}``, ``{"type": "tool", "name": ...}``
+    and ``{"type": "auto" | "any" | "none"}``.
+
+    Example:
+        >>> normalize_tool_choice({"type": "function", "function": {"name": "ping"}}, ["ping"])
+        'ping'
+    """
+    if tool_choice is None:
+        return "auto"
+    if tool_choice is True:
+        return tool_names[0] if len(tool_names) == 1 else "required"
+    if tool_choice is False:
+        return "none"
+    if isinstance(tool_choice, Mapping):
+        function = tool_choice.get("function")
+        if isinstance(function, Mapping) and function.get("name"):
+            tool_choice = function["name"]
+        elif tool_choice.get("name"):
+            tool_choice = tool_choice["name"]
+        elif tool_choice.get("type") in ("auto", "any", "none", "required"):
+            tool_choice = tool_choice["type"]
+        else:
+            raise UnknownToolError(f"tool_choice {dict(tool_choice)!r} names no tool. Fix: use "
+                                   "{'type': 'function', 'function': {'name': <tool>}}")
+    if not isinstance(tool_choice, str):
+        raise UnknownToolError(f"tool_choice {tool_choice!r} is not understood. Fix: pass 'auto', "
+                               "'required', 'none' or a tool name")
+    lowered = tool_choice.lower()
+    if lowered in ("auto", "none", "required"):
+        return lowered
+    if lowered == "any":
+        return "required"
+    if tool_choice not in tool_names:
+        raise UnknownToolError(
+            f"tool_choice {tool_choice!r} is not among the bound tools {list(tool_names)}. Fix: pass one "
+            "of those names, 'auto', 'required' or 'none'."
+        )
+    return tool_choice
+
+
+def to_message(message: Message | Mapping[str, Any]) -> Message:
+    """Accept engine messages or OpenAI-style message dicts."""
+    if isinstance(message, Message):
+        return message
+    calls = []
+    for raw in message.get("tool_calls") or []:
+        function = raw.get("function", raw)
+        args = function.get("arguments", function.get("args", {}))
+        if isinstance(args, str):
+            args = json.loads(args) if args.strip() else {}
+        calls.append(ToolCall(name=function["name"], arguments=args, id=raw.get("id") or ToolCall(name="x").id))
+    content = message.get("content") or ""
+    if not isinstance(content, str):
+        content = "".join(part.get("text", "") if isinstance(part, Mapping) else str(part) for part in content)
+    return Message(role=message["role"], content=content, tool_calls=calls,
+                   tool_call_id=message.get("tool_call_id"), name=message.get("name"),
+                   is_error=bool(message.get("is_error", False)))
+
+
+@dataclass(frozen=True)
+class ToolBinding:
+    """Everything derived once from a tool set: the tools the prompt shows, masks, prefix, grammars."""
+
+    tools: tuple[Tool, ...]
+    prompt_tools: tuple[Tool, ...]
+    mask: NameMask | None
+    prefix: str
+    prompt_format: str
+
+    def grammar(self, tool_choice: str, parallel: bool) -> str:
+        shown = tool_choice
+        if self.mask is not None and tool_choice not in ("auto", "required"):
+            shown = next(m for m, real in self.mask.function_names.items() if real == tool_choice)
+        return _grammar_cached(self.prompt_tools, shown, parallel)
+
+
+_GRAMMARS: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+_GRAMMAR_LOCK = threading.Lock()
+
+
+def _grammar_cached(tools: tuple[Tool, ...], tool_choice: str, parallel: bool) -> str:
+    key = (tuple(t.fingerprint() for t in tools), tool_choice, parallel)
+    with _GRAMMAR_LOCK:
+        if key in _GRAMMARS:
+            _GRAMMARS.move_to_end(key)
+            return _GRAMMARS[key]
+    text = build_grammar(list(tools), tool_choice, parallel)
+    with _GRAMMAR_LOCK:
+        _GRAMMARS[key] = text
+        while len(_GRAMMARS) > 128:
+            _GRAMMARS.popitem(last=False)
+    return text
+
+
+class HammerEngine:
+    """A Hammer model with its prompt, grammar, masking and parser: the framework-free core.
+
+    Args:
+        model_path: a ``.gguf`` file (llama.cpp) or checkpoint directory (transformers).
+        model: a hub id or local directory (transformers), or a ``.gguf`` path.
+        backend: ``"llama_cpp"`` (default), ``"transformers"``, or a :class:`Backend` instance.
+        prompt_format: ``"hammer2.1"`` (default) or ``"hammer2.0"`` / ``"hammer1.0"``.
+        constrained: constrain decoding with a grammar built from the tools (default on).
+        mask_names: replace function and parameter names with opaque strings in the prompt.
+        on_refusal: what ``[]`` becomes: ``"message"`` (a refusal text), ``"answer"`` (a second,
+            tool-free pass answers in plain language), or ``"raise"`` (:class:`RefusalError`).
+        max_tokens, temperature, top_p, top_k, repeat_penalty, seed: sampling settings.
+        n_ctx, n_threads, n_gpu_layers: llama.cpp settings. device, dtype: transformers settings.
+        backend_kwargs: anything else for the backend constructor.
+
+    Nothing is loaded until the first call (or :meth:`load`).
+
+    Example:
+        >>> engine = HammerEngine()          # the embedded default model, loaded lazily
+        >>> engine.prompt_format
+        'hammer2.1'
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        model: str | None = None,
+        *,
+        backend: str | Backend = "llama_cpp",
+        prompt_format: PromptFormat = "hammer2.1",
+        constrained: bool = True,
+        mask_names: bool = False,
+        on_refusal: RefusalMode = "message",
+        refusal_text: str = DEFAULT_REFUSAL_TEXT,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        repeat_penalty: float = 1.0,
+        seed: int | None = None,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        device: str = "auto",
+        dtype: str = "auto",
+        **backend_kwargs: Any,
+    ) -> None:
+        if prompt_format not in PROMPT_FORMATS:
+            raise ValueError(f"unknown prompt_format {prompt_format!r}; use one of {PROMPT_FORMATS}")
+        if on_refusal not in ("message", "answer", "raise"):
+            raise ValueError(f"on_refusal must be 'message', 'answer' or 'raise', got {on_refusal!r}")
+        if isinstance(backend, str) and backend not in ("llama_cpp", "llama.cpp", "transformers"):
+            raise ValueError(f"unknown backend {backend!r}; use 'llama_cpp', 'transformers' or a Backend instance")
+        self.model_path = model_path
+        self.model = model
+        self.backend_name = backend if isinstance(backend, str) else backend.name
+        self._backend: Backend | None = backend if isinstance(backend, Backend) else None
+        self.prompt_format: PromptFormat = prompt_format
+        self.constrained = constrained
+        self.mask_names = mask_names
+        self.on_refusal: RefusalMode = on_refusal
+        self.refusal_text = refusal_text
+        self.settings = GenerationSettings(max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                                           top_k=top_k, repeat_penalty=repeat_penalty, seed=seed)
+        self._backend_options = {"n_ctx": n_ctx, "n_threads": n_threads, "n_gpu_layers": n_gpu_layers,
+                                 "device": device, "dtype": dtype, **backend_kwargs}
+        self._bindings: OrderedDict[tuple[Any, ...], ToolBinding] = OrderedDict()
+        self._create_lock = threading.Lock()
+
+    # ------------------------------------------------------------- backend
+    @property
+    def backend(self) -> Backend:
+        """The backend (created on first access; the model itself loads on first generation)."""
+        if self._backend is None:
+            with self._create_lock:
+                if self._backend is None:
+                    self._backend = self._make_backend()
+        return self._backend
+
+    def _make_backend(self) -> Backend:
+        opts = self._backend_options
+        if self.backend_name == "transformers":
+            from .backends.transformers import TransformersBackend
+
+            return TransformersBackend(
+                model=self.model, model_path=self.model_path, device=opts["device"], dtype=opts["dtype"],
+                n_ctx=opts["n_ctx"], **{k: v for k, v in opts.items()
+                                        if k not in ("n_ctx", "n_threads", "n_gpu_layers", "device", "dtype")},
+            )
+        from .backends.llama_cpp import LlamaCppBackend
+
+        extra = {k: v for k, v in opts.items() if k not in ("n_ctx", "n_threads", "n_gpu_layers", "device", "dtype")}
+        return LlamaCppBackend(self.model_path or self.model, n_ctx=opts["n_ctx"], n_threads=opts["n_threads"],
+                               n_gpu_layers=opts["n_gpu_layers"], **extra)
+
+    def load(self) -> HammerEngine:
+        """Load the model now rather than on the first call."""
+        self.backend.load()
+        return self
+
+    @property
+    def model_name(self) -> str:
+        return self.backend.model_name
+
+    # ------------------------------------------------------------- binding
+    def bind(self, tools: Sequence[Any], mask_names: bool | None = None) -> ToolBinding:
+        """Convert and prepare a tool set once; repeated calls with the same tools hit a cache."""
+        converted = tuple(to_tools(tools))
+        masked = self.mask_names if mask_names is None else mask_names
+        key = (tuple(t.fingerprint() for t in converted), masked, self.prompt_format)
+        binding = self._bindings.get(key)
+        if binding is not None:
+            self._bindings.move_to_end(key)
+            return binding
+        mask = NameMask.for_tools(converted) if masked and converted else None
+        prompt_tools = tuple(mask.masked_tools) if mask else converted
+        binding = ToolBinding(
+            tools=converted, prompt_tools=prompt_tools, mask=mask,
+            prefix=render_prefix(prompt_tools, self.prompt_format), prompt_format=self.prompt_format,
+        )
+        self._bindings[key] = binding
+        while len(self._bindings) > 32:
+            self._bindings.popitem(last=False)
+        return binding
+
+    def render(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+               tool_choice: Any = "auto", mask_names: bool | None = None) -> str:
+        """The exact prompt text the model would see."""
+        plan = self._plan(messages, tools, tool_choice, mask_names, None, True, None)
+        return plan.prompt
+
+    # ----------------------------------------------------------- generation
+    def generate(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        tools: Sequence[Any] | None = None,
+        tool_choice: Any = "auto",
+        *,
+        mask_names: bool | None = None,
+        constrained: bool | None = None,
+        parallel_tool_calls: bool = True,
+        on_refusal: RefusalMode | None = None,
+        **settings: Any,
+    ) -> HammerResponse:
+        """Answer the conversation: tool calls, a refusal, text, or invalid calls.
+
+        ``settings`` override sampling for this call (``max_tokens``, ``temperature``, ``stop``, ...).
+        """
+        final: HammerResponse | None = None
+        for event in self.stream(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
+                                 parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal, **settings):
+            if isinstance(event, HammerResponse):
+                final = event
+        assert final is not None
+        return final
+
+    def stream(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        tools: Sequence[Any] | None = None,
+        tool_choice: Any = "auto",
+        *,
+        mask_names: bool | None = None,
+        constrained: bool | None = None,
+        parallel_tool_calls: bool = True,
+        on_refusal: RefusalMode | None = None,
+        **settings: Any,
+    ) -> Iterator[StreamEvent]:
+        """Stream :class:`TextDelta` events, then the final :class:`HammerResponse`."""
+        plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings)
+        raw_parts: list[str] = []
+        usage = Usage()
+        finish = "stop"
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        for chunk in self.backend.stream(plan.prompt, plan.settings, plan.grammar):
+            if chunk.text:
+                raw_parts.append(chunk.text)
+                yield TextDelta(chunk.text)
+            if chunk.usage is not None:
+                usage = Usage(prompt_tokens=chunk.usage.prompt_tokens, completion_tokens=chunk.usage.completion_tokens)
+                finish = chunk.finish_reason or "stop"
+                timings = dict(chunk.timings)
+        raw = "".join(raw_parts)
+        response = self._finish(plan, raw, usage, finish, timings)
+        mode = on_refusal or self.on_refusal
+        if response.kind == "refusal" and mode == "raise":
+            raise RefusalError(f"the model found no suitable tool (answered '[]'); raw output: {raw!r}")
+        if response.kind == "refusal" and mode == "answer":
+            yield from self._answer_in_prose(plan, response)
+            return
+        response.timings["engine_total"] = time.perf_counter() - started
+        yield response
+
+    def _answer_in_prose(self, plan: _Plan, refusal: HammerResponse) -> Iterator[StreamEvent]:
+        prompt = render_chat(plan.messages)
+        settings = plan.settings.model_copy()
+        settings.max_tokens = self._fit(prompt, settings.max_tokens)
+        parts: list[str] = []
+        usage = refusal.usage
+        finish = "stop"
+        for chunk in self.backend.stream(prompt, settings, None):
+            if chunk.text:
+                parts.append(chunk.text)
+                yield TextDelta(chunk.text)
+            if chunk.usage is not None:
+                usage = usage + Usage(prompt_tokens=chunk.usage.prompt_tokens,
+                                      completion_tokens=chunk.usage.completion_tokens)
+                finish = chunk.finish_reason or "stop"
+        text = "".join(parts).strip() or self.refusal_text
+        yield refusal.model_copy(update={"text": text, "usage": usage, "finish_reason": finish})
+
+    async def agenerate(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+                        tool_choice: Any = "auto", **kwargs: Any) -> HammerResponse:
+        """Async :meth:`generate`; runs in a worker thread so the event loop stays free."""
+        return await asyncio.to_thread(self.generate, messages, tools, tool_choice, **kwargs)
+
+    async def astream(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+                      tool_choice: Any = "auto", **kwargs: Any) -> AsyncIterator[StreamEvent]:
+        """Async :meth:`stream`: one worker thread generates, events arrive through a queue."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                for event in self.stream(messages, tools, tool_choice, **kwargs):
+                    loop.call_soon_threadsafe(queue.put_nowait, ("event", event))
+                    if stop.is_set():
+                        break
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+                loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, ("done", None))
+
+        worker = loop.run_in_executor(None, produce)
+        try:
+            while True:
+                kind, payload = await queue.get()
+                if kind == "done":
+                    break
+                if kind == "error":
+                    raise payload
+                yield payload
+        finally:
+            stop.set()
+            await worker
+
+    # ------------------------------------------------------------- planning
+    def _plan(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
+              mask_names: bool | None, constrained: bool | None, parallel: bool,
+              overrides: Mapping[str, Any] | None) -> _Plan:
+        msgs = [to_message(m) for m in messages]
+        if not msgs:
+            raise ValueError("messages is empty. Fix: pass at least one user message")
+        binding = self.bind(tools or [], mask_names)
+        names = [t.name for t in binding.tools]
+        choice = normalize_tool_choice(tool_choice, names) if binding.tools else "none"
+        settings = self.settings.model_copy(update={k: v for k, v in (overrides or {}).items() if v is not None})
+        if choice == "none":
+            prompt = render_chat(msgs)
+            grammar = None
+        else:
+            rendered = [self._masked_message(m, binding) for m in msgs]
+            prompt = render_prompt(rendered, binding.prompt_tools, self.prompt_format, prefix=binding.prefix)
+            use_grammar = self.constrained if constrained is None else constrained
+            grammar = binding.grammar(choice, parallel) if use_grammar else None
+        settings.max_tokens = self._fit(prompt, settings.max_tokens)
+        return _Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
+                     settings=settings)
+
+    @staticmethod
+    def _masked_message(message: Message, binding: ToolBinding) -> Message:
+        if binding.mask is None or not message.tool_calls:
+            return message
+        return message.model_copy(update={"tool_calls": [binding.mask.mask_call(c) for c in message.tool_calls]})
+
+    def _fit(self, prompt: str, max_tokens: int) -> int:
+        """Check the prompt fits; shrink ``max_tokens`` to the room left when that is enough."""
+        window = self.backend.context_window
+        prompt_tokens = self.backend.count_tokens(prompt)
+        room = window - prompt_tokens
+        if room < min(max_tokens, _MIN_ANSWER_TOKENS):
+            raise ContextWindowExceededError(prompt_tokens, max_tokens, window)
+        return min(max_tokens, room)
+
+    def _finish(self, plan: _Plan, raw: str, usage: Usage, finish: str, timings: dict[str, float]) -> HammerResponse:
+        parse_started = time.perf_counter()
+        parsed = parse_output(raw)
+        if plan.tool_choice == "none":
+            response = HammerResponse(kind="text", text=raw.strip(), raw=raw, usage=usage, finish_reason=finish,
+                                      model=self.backend.model_name, timings=timings)
+            return response
+        calls: list[ToolCall] = []
+        invalid = list(parsed.invalid_tool_calls)
+        known = {t.name for t in plan.binding.tools}
+        for call in parsed.tool_calls:
+            real: ToolCall | InvalidToolCall = plan.binding.mask.unmask(call) if plan.binding.mask else call
+            if isinstance(real, ToolCall) and real.name not in known:
+                real = InvalidToolCall(raw=raw, name=real.name, id=real.id,
+                                       arguments=json.dumps(real.arguments, ensure_ascii=False, default=str),
+                                       reason=f"the model called {real.name!r}, which is not a bound tool")
+            (calls if isinstance(real, ToolCall) else invalid).append(real)  # type: ignore[arg-type]
+        kind = parsed.kind
+        if parsed.kind == "tool_calls" and not calls:
+            kind = "invalid"
+        text = parsed.text
+        if kind == "refusal":
+            text = self.refusal_text
+        response = HammerResponse(
+            kind=kind, tool_calls=calls, invalid_tool_calls=invalid, text=text, raw=raw, usage=usage,
+            finish_reason="tool_calls" if calls and finish == "stop" else finish,
+            model=self.backend.model_name, timings=timings,
+        )
+        response.timings["parse"] = time.perf_counter() - parse_started
+        return response
+
+
+@dataclass
+class _Plan:
+    messages: list[Message]
+    binding: ToolBinding
+    tool_choice: str
+    prompt: str
+    grammar: str | None
+    settings: GenerationSettings

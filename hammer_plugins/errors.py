@@ -1,0 +1,70 @@
+"""Errors raised by hammer-plugins.
+
+Every error names the thing that is wrong and how to fix it. Model *output* never raises: the
+parser turns it into calls, a refusal, text, or invalid calls (see :mod:`hammer_plugins.parsing`).
+"""
+
+from __future__ import annotations
+
+
+class HammerError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ModelNotFoundError(HammerError, FileNotFoundError):
+    """A model file or directory that was asked for does not exist."""
+
+
+class InvalidModelFileError(HammerError, ValueError):
+    """A file exists but is not a model the chosen backend can load (e.g. not a GGUF)."""
+
+
+class ModelChecksumError(HammerError, ValueError):
+    """The embedded default model assembled from its parts does not match its sha256."""
+
+
+class BackendNotInstalledError(HammerError, ImportError):
+    """The optional dependency of a backend is missing."""
+
+
+class SchemaConversionError(HammerError, ValueError):
+    """A tool schema uses a construct that cannot be rendered for Hammer.
+
+    Attributes:
+        tool: name of the tool (or ``"<unknown>"``).
+        field: JSON path of the offending field inside the tool's parameters.
+    """
+
+    def __init__(self, tool: str, field: str, problem: str, fix: str = "") -> None:
+        self.tool = tool
+        self.field = field
+        self.problem = problem
+        message = f"tool {tool!r}, field {field!r}: {problem}"
+        if fix:
+            message += f". Fix: {fix}"
+        super().__init__(message)
+
+
+class UnknownToolError(HammerError, ValueError):
+    """A forced ``tool_choice`` names a tool that is not among the bound tools."""
+
+
+class ContextWindowExceededError(HammerError, ValueError):
+    """The rendered prompt plus the requested output does not fit in the model's context.
+
+    Attributes:
+        prompt_tokens: tokens of the rendered prompt.
+        max_new_tokens: tokens reserved for the answer.
+        context_window: the model's context size (``n_ctx``).
+    """
+
+    def __init__(self, prompt_tokens: int, max_new_tokens: int, context_window: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.max_new_tokens = max_new_tokens
+        self.context_window = context_window
+        super().__init__(
+            f"the prompt is {prompt_tokens} tokens and {max_new_tokens} more are reserved for the "
+            f"answer, but the model's context window is {context_window} tokens. Fix: shorten the "
+            "conversation or the tool list, lower max_tokens, or load the model with a larger "
+            "n_ctx (e.g. n_ctx=8192)."
+        )

@@ -1,0 +1,135 @@
+"""Hammer's trained prompt, rendered by us (never the checkpoint's embedded chat template).
+
+Two layouts:
+
+* ``"hammer2.1"`` (default): a system turn, one user turn holding the task, tools and format
+  blocks, then every conversation message as its own ChatML turn.
+* ``"hammer2.0"`` (also used by Hammer 1.0): the conversation goes inside a
+  ``[BEGIN OF QUERY] ... [END OF QUERY]`` block of the single user turn.
+
+Without tools (``tool_choice="none"``, or the plain-language second pass after a refusal) the
+conversation is rendered as an ordinary ChatML chat.
+
+Example:
+    >>> from hammer_plugins import Message, Tool
+    >>> from hammer_plugins.prompt import render_prompt
+    >>> tool = Tool(name="ping", parameters={"type": "object", "properties": {}})
+    >>> text = render_prompt([Message.user("ping it")], [tool])
+    >>> text.endswith("<|im_start|>assistant\\n")
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Literal
+
+from .calls import ToolCall
+from .messages import Message
+from .tools import Tool, render_tools_block
+
+PromptFormat = Literal["hammer2.1", "hammer2.0", "hammer1.0"]
+PROMPT_FORMATS: tuple[str, ...] = ("hammer2.1", "hammer2.0", "hammer1.0")
+
+SYSTEM_PROMPT = "You are a helpful assistant."
+
+TASK_INSTRUCTION_V1 = (
+    "You are a tool calling assistant. In order to complete the user's request, you need to select "
+    "one or more appropriate tools from the following tools and fill in the correct values for the "
+    "tool parameters. Your specific tasks are:\n"
+    "1. Make one or more function/tool calls to meet the request based on the question.\n"
+    "2. If none of the function can be used, point it out and refuse to answer.\n"
+    "3. If the given question lacks the parameters required by the function, also point it out.\n"
+)
+TASK_INSTRUCTION_V21 = (
+    TASK_INSTRUCTION_V1
+    + "\nThe following are characters that may interact with you\n"
+    "1. user: Provides query or additional information.\n"
+    "2. tool: Returns the results of the tool calling.\n"
+)
+FORMAT_INSTRUCTION = (
+    "\nThe output MUST strictly adhere to the following JSON format, and NO other text MUST be included.\n"
+    "The example format is as follows. Please make sure the parameter type is correct. If no function "
+    "call is needed, please directly output an empty list '[]'\n"
+    "```\n"
+    "[\n"
+    '    {"name": "func_name1", "arguments": {"argument1": "value1", "argument2": "value2"}},\n'
+    "    ... (more tool calls as required)\n"
+    "]\n"
+    "```\n"
+)
+
+
+def format_calls(calls: Sequence[ToolCall]) -> str:
+    """Earlier assistant calls as Hammer writes them: a fence, the JSON list, a fence."""
+    payload = [{"name": c.name, "arguments": c.arguments} for c in calls]
+    return "```\n" + json.dumps(payload, ensure_ascii=False) + "\n```"
+
+
+def _turn(role: str, content: str) -> str:
+    return f"<|im_start|>{role}\n{content}<|im_end|>\n"
+
+
+def _message_text(message: Message) -> str:
+    if message.role == "assistant" and message.tool_calls:
+        calls = format_calls(message.tool_calls)
+        return f"{message.content.strip()}\n{calls}" if message.content.strip() else calls
+    if message.role == "tool" and message.is_error and not message.content.lower().startswith("error"):
+        return f"Error: {message.content}"
+    return message.content
+
+
+def render_prefix(tools: Sequence[Tool], prompt_format: PromptFormat = "hammer2.1") -> str:
+    """Everything before the conversation: the part shared by every turn (the KV-cache prefix)."""
+    task = TASK_INSTRUCTION_V21 if prompt_format == "hammer2.1" else TASK_INSTRUCTION_V1
+    content = (
+        f"[BEGIN OF TASK INSTRUCTION]\n{task}\n[END OF TASK INSTRUCTION]\n\n"
+        f"[BEGIN OF AVAILABLE TOOLS]\n{render_tools_block(tools)}\n[END OF AVAILABLE TOOLS]\n\n"
+        f"[BEGIN OF FORMAT INSTRUCTION]\n{FORMAT_INSTRUCTION}\n[END OF FORMAT INSTRUCTION]\n\n"
+    )
+    if prompt_format == "hammer2.1":
+        return _turn("system", SYSTEM_PROMPT) + _turn("user", content)
+    # Hammer 1.0/2.0: the user turn stays open for the query block.
+    return _turn("system", SYSTEM_PROMPT) + "<|im_start|>user\n" + content
+
+
+def render_prompt(
+    messages: Sequence[Message],
+    tools: Sequence[Tool] | None,
+    prompt_format: PromptFormat = "hammer2.1",
+    prefix: str | None = None,
+) -> str:
+    """The full prompt text, ending with the open assistant turn.
+
+    ``prefix`` may pass a prefix already rendered by :func:`render_prefix` for the same tools.
+    """
+    if prompt_format not in PROMPT_FORMATS:
+        raise ValueError(f"unknown prompt_format {prompt_format!r}; use one of {PROMPT_FORMATS}")
+    if not tools:
+        return render_chat(messages)
+    head = prefix if prefix is not None else render_prefix(tools, prompt_format)
+    if prompt_format == "hammer2.1":
+        # Hammer has its own system turn; a caller's system text becomes a user turn (as BFCL does).
+        body = "".join(
+            _turn("user" if m.role == "system" else m.role, _message_text(m)) for m in messages
+        )
+        return head + body + "<|im_start|>assistant\n"
+    return head + render_query_block(messages) + "<|im_end|>\n<|im_start|>assistant\n"
+
+
+def render_query_block(messages: Sequence[Message]) -> str:
+    """The ``[BEGIN OF QUERY]`` block of the Hammer 1.0/2.0 layout."""
+    if len(messages) == 1 and messages[0].role == "user":
+        query = messages[0].content
+    else:
+        query = "\n".join(f"{m.role}: {_message_text(m)}" for m in messages)
+    return f"[BEGIN OF QUERY]\n{query}\n[END OF QUERY]\n\n"
+
+
+def render_chat(messages: Sequence[Message]) -> str:
+    """A plain ChatML chat without tools (tool_choice ``"none"``, or the answer after a refusal)."""
+    systems = [m.content for m in messages if m.role == "system"]
+    system = "\n\n".join(systems) if systems else SYSTEM_PROMPT
+    body = "".join(_turn(m.role, _message_text(m)) for m in messages if m.role != "system")
+    return _turn("system", system) + body + "<|im_start|>assistant\n"

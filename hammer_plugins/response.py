@@ -1,0 +1,44 @@
+"""What one engine call returns: the classified output plus usage, finish reason and timings.
+
+Example:
+    >>> from hammer_plugins.response import HammerResponse, Usage
+    >>> r = HammerResponse(kind="refusal", text="Sorry, no tool is suitable for your request.",
+    ...                    usage=Usage(prompt_tokens=10, completion_tokens=2))
+    >>> r.usage.total_tokens, r.is_refusal
+    (12, True)
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, computed_field
+
+from .parsing import ParsedOutput
+
+
+class Usage(BaseModel):
+    """Token counts of one call (summed over both passes when a refusal is answered in prose)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+                     completion_tokens=self.completion_tokens + other.completion_tokens)
+
+
+class HammerResponse(ParsedOutput):
+    """One answer: calls, refusal, text or invalid calls, with how it was produced.
+
+    ``text`` is what to show a person: prose around calls, the refusal text, or the answer.
+    ``finish_reason`` is ``"stop"``, ``"length"`` (cut by ``max_tokens``) or ``"tool_calls"``.
+    """
+
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: str = "stop"
+    model: str = ""
+    timings: dict[str, float] = Field(default_factory=dict)

@@ -1,0 +1,44 @@
+"""Shared fixtures. Real-model fixtures load the embedded default model once per session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from hammer_plugins import HammerEngine
+from hammer_plugins.demo_tools import DEMO_TOOLS
+
+
+@pytest.fixture(scope="session")
+def default_model_path() -> str:
+    from hammer_plugins.model_source import default_model_path as resolve
+
+    return str(resolve())
+
+
+@pytest.fixture(scope="session")
+def llama_engine(default_model_path: str) -> Iterator[HammerEngine]:
+    """The default model on llama.cpp, greedy, shared by the real-model tests."""
+    engine = HammerEngine(model_path=default_model_path, n_ctx=4096, max_tokens=160)
+    engine.load()
+    yield engine
+
+
+@pytest.fixture(scope="session")
+def demo_tools() -> list[Any]:
+    return list(DEMO_TOOLS)
+
+
+@pytest.fixture(scope="session")
+def qwen_lltokenizer(default_model_path: str) -> Iterator[Any]:
+    """llguidance's view of the real Qwen2.5 vocabulary (vocab only: loads in well under a second)."""
+    import llama_cpp
+    import llguidance.llamacpp
+
+    llama = llama_cpp.Llama(model_path=default_model_path, vocab_only=True, verbose=False)
+    vocab = llama_cpp.llama_model_get_vocab(llama.model)
+    # The tokenizer calls back into llama.cpp's vocabulary: keep the model alive while it is used.
+    yield llguidance.llamacpp.lltokenizer_from_vocab(vocab)
+    del llama

@@ -1,0 +1,234 @@
+"""Engine logic on a scripted backend: tool_choice, grammar, masking, refusals, limits, streaming, async."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+
+from hammer_plugins import (
+    ContextWindowExceededError,
+    HammerEngine,
+    HammerResponse,
+    Message,
+    RefusalError,
+    TextDelta,
+    UnknownToolError,
+    normalize_tool_choice,
+)
+from hammer_plugins.backends.scripted import ScriptedBackend
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+EMAIL = {"name": "send_email", "description": "Mail",
+         "parameters": {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}}
+TOOLS = [WEATHER, EMAIL]
+USER = [Message.user("Weather in Paris?")]
+
+
+def engine_with(*answers: str, **kwargs: object) -> tuple[HammerEngine, ScriptedBackend]:
+    backend = ScriptedBackend(list(answers))
+    return HammerEngine(backend=backend, **kwargs), backend  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [(None, "auto"), ("auto", "auto"), ("any", "required"), ("required", "required"), (True, "required"),
+     ("none", "none"), (False, "none"), ("get_weather", "get_weather"),
+     ({"type": "function", "function": {"name": "send_email"}}, "send_email"),
+     ({"type": "tool", "name": "send_email"}, "send_email"), ({"type": "any"}, "required")],
+)
+def test_tool_choice_spellings(choice: object, expected: str) -> None:
+    assert normalize_tool_choice(choice, ["get_weather", "send_email"]) == expected
+
+
+def test_true_with_one_tool_forces_it_and_unknown_names_fail() -> None:
+    assert normalize_tool_choice(True, ["only"]) == "only"
+    with pytest.raises(UnknownToolError, match="'nope' is not among the bound tools"):
+        normalize_tool_choice("nope", ["get_weather"])
+    engine, _ = engine_with("[]")
+    with pytest.raises(UnknownToolError, match="Fix"):
+        engine.generate(USER, tools=TOOLS, tool_choice="get_time")
+
+
+def test_call_with_grammar_and_usage() -> None:
+    engine, backend = engine_with('[{"name": "get_weather", "arguments": {"city": "Paris"}}]')
+    out = engine.generate(USER, tools=TOOLS)
+    assert out.kind == "tool_calls" and out.finish_reason == "tool_calls"
+    assert out.tool_calls[0].name == "get_weather" and out.tool_calls[0].arguments == {"city": "Paris"}
+    assert out.usage.prompt_tokens > 0 and out.usage.completion_tokens > 0
+    assert backend.grammars[0] is not None and '"\\"get_weather\\""' in backend.grammars[0]
+    assert "[BEGIN OF AVAILABLE TOOLS]" in backend.prompts[0]
+
+
+def test_forced_and_required_grammars_differ_and_constrained_off_has_none() -> None:
+    engine, backend = engine_with(*["[]"] * 4)
+    engine.generate(USER, tools=TOOLS, tool_choice="auto")
+    engine.generate(USER, tools=TOOLS, tool_choice="required")
+    engine.generate(USER, tools=TOOLS, tool_choice="send_email")
+    engine.generate(USER, tools=TOOLS, constrained=False)
+    auto, required, forced, off = backend.grammars
+    assert auto and required and forced and off is None
+    assert "call ::= call-0 | call-1" in auto and "call ::= call-1" in forced
+    assert '( call ( ws "," ws call )* )?' in auto and '( call ( ws "," ws call )* )?' not in required
+
+
+def test_none_renders_a_plain_chat_without_grammar() -> None:
+    engine, backend = engine_with("Hello there!")
+    out = engine.generate(USER, tools=TOOLS, tool_choice="none")
+    assert out.kind == "text" and out.text == "Hello there!"
+    assert backend.grammars == [None] and "[BEGIN OF AVAILABLE TOOLS]" not in backend.prompts[0]
+
+
+def test_unknown_tool_name_becomes_invalid_call() -> None:
+    engine, _ = engine_with('[{"name": "get_time", "arguments": {}}]')
+    out = engine.generate(USER, tools=TOOLS, constrained=False)
+    assert out.kind == "invalid" and not out.tool_calls
+    assert "not a bound tool" in out.invalid_tool_calls[0].reason
+
+
+def test_refusal_modes() -> None:
+    engine, _ = engine_with("[]")
+    out = engine.generate(USER, tools=TOOLS)
+    assert out.kind == "refusal" and out.text == "Sorry, no tool is suitable for your request."
+    engine, backend = engine_with("[]", "I cannot check weather, but Paris is lovely.")
+    out = engine.generate(USER, tools=TOOLS, on_refusal="answer")
+    assert out.kind == "refusal" and out.text == "I cannot check weather, but Paris is lovely."
+    assert backend.grammars[1] is None and "[BEGIN OF AVAILABLE TOOLS]" not in backend.prompts[1]
+    assert out.usage.completion_tokens > 1  # both passes counted
+    engine, _ = engine_with("[]")
+    with pytest.raises(RefusalError):
+        engine.generate(USER, tools=TOOLS, on_refusal="raise")
+
+
+def test_masking_round_trip_through_the_engine() -> None:
+    def respond(prompt: str) -> str:
+        block = prompt.split("[BEGIN OF AVAILABLE TOOLS]\n")[1].split("\n[END OF AVAILABLE TOOLS]")[0]
+        tools = json.loads(block)
+        masked = tools[0]
+        assert masked["name"] != "get_weather" and "city" not in masked["parameters"]
+        arg = next(iter(masked["parameters"]))
+        return json.dumps([{"name": masked["name"], "arguments": {arg: "Paris"}}])
+
+    backend = ScriptedBackend(responder=respond)
+    engine = HammerEngine(backend=backend, mask_names=True)
+    out = engine.generate(USER, tools=TOOLS)
+    assert out.kind == "tool_calls"
+    assert (out.tool_calls[0].name, out.tool_calls[0].arguments) == ("get_weather", {"city": "Paris"})
+    assert "get_weather" not in backend.prompts[0] and "city" not in backend.prompts[0].split("[END OF AVAILABLE")[0]
+    # Earlier turns are rendered with the masked names too, and the prefix is stable across turns.
+    history = [*USER, Message.assistant(tool_calls=out.tool_calls), Message.tool("21C", out.tool_calls[0].id)]
+    engine.generate(history, tools=TOOLS)
+    first, second = backend.prompts
+    prefix = first.split("<|im_start|>user\nWeather")[0]
+    assert second.startswith(prefix) and "get_weather" not in second
+
+
+def test_masking_forced_tool_pins_the_masked_name() -> None:
+    engine, backend = engine_with("[]", mask_names=True)
+    engine.generate(USER, tools=TOOLS, tool_choice="send_email")
+    masked_email = engine.bind(TOOLS).prompt_tools[1].name
+    assert f'"\\"{masked_email}\\""' in backend.grammars[0]
+
+
+def test_binding_is_cached() -> None:
+    engine, _ = engine_with()
+    assert engine.bind(TOOLS) is engine.bind(TOOLS)
+    assert engine.bind(TOOLS) is not engine.bind(TOOLS, mask_names=True)
+
+
+def test_context_window_error_names_counts_and_fix() -> None:
+    backend = ScriptedBackend(["[]"], context_window=300)
+    engine = HammerEngine(backend=backend, max_tokens=64)
+    with pytest.raises(ContextWindowExceededError) as info:
+        engine.generate([Message.user("x " * 2000)], tools=TOOLS)
+    assert info.value.context_window == 300 and info.value.prompt_tokens > 300
+    assert "n_ctx" in str(info.value) and "300" in str(info.value)
+
+
+def test_max_tokens_shrinks_to_the_room_left() -> None:
+    backend = ScriptedBackend(["[]"], context_window=1000)
+    engine = HammerEngine(backend=backend, max_tokens=5000)
+    engine.generate(USER, tools=TOOLS)
+    assert 0 < backend.settings[0].max_tokens < 1000
+
+
+def test_truncated_output_is_invalid_with_length_finish() -> None:
+    engine, _ = engine_with('[{"name": "get_weather", "arguments": {"city": "Pa ris and more words here"}}]')
+    out = engine.generate(USER, tools=TOOLS, max_tokens=3)
+    assert out.kind == "invalid" and out.finish_reason == "length"
+    assert out.invalid_tool_calls[0].name == "get_weather"
+
+
+def test_stream_yields_deltas_then_the_response() -> None:
+    engine, _ = engine_with('[{"name": "get_weather", "arguments": {"city": "Paris"}}]')
+    events = list(engine.stream(USER, tools=TOOLS))
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) > 1 and isinstance(events[-1], HammerResponse)
+    assert "".join(d.text for d in deltas) == events[-1].raw
+
+
+def test_openai_style_message_dicts() -> None:
+    engine, backend = engine_with("[]")
+    engine.generate([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "5C"}]},
+    ], tools=TOOLS)
+    assert '{"name": "get_weather", "arguments": {"city": "Oslo"}}' in backend.prompts[0]
+    assert "<|im_start|>tool\n5C<|im_end|>" in backend.prompts[0]
+
+
+async def test_async_generate_and_stream_do_not_block_the_loop() -> None:
+    engine, _ = engine_with('[{"name": "get_weather", "arguments": {"city": "Paris"}}]', "[]")
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    out = await engine.agenerate(USER, tools=TOOLS)
+    events = [e async for e in engine.astream(USER, tools=TOOLS)]
+    task.cancel()
+    assert out.tool_calls[0].name == "get_weather"
+    assert isinstance(events[-1], HammerResponse) and events[-1].kind == "refusal"
+    assert ticks > 0
+
+
+def test_concurrent_calls_are_serialized() -> None:
+    active = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def respond(prompt: str) -> str:
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        threading.Event().wait(0.01)
+        with lock:
+            active -= 1
+        return "[]"
+
+    engine = HammerEngine(backend=ScriptedBackend(responder=respond))
+    threads = [threading.Thread(target=engine.generate, args=(USER, TOOLS)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert peak == 1
+
+
+def test_constructor_loads_nothing(tmp_path: object) -> None:
+    engine = HammerEngine(model_path="/definitely/missing.gguf")
+    assert engine._backend is None  # lazy: the missing file is only noticed on use
+    from hammer_plugins import ModelNotFoundError
+
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        engine.load()

@@ -1,0 +1,108 @@
+"""The GBNF grammar: valid for llama.cpp and llguidance, and it accepts exactly what it should.
+
+Acceptance is checked with llguidance's matcher over the real Qwen2.5 vocabulary (token by token,
+as during decoding), so a layout the model naturally writes is proven reachable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import llguidance
+import pytest
+
+from hammer_plugins import Tool, UnknownToolError
+from hammer_plugins.grammar import build_grammar
+
+WEATHER = Tool(name="get_weather", parameters={
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                   "days": {"type": "integer"}},
+    "required": ["city"],
+})
+EMAIL = Tool(name="send_email", parameters={
+    "type": "object",
+    "properties": {"to": {"type": "array", "items": {"type": "string"}}, "urgent": {"type": "boolean"},
+                   "meta": {"type": "object", "properties": {"tag": {"type": "string"}, "score": {"type": "number"}},
+                            "required": ["tag"]},
+                   "note": {"type": "string", "nullable": True}},
+    "required": ["to"],
+})
+TOOLS = [WEATHER, EMAIL]
+
+
+def accepts(tokenizer: Any, grammar: str, text: str) -> bool:
+    matcher = llguidance.LLMatcher(tokenizer, llguidance.grammar_from("gbnf", grammar))
+    assert not matcher.is_error(), matcher.get_error()
+    for token in tokenizer.tokenize_str(text):
+        if not matcher.consume_token(token) or matcher.is_error():
+            return False
+    return matcher.is_accepting()
+
+
+@pytest.mark.parametrize("choice", ["auto", "required", "get_weather", "send_email"])
+def test_llama_cpp_compiles_every_mode(choice: str) -> None:
+    import llama_cpp
+
+    grammar = llama_cpp.LlamaGrammar.from_string(build_grammar(TOOLS, choice), verbose=False)
+    assert grammar is not None
+
+
+NATURAL = [
+    '[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+    '[\n    {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n]',
+    '```json\n[\n    {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n]\n```',
+    '```\n[{"name": "send_email", "arguments": {"to": ["a@b.c"], "meta": {"tag": "x", "score": 1.5e3}}}]\n```',
+    '[{"name": "send_email", "arguments": {"to": [], "urgent": true, "note": null}},'
+    ' {"name": "get_weather", "arguments": {"city": "Ünïcode \\"q\\" 東京"}}]',
+]
+
+
+@pytest.mark.parametrize("text", NATURAL)
+def test_auto_accepts_the_natural_layouts(qwen_lltokenizer: Any, text: str) -> None:
+    assert accepts(qwen_lltokenizer, build_grammar(TOOLS, "auto"), text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"name": "get_wether", "arguments": {"city": "Paris"}}]',  # unknown function
+        '[{"name": "get_weather", "arguments": {}}]',  # required city missing
+        '[{"name": "get_weather", "arguments": {"town": "Paris"}}]',  # unknown argument
+        '[{"name": "get_weather", "arguments": {"city": 3}}]',  # wrong type
+        '[{"name": "get_weather", "arguments": {"city": "Paris", "unit": "kelvin"}}]',  # not in enum
+        '[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2.5}}]',  # integer
+        '[{"name": "send_email", "arguments": {"to": ["a"], "meta": {"score": 1}}}]',  # nested required
+        "Sure! [] ",  # prose
+    ],
+)
+def test_auto_rejects_what_the_schema_forbids(qwen_lltokenizer: Any, text: str) -> None:
+    assert not accepts(qwen_lltokenizer, build_grammar(TOOLS, "auto"), text)
+
+
+def test_modes(qwen_lltokenizer: Any) -> None:
+    call = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+    other = '[{"name": "send_email", "arguments": {"to": ["a"]}}]'
+    assert accepts(qwen_lltokenizer, build_grammar(TOOLS, "auto"), "[]")
+    assert accepts(qwen_lltokenizer, build_grammar(TOOLS, "auto"), "```\n[]\n```")
+    assert not accepts(qwen_lltokenizer, build_grammar(TOOLS, "required"), "[]")
+    assert accepts(qwen_lltokenizer, build_grammar(TOOLS, "required"), other)
+    forced = build_grammar(TOOLS, "get_weather")
+    assert accepts(qwen_lltokenizer, forced, call)
+    assert not accepts(qwen_lltokenizer, forced, other)
+    assert not accepts(qwen_lltokenizer, forced, "[]")
+    two = call[:-1] + ", " + call[1:]
+    assert accepts(qwen_lltokenizer, build_grammar(TOOLS, "auto"), two)
+    assert not accepts(qwen_lltokenizer, build_grammar(TOOLS, "auto", parallel=False), two)
+
+
+def test_unknown_forced_tool() -> None:
+    with pytest.raises(UnknownToolError, match="not among the bound tools"):
+        build_grammar(TOOLS, "get_time")
+
+
+def test_odd_names_are_escaped(qwen_lltokenizer: Any) -> None:
+    tool = Tool(name='we"ird.name\\x', parameters={"type": "object", "properties": {'k"1': {"type": "string"}},
+                                                     "required": ['k"1']})
+    text = '[{"name": "we\\"ird.name\\\\x", "arguments": {"k\\"1": "v"}}]'
+    assert accepts(qwen_lltokenizer, build_grammar([tool], "required"), text)
