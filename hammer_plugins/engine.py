@@ -28,7 +28,7 @@ from typing import Any, Literal
 from .backends.base import Backend, GenerationSettings
 from .calls import InvalidToolCall, ToolCall
 from .errors import ContextWindowExceededError, HammerError, UnknownToolError
-from .grammar import build_grammar
+from .grammar import build_grammar, build_json_grammar
 from .masking import NameMask
 from .messages import Message
 from .parsing import parse_output
@@ -296,15 +296,19 @@ class HammerEngine:
         constrained: bool | None = None,
         parallel_tool_calls: bool = True,
         on_refusal: RefusalMode | None = None,
+        response_format: Mapping[str, Any] | None = None,
         **settings: Any,
     ) -> HammerResponse:
         """Answer the conversation: tool calls, a refusal, text, or invalid calls.
 
         ``settings`` override sampling for this call (``max_tokens``, ``temperature``, ``stop``, ...).
+        ``response_format`` asks for JSON instead of calls: ``{"type": "json_object"}`` or
+        ``{"type": "json_schema", "schema": {...}}`` (tools are then not shown; the answer is in ``text``).
         """
         final: HammerResponse | None = None
         for event in self.stream(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
-                                 parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal, **settings):
+                                 parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
+                                 response_format=response_format, **settings):
             if isinstance(event, HammerResponse):
                 final = event
         assert final is not None
@@ -320,10 +324,12 @@ class HammerEngine:
         constrained: bool | None = None,
         parallel_tool_calls: bool = True,
         on_refusal: RefusalMode | None = None,
+        response_format: Mapping[str, Any] | None = None,
         **settings: Any,
     ) -> Iterator[StreamEvent]:
         """Stream :class:`TextDelta` events, then the final :class:`HammerResponse`."""
-        plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings)
+        plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
+                          response_format)
         raw_parts: list[str] = []
         usage = Usage()
         finish = "stop"
@@ -405,7 +411,7 @@ class HammerEngine:
     # ------------------------------------------------------------- planning
     def _plan(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
               mask_names: bool | None, constrained: bool | None, parallel: bool,
-              overrides: Mapping[str, Any] | None) -> _Plan:
+              overrides: Mapping[str, Any] | None, response_format: Mapping[str, Any] | None = None) -> _Plan:
         msgs = [to_message(m) for m in messages]
         if not msgs:
             raise ValueError("messages is empty. Fix: pass at least one user message")
@@ -413,7 +419,11 @@ class HammerEngine:
         names = [t.name for t in binding.tools]
         choice = normalize_tool_choice(tool_choice, names) if binding.tools else "none"
         settings = self.settings.model_copy(update={k: v for k, v in (overrides or {}).items() if v is not None})
-        if choice == "none":
+        if response_format is not None:
+            choice = "none"
+            prompt = render_chat(msgs)
+            grammar = self._json_grammar(response_format) if (self.constrained if constrained is None else constrained) else None
+        elif choice == "none":
             prompt = render_chat(msgs)
             grammar = None
         else:
@@ -424,6 +434,19 @@ class HammerEngine:
         settings.max_tokens = self._fit(prompt, settings.max_tokens)
         return _Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
                      settings=settings)
+
+    @staticmethod
+    def _json_grammar(response_format: Mapping[str, Any]) -> str:
+        kind = response_format.get("type")
+        if kind == "json_object":
+            return build_json_grammar(None)
+        if kind == "json_schema":
+            spec = response_format.get("json_schema", response_format)
+            schema = spec.get("schema")
+            if not isinstance(schema, Mapping):
+                raise ValueError("response_format json_schema needs a 'schema' object")
+            return build_json_grammar(dict(schema), str(spec.get("name", "response")))
+        raise ValueError(f"response_format type {kind!r} is not supported; use 'json_object' or 'json_schema'")
 
     @staticmethod
     def _masked_message(message: Message, binding: ToolBinding) -> Message:

@@ -191,3 +191,26 @@ def build_grammar(tools: Sequence[Tool], tool_choice: str = "auto", parallel: bo
     ]
     body = [f"{name} ::= {expr}" for name, expr in rules.items()]
     return "\n".join(head + body) + "\n" + _PRIMITIVES + "\n"
+
+
+def build_json_grammar(schema: dict[str, Any] | None = None, name: str = "response") -> str:
+    """A GBNF grammar for one JSON value: any object when ``schema`` is None, else values of ``schema``.
+
+    Used for JSON mode and JSON-schema structured output (no tools in the prompt).
+
+    Example:
+        >>> print(build_json_grammar(None).splitlines()[0])
+        root ::= ws object ws
+    """
+    from .tools import normalize_parameters
+
+    if schema is None:
+        root = "object"
+        rules: dict[str, str] = {}
+    else:
+        normalized = normalize_parameters(name, schema) if schema.get("type", "object") == "object" else schema
+        builder = _Builder(name, "j")
+        root = builder.value(normalized, "root")
+        rules = builder.rules
+    lines = [f"root ::= ws {root} ws", _WS, *(f"{k} ::= {v}" for k, v in rules.items())]
+    return "\n".join(lines) + "\n" + _PRIMITIVES + "\n"

@@ -232,3 +232,14 @@ def test_constructor_loads_nothing(tmp_path: object) -> None:
 
     with pytest.raises(ModelNotFoundError, match="does not exist"):
         engine.load()
+
+
+def test_response_format_json_schema_uses_a_json_grammar_and_no_tools() -> None:
+    engine, backend = engine_with('{"name": "Ada", "age": 36}', '{"a": 1}')
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"]}
+    out = engine.generate(USER, tools=TOOLS, response_format={"type": "json_schema", "schema": schema})
+    assert out.kind == "text" and json.loads(out.text) == {"name": "Ada", "age": 36}
+    assert backend.grammars[0].startswith("root ::= ws j-root") and "[BEGIN OF AVAILABLE" not in backend.prompts[0]
+    engine.generate(USER, response_format={"type": "json_object"})
+    assert backend.grammars[1].startswith("root ::= ws object ws")

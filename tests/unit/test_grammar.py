@@ -106,3 +106,14 @@ def test_odd_names_are_escaped(qwen_lltokenizer: Any) -> None:
                                                      "required": ['k"1']})
     text = '[{"name": "we\\"ird.name\\\\x", "arguments": {"k\\"1": "v"}}]'
     assert accepts(qwen_lltokenizer, build_grammar([tool], "required"), text)
+
+
+def test_json_grammar_follows_the_schema(qwen_lltokenizer: Any) -> None:
+    from hammer_plugins.grammar import build_json_grammar
+
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name"]}
+    grammar = build_json_grammar(schema)
+    assert accepts(qwen_lltokenizer, grammar, '{\n  "name": "Ada",\n  "age": 36\n}')
+    assert not accepts(qwen_lltokenizer, grammar, '{"age": 36}')
+    assert accepts(qwen_lltokenizer, build_json_grammar(None), '{"anything": [1, {"x": null}]}')
