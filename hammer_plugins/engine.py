@@ -135,6 +135,8 @@ class ToolBinding:
         return _grammar_cached(self.prompt_tools, shown, parallel)
 
 
+_SHARED_BACKENDS: dict[tuple[Any, ...], Backend] = {}
+_SHARED_LOCK = threading.Lock()
 _GRAMMARS: OrderedDict[tuple[Any, ...], str] = OrderedDict()
 _GRAMMAR_LOCK = threading.Lock()
 
@@ -234,6 +236,18 @@ class HammerEngine:
         return self._backend
 
     def _make_backend(self) -> Backend:
+        # One loaded model per configuration per process: many engines (e.g. every ChatHammer a
+        # framework constructs) share it, and its lock serializes their calls.
+        key = (self.backend_name, str(self.model_path or ""), str(self.model or ""),
+               tuple(sorted((k, repr(v)) for k, v in self._backend_options.items())))
+        with _SHARED_LOCK:
+            backend = _SHARED_BACKENDS.get(key)
+            if backend is None:
+                backend = self._new_backend()
+                _SHARED_BACKENDS[key] = backend
+        return backend
+
+    def _new_backend(self) -> Backend:
         opts = self._backend_options
         if self.backend_name == "transformers":
             from .backends.transformers import TransformersBackend
