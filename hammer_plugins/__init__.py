@@ -20,6 +20,7 @@ from .engine import (
     RefusalError,
     TextDelta,
     ToolBinding,
+    ToolCallDelta,
     normalize_tool_choice,
     to_message,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "Tool",
     "ToolBinding",
     "ToolCall",
+    "ToolCallDelta",
     "UnknownToolError",
     "Usage",
     "__version__",

@@ -31,9 +31,10 @@ from .errors import ContextWindowExceededError, HammerError, UnknownToolError
 from .grammar import build_grammar, build_json_grammar
 from .masking import NameMask
 from .messages import Message
-from .parsing import parse_output
+from .parsing import items_to_calls, parse_output
 from .prompt import PROMPT_FORMATS, PromptFormat, render_chat, render_prefix, render_prompt
 from .response import HammerResponse, Usage
+from .streaming import CallScanner
 from .tools import Tool, to_tools
 
 RefusalMode = Literal["message", "answer", "raise"]
@@ -52,7 +53,18 @@ class TextDelta:
     text: str
 
 
-StreamEvent = TextDelta | HammerResponse
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A tool call complete in the stream (constrained decoding only), before the answer ends.
+
+    ``index`` is its position in the final response's ``tool_calls``, which reuses the same id.
+    """
+
+    index: int
+    call: ToolCall
+
+
+StreamEvent = TextDelta | ToolCallDelta | HammerResponse
 
 
 def normalize_tool_choice(tool_choice: Any, tool_names: Sequence[str]) -> str:
@@ -349,16 +361,27 @@ class HammerEngine:
         finish = "stop"
         timings: dict[str, float] = {}
         started = time.perf_counter()
+        scanner = CallScanner() if plan.grammar is not None and plan.tool_choice != "none" else None
+        streamed: list[ToolCall] = []
         for chunk in self.backend.stream(plan.prompt, plan.settings, plan.grammar):
             if chunk.text:
                 raw_parts.append(chunk.text)
                 yield TextDelta(chunk.text)
+                for item in scanner.feed(chunk.text) if scanner else []:
+                    calls, _ = items_to_calls([item], "")
+                    resolved = self._resolve(plan, calls[0], "") if calls else None
+                    if isinstance(resolved, ToolCall):
+                        streamed.append(resolved)
+                        yield ToolCallDelta(len(streamed) - 1, resolved)
             if chunk.usage is not None:
                 usage = Usage(prompt_tokens=chunk.usage.prompt_tokens, completion_tokens=chunk.usage.completion_tokens)
                 finish = chunk.finish_reason or "stop"
                 timings = dict(chunk.timings)
         raw = "".join(raw_parts)
         response = self._finish(plan, raw, usage, finish, timings)
+        for index, call in enumerate(response.tool_calls[: len(streamed)]):
+            if (call.name, call.arguments) == (streamed[index].name, streamed[index].arguments):
+                call.id = streamed[index].id
         mode = on_refusal or self.on_refusal
         if response.kind == "refusal" and mode == "raise":
             raise RefusalError(f"the model found no suitable tool (answered '[]'); raw output: {raw!r}")
@@ -477,6 +500,16 @@ class HammerEngine:
             raise ContextWindowExceededError(prompt_tokens, max_tokens, window)
         return min(max_tokens, room)
 
+    @staticmethod
+    def _resolve(plan: _Plan, call: ToolCall, raw: str) -> ToolCall | InvalidToolCall:
+        """Unmask a parsed call and check it names a bound tool."""
+        real: ToolCall | InvalidToolCall = plan.binding.mask.unmask(call) if plan.binding.mask else call
+        if isinstance(real, ToolCall) and real.name not in {t.name for t in plan.binding.tools}:
+            return InvalidToolCall(raw=raw, name=real.name, id=real.id,
+                                   arguments=json.dumps(real.arguments, ensure_ascii=False, default=str),
+                                   reason=f"the model called {real.name!r}, which is not a bound tool")
+        return real
+
     def _finish(self, plan: _Plan, raw: str, usage: Usage, finish: str, timings: dict[str, float]) -> HammerResponse:
         parse_started = time.perf_counter()
         parsed = parse_output(raw)
@@ -486,13 +519,8 @@ class HammerEngine:
             return response
         calls: list[ToolCall] = []
         invalid = list(parsed.invalid_tool_calls)
-        known = {t.name for t in plan.binding.tools}
         for call in parsed.tool_calls:
-            real: ToolCall | InvalidToolCall = plan.binding.mask.unmask(call) if plan.binding.mask else call
-            if isinstance(real, ToolCall) and real.name not in known:
-                real = InvalidToolCall(raw=raw, name=real.name, id=real.id,
-                                       arguments=json.dumps(real.arguments, ensure_ascii=False, default=str),
-                                       reason=f"the model called {real.name!r}, which is not a bound tool")
+            real = self._resolve(plan, call, raw)
             (calls if isinstance(real, ToolCall) else invalid).append(real)  # type: ignore[arg-type]
         kind = parsed.kind
         if parsed.kind == "tool_calls" and not calls:

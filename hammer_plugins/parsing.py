@@ -81,7 +81,7 @@ def _parse(raw: str) -> ParsedOutput:
         prose = _strip_fences(text[:start] + " " + text[end:]).strip()
         if not items:
             return ParsedOutput(kind="refusal", text=prose, raw=raw)
-        calls, invalid = _convert_items(items, raw)
+        calls, invalid = items_to_calls(items, raw)
         kind: OutputKind = "tool_calls" if calls else "invalid"
         return ParsedOutput(kind=kind, tool_calls=calls, invalid_tool_calls=invalid, text=prose, raw=raw)
     if _looks_like_call(text):
@@ -160,7 +160,8 @@ def _is_call_item(item: Any) -> bool:
     return "name" in item and ("arguments" in item or "parameters" in item or len(item) <= 2)
 
 
-def _convert_items(items: list[Any], raw: str) -> tuple[list[ToolCall], list[InvalidToolCall]]:
+def items_to_calls(items: list[Any], raw: str) -> tuple[list[ToolCall], list[InvalidToolCall]]:
+    """Call objects (``{name, arguments|parameters}`` or OpenAI ``{function: ...}``) to calls."""
     calls: list[ToolCall] = []
     invalid: list[InvalidToolCall] = []
     for item in items:

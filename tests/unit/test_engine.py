@@ -243,3 +243,41 @@ def test_response_format_json_schema_uses_a_json_grammar_and_no_tools() -> None:
     assert backend.grammars[0].startswith("root ::= ws j-root") and "[BEGIN OF AVAILABLE" not in backend.prompts[0]
     engine.generate(USER, response_format={"type": "json_object"})
     assert backend.grammars[1].startswith("root ::= ws object ws")
+
+
+def test_stream_announces_each_call_as_it_completes_with_final_ids() -> None:
+    from hammer_plugins import ToolCallDelta
+
+    answer = ('[{"name": "get_weather", "arguments": {"city": "Pa]ris}"}}, '
+              '{"name": "send_email", "arguments": {"to": "a@b.c"}}]')
+    engine, _ = engine_with(answer)
+    events = list(engine.stream(USER, tools=TOOLS))
+    deltas = [(i, e) for i, e in enumerate(events) if isinstance(e, ToolCallDelta)]
+    final = events[-1]
+    assert isinstance(final, HammerResponse)
+    assert [e.index for _, e in deltas] == [0, 1]
+    assert [e.call for _, e in deltas] == final.tool_calls  # same names, arguments and ids
+    assert deltas[0][0] < deltas[1][0] < len(events) - 1  # the first call arrives before the answer ends
+    assert final.tool_calls[0].arguments == {"city": "Pa]ris}"}
+
+
+def test_stream_masked_calls_arrive_unmasked() -> None:
+    from hammer_plugins import ToolCallDelta
+
+    def respond(prompt: str) -> str:
+        block = json.loads(prompt.split("[BEGIN OF AVAILABLE TOOLS]\n")[1].split("\n[END OF AVAILABLE TOOLS]")[0])
+        arg = next(iter(block[0]["parameters"]))
+        return json.dumps([{"name": block[0]["name"], "arguments": {arg: "Oslo"}}])
+
+    engine = HammerEngine(backend=ScriptedBackend(responder=respond), mask_names=True)
+    deltas = [e for e in engine.stream(USER, tools=TOOLS) if isinstance(e, ToolCallDelta)]
+    assert [(d.call.name, d.call.arguments) for d in deltas] == [("get_weather", {"city": "Oslo"})]
+
+
+def test_call_scanner_ignores_braces_in_strings_and_nested_objects() -> None:
+    from hammer_plugins.streaming import CallScanner
+
+    scanner = CallScanner()
+    text = '```json\n[\n {"name": "f", "arguments": {"a": {"b": "}{\\"}"}, "c": [1, {"d": 2}]}},\n {"name": "g"'
+    found = [item for ch in text for item in scanner.feed(ch)]
+    assert found == [{"name": "f", "arguments": {"a": {"b": '}{"}'}, "c": [1, {"d": 2}]}}]
