@@ -126,6 +126,12 @@ class TransformersBackend(Backend):
         model = transformers.AutoModelForCausalLM.from_pretrained(
             str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
         )
+        # transformers dequantizes GGUF weights to float32 on load, but leaves a quantizer marker
+        # that refuses save_pretrained; the weights are plain tensors, so the marker can go.
+        if getattr(model, "hf_quantizer", None) is not None:
+            model.hf_quantizer = None
+        if getattr(model.config, "quantization_config", None) is not None:
+            del model.config.quantization_config
         target.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(str(target))
         tokenizer.save_pretrained(str(target))
@@ -224,8 +230,10 @@ class TransformersBackend(Backend):
             common += 1
         common = min(common, len(prompt_ids) - 1)
         if self._cache is not None and common > 0:
-            self._cache.crop(common)
             cache = self._cache
+            surplus = cache.get_seq_length() - common
+            if surplus > 0:
+                cache.crop(-surplus)  # a negative count removes that many tokens (transformers 4 and 5)
         else:
             cache = transformers.DynamicCache()
             common = 0

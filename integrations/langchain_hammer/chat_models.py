@@ -1,0 +1,539 @@
+"""``ChatHammer``: Hammer function-calling models as a LangChain chat model.
+
+The adapter is thin on purpose: it turns LangChain messages and tools into engine objects, calls
+:class:`hammer_plugins.HammerEngine` (prompt, grammar, masking, parsing, refusals, async) and turns
+the engine's :class:`~hammer_plugins.HammerResponse` back into an ``AIMessage``.
+
+Example:
+    >>> from langchain_hammer import ChatHammer
+    >>> llm = ChatHammer(max_tokens=128)          # embedded default model, loaded on first call
+    >>> llm._llm_type
+    'hammer-chat'
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from operator import itemgetter
+from typing import Any, Literal, cast
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import LanguageModelInput
+from langchain_core.language_models.chat_models import BaseChatModel, LangSmithParams
+from langchain_core.language_models.model_profile import ModelProfile
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    ChatMessage,
+    FunctionMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call_chunk
+from langchain_core.output_parsers import (
+    JsonOutputKeyToolsParser,
+    JsonOutputParser,
+    PydanticOutputParser,
+    PydanticToolsParser,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
+from langchain_core.utils.pydantic import is_basemodel_subclass
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+
+from hammer_plugins import (
+    DEFAULT_REFUSAL_TEXT,
+    Backend,
+    HammerEngine,
+    HammerError,
+    HammerResponse,
+    Message,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    normalize_tool_choice,
+    to_tool,
+)
+
+# Per-call keyword arguments the engine understands (from bind_tools, bind, invoke).
+_CALL_KEYS = frozenset({"tools", "tool_choice", "parallel_tool_calls", "response_format", "mask_names",
+                        "constrained", "on_refusal"})
+_SETTING_KEYS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "repeat_penalty", "seed"})
+# LangChain passes these through the call kwargs for its own bookkeeping.
+_IGNORED_KEYS = frozenset({"stream", "ls_structured_output_format"})
+# Multimodal content: Hammer models read text only.
+_MEDIA_BLOCKS = frozenset({"image", "image_url", "audio", "input_audio", "video", "file", "document"})
+# Content blocks an earlier AI turn may carry that the tool_calls field already says (or that no
+# model but the one that wrote them can use).
+_SKIPPED_BLOCKS = frozenset({"tool_use", "tool_call", "tool_call_chunk", "function_call", "thinking",
+                             "reasoning", "redacted_thinking", "server_tool_call", "server_tool_result",
+                             "invalid_tool_call"})
+
+
+class ChatHammer(BaseChatModel):
+    """A Hammer function-calling model (local, offline) as a LangChain chat model.
+
+    Nothing is loaded when you construct it: the model loads on the first call, and every
+    ``ChatHammer`` with the same model settings shares one loaded model in the process.
+
+    Model:
+        model_path: a ``.gguf`` file (llama.cpp) or a checkpoint directory (transformers).
+        model: a Hugging Face id or local directory (``backend="transformers"``), or a ``.gguf`` path.
+            With neither, the embedded default model is used (a stand-in base model, not a Hammer
+            fine-tune; see docs/langchain.md).
+        backend: ``"llama_cpp"`` (default), ``"transformers"``, or a ``hammer_plugins.Backend``.
+
+    Hammer behaviour:
+        prompt_format: ``"hammer2.1"`` (default), ``"hammer2.0"`` or ``"hammer1.0"``.
+        constrained: grammar-constrained decoding of the call list (default on).
+        mask_names: show the model opaque function/parameter names; calls come back with real names.
+        on_refusal: what Hammer's ``[]`` becomes: ``"message"`` (an AIMessage with ``refusal_text``,
+            marked ``response_metadata["refusal"] = True``), ``"answer"`` (a second pass without tools
+            answers in plain language), or ``"raise"`` (``hammer_plugins.RefusalError``).
+
+    Sampling: max_tokens, temperature (0 = greedy), top_p, top_k, repeat_penalty, seed, stop.
+    Runtime: n_ctx, n_threads, n_gpu_layers (llama.cpp); device, dtype (transformers);
+    model_kwargs (anything else for the backend).
+
+    Example:
+        >>> from langchain_hammer import ChatHammer
+        >>> def get_weather(city: str) -> str:
+        ...     '''Get the current weather for a city.'''
+        ...     return "sunny"
+        >>> llm = ChatHammer(n_ctx=4096, max_tokens=128).bind_tools([get_weather])
+        >>> # llm.invoke("Weather in Paris?").tool_calls
+        >>> # -> [{'name': 'get_weather', 'args': {'city': 'Paris'}, 'id': 'call_...', 'type': 'tool_call'}]
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    model_path: str | None = None
+    """A ``.gguf`` file or checkpoint directory; with ``model`` unset too, the embedded default."""
+    model: str | None = None
+    """A Hugging Face id, local directory or ``.gguf`` path."""
+    backend: Literal["llama_cpp", "transformers"] | Backend = "llama_cpp"
+    """Which runtime runs the model."""
+    prompt_format: Literal["hammer2.1", "hammer2.0", "hammer1.0"] = "hammer2.1"
+    """The prompt layout the checkpoint was trained on."""
+    constrained: bool = True
+    """Constrain decoding with a grammar built from the bound tools."""
+    mask_names: bool = False
+    """Replace function and parameter names with opaque strings in the prompt."""
+    on_refusal: Literal["message", "answer", "raise"] = "message"
+    """What Hammer's ``[]`` (no suitable tool) becomes."""
+    refusal_text: str = DEFAULT_REFUSAL_TEXT
+    """The message content of a refusal when ``on_refusal="message"``."""
+    max_tokens: int = 512
+    """Most tokens to generate."""
+    temperature: float = 0.0
+    """Sampling temperature; 0 is greedy decoding."""
+    top_p: float = 1.0
+    top_k: int = 0
+    repeat_penalty: float = 1.0
+    seed: int | None = None
+    stop: list[str] | None = None
+    """Stop sequences (a per-call ``stop`` replaces these)."""
+    n_ctx: int = 8192
+    """Context window in tokens."""
+    n_threads: int | None = None
+    n_gpu_layers: int = 0
+    device: str = "auto"
+    dtype: str = "auto"
+    model_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Extra keyword arguments for the backend (e.g. ``llama_cpp.Llama`` options)."""
+    streaming: bool = False
+    """Route ``invoke`` through streaming (so streaming callbacks see tokens)."""
+
+    _engines: dict[str | None, HammerEngine] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_remote_only_params(cls, values: Any) -> Any:
+        # Generic LangChain code passes api_key/timeout/max_retries to any chat model; they mean
+        # nothing for a local model, so say so instead of failing or silently absorbing typos.
+        if isinstance(values, dict):
+            known = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
+            unknown = sorted(k for k in values if k not in known)
+            if unknown:
+                warnings.warn(f"ChatHammer ignores {unknown}: it runs a local model, and these are not among "
+                              "its parameters (see ChatHammer's docstring).", stacklevel=4)
+                values = {k: v for k, v in values.items() if k in known}
+        return values
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def _llm_type(self) -> str:
+        return "hammer-chat"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        backend = self.backend if isinstance(self.backend, str) else self.backend.name
+        return {"model_path": self.model_path, "model": self.model, "backend": backend,
+                "prompt_format": self.prompt_format, "constrained": self.constrained, "mask_names": self.mask_names,
+                "on_refusal": self.on_refusal, "max_tokens": self.max_tokens, "temperature": self.temperature,
+                "top_p": self.top_p, "top_k": self.top_k, "repeat_penalty": self.repeat_penalty, "seed": self.seed,
+                "n_ctx": self.n_ctx}
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = LangSmithParams(
+            ls_provider="hammer", ls_model_name=self._model_label(kwargs.get("model")), ls_model_type="chat",
+            ls_temperature=kwargs.get("temperature", self.temperature),
+            ls_max_tokens=kwargs.get("max_tokens", self.max_tokens),
+        )
+        if stop or self.stop:
+            params["ls_stop"] = list(stop or self.stop or [])
+        return params
+
+    def _resolve_model_profile(self) -> ModelProfile | None:
+        return ModelProfile(max_input_tokens=self.n_ctx, text_inputs=True, image_inputs=False, pdf_inputs=False,
+                            audio_inputs=False, video_inputs=False, text_outputs=True, tool_calling=True,
+                            tool_choice=True, structured_output=True)
+
+    def _model_label(self, override: Any = None) -> str:
+        """The model as the user named it (what traces and response_metadata report)."""
+        if isinstance(override, str) and override:
+            return override
+        if self.model:
+            return self.model
+        if self.model_path:
+            return str(self.model_path)
+        try:
+            return self._engine().model_name  # the default (or $HAMMER_MODEL_PATH); resolves, does not load
+        except HammerError:
+            return "hammer-default"
+
+    # -------------------------------------------------------------------- engine
+    def _engine(self, model: str | None = None) -> HammerEngine:
+        """The engine for this configuration (or for a per-call ``model=`` override); cheap, lazy."""
+        engine = self._engines.get(model)
+        if engine is None:
+            engine = HammerEngine(
+                model_path=None if model else self.model_path, model=model or self.model, backend=self.backend,
+                prompt_format=self.prompt_format, constrained=self.constrained, mask_names=self.mask_names,
+                on_refusal=self.on_refusal, refusal_text=self.refusal_text, max_tokens=self.max_tokens,
+                temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                repeat_penalty=self.repeat_penalty, seed=self.seed, n_ctx=self.n_ctx, n_threads=self.n_threads,
+                n_gpu_layers=self.n_gpu_layers, device=self.device, dtype=self.dtype, **self.model_kwargs,
+            )
+            self._engines[model] = engine
+        return engine
+
+    def _prepare(self, messages: list[BaseMessage], stop: list[str] | None,
+                 kwargs: dict[str, Any]) -> tuple[HammerEngine, list[Message], dict[str, Any], str | None]:
+        """Engine, engine messages, engine call arguments, and the model override for one call."""
+        unknown = sorted(set(kwargs) - _CALL_KEYS - _SETTING_KEYS - _IGNORED_KEYS - {"model"})
+        if unknown:
+            raise TypeError(f"ChatHammer got unexpected call arguments {unknown}. Accepted: "
+                            f"{sorted(_CALL_KEYS | _SETTING_KEYS | {'model', 'stop'})}")
+        override = kwargs.get("model") or None
+        call = {k: v for k, v in kwargs.items() if (k in _CALL_KEYS or k in _SETTING_KEYS) and v is not None}
+        call["stop"] = list(stop if stop is not None else self.stop or [])
+        return self._engine(override), to_engine_messages(messages), call, override
+
+    # ---------------------------------------------------------------- generation
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        engine, msgs, call, override = self._prepare(messages, stop, kwargs)
+        response = engine.generate(msgs, **call)
+        return _result(response, self._model_label(override))
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        engine, msgs, call, override = self._prepare(messages, stop, kwargs)
+        response = await engine.agenerate(msgs, **call)
+        return _result(response, self._model_label(override))
+
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        engine, msgs, call, override = self._prepare(messages, stop, kwargs)
+        converter = _StreamConverter(_streams_text(call), self._model_label(override))
+        for event in engine.stream(msgs, **call):
+            for chunk in converter.feed(event):
+                if run_manager:
+                    run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                yield chunk
+
+    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                       run_manager: AsyncCallbackManagerForLLMRun | None = None,
+                       **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+        engine, msgs, call, override = self._prepare(messages, stop, kwargs)
+        converter = _StreamConverter(_streams_text(call), self._model_label(override))
+        async for event in engine.astream(msgs, **call):
+            for chunk in converter.feed(event):
+                if run_manager:
+                    await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                yield chunk
+
+    # --------------------------------------------------------------------- tools
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: dict[str, Any] | str | bool | None = None,
+        parallel_tool_calls: bool | None = None,
+        strict: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools: LangChain tools, ``@tool`` functions, pydantic models, TypedDicts, JSON schemas,
+        OpenAI tool dicts, typed callables, or runnables turned into tools (``runnable.as_tool()``).
+
+        Args:
+            tools: the tools the model may call.
+            tool_choice: ``"auto"`` (default: call or refuse), ``"any"`` / ``"required"`` / ``True``
+                (at least one call), ``"none"`` (answer without tools), a tool name, or an OpenAI-style
+                ``{"type": "function", "function": {"name": ...}}``. Forced choices are enforced by the grammar.
+            parallel_tool_calls: allow several calls in one answer (default ``True``).
+            strict: accepted for OpenAI compatibility; constrained decoding already keeps every call
+                within its schema (``constrained=True``).
+            kwargs: more arguments for the call (e.g. ``mask_names``, ``on_refusal``, ``max_tokens``).
+
+        Example:
+            >>> from langchain_hammer import ChatHammer
+            >>> def ping(host: str) -> str:
+            ...     '''Ping a host.'''
+            ...     return "ok"
+            >>> bound = ChatHammer().bind_tools([ping], tool_choice="ping")
+            >>> bound.kwargs["tool_choice"]
+            'ping'
+        """
+        del strict  # every call is grammar-constrained to its schema already
+        formatted = [convert_to_openai_tool(t) for t in tools]
+        # Convert now so an unrenderable schema or an unknown tool_choice fails here, not mid-run.
+        names = [to_tool(t).name for t in formatted]
+        if tool_choice is not None:
+            normalize_tool_choice(tool_choice, names)
+            kwargs["tool_choice"] = tool_choice
+        if parallel_tool_calls is not None:
+            kwargs["parallel_tool_calls"] = parallel_tool_calls
+        return super().bind(tools=formatted, **kwargs)
+
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type | None = None,
+        *,
+        method: Literal["function_calling", "json_schema", "json_mode"] = "function_calling",
+        include_raw: bool = False,
+        strict: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, dict[str, Any] | Any]:
+        """Answers as ``schema`` (a pydantic class, TypedDict, JSON schema or OpenAI tool dict).
+
+        Args:
+            schema: the output schema (optional only for ``method="json_mode"``).
+            method: ``"function_calling"`` (default: a forced call to a tool named after the schema,
+                Hammer's native skill), ``"json_schema"`` (grammar-constrained JSON of the schema, no
+                tool prompt) or ``"json_mode"`` (any JSON object; ask for the keys in your prompt).
+            include_raw: return ``{"raw", "parsed", "parsing_error"}`` instead of raising on bad output.
+            strict: accepted for compatibility; decoding is grammar-constrained in every method.
+
+        Example:
+            >>> from pydantic import BaseModel
+            >>> from langchain_hammer import ChatHammer
+            >>> class Person(BaseModel):
+            ...     '''A person.'''
+            ...     name: str
+            ...     age: int
+            >>> structured = ChatHammer().with_structured_output(Person)
+            >>> # structured.invoke("Anna is 31.") -> Person(name='Anna', age=31)
+        """
+        if kwargs:
+            raise ValueError(f"Received unsupported arguments {kwargs}")
+        if schema is None and method != "json_mode":
+            raise ValueError(f"schema is required for method={method!r}. Fix: pass a pydantic class, TypedDict "
+                             "or JSON schema, or use method='json_mode'")
+        is_pydantic = isinstance(schema, type) and is_basemodel_subclass(schema)
+        trace = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
+        output_parser: Runnable[Any, Any]
+        if method == "function_calling":
+            tool_name = convert_to_openai_tool(cast(Any, schema))["function"]["name"]
+            llm = self.bind_tools([cast(Any, schema)], tool_choice=tool_name, parallel_tool_calls=False,
+                                  ls_structured_output_format=trace)
+            output_parser = (PydanticToolsParser(tools=[cast(Any, schema)], first_tool_only=True) if is_pydantic
+                             else JsonOutputKeyToolsParser(key_name=tool_name, first_tool_only=True))
+        elif method in ("json_schema", "json_mode"):
+            if method == "json_schema":
+                json_schema = convert_to_json_schema(cast(Any, schema))
+                response_format: dict[str, Any] = {
+                    "type": "json_schema", "json_schema": {"name": json_schema.get("title", "response"),
+                                                           "schema": json_schema}}
+            else:
+                response_format = {"type": "json_object"}
+            llm = self.bind(response_format=response_format,
+                            ls_structured_output_format=trace if schema is not None else {"kwargs": {"method": method}})
+            output_parser = (PydanticOutputParser(pydantic_object=cast(Any, schema)) if is_pydantic
+                             else JsonOutputParser())
+        else:
+            raise ValueError(f"method must be 'function_calling', 'json_schema' or 'json_mode', got {method!r}")
+        if include_raw:
+            parser_assign = RunnablePassthrough.assign(parsed=itemgetter("raw") | output_parser,
+                                                       parsing_error=lambda _: None)
+            parser_none = RunnablePassthrough.assign(parsed=lambda _: None)
+            with_fallback = parser_assign.with_fallbacks([parser_none], exception_key="parsing_error")
+            return RunnableMap(raw=llm) | with_fallback
+        return llm | output_parser
+
+
+# ----------------------------------------------------------------- messages in
+def to_engine_messages(messages: Sequence[BaseMessage]) -> list[Message]:
+    """LangChain messages to engine messages.
+
+    ``ToolMessage(status="error")`` becomes a tool message with ``is_error=True``; list content is
+    flattened to its text; images, audio and files raise ``ValueError`` (Hammer reads text only).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage, ToolMessage
+        >>> [m.role for m in to_engine_messages([HumanMessage("hi"), ToolMessage("boom", tool_call_id="1",
+        ...                                                                     status="error")])]
+        ['user', 'tool']
+    """
+    names_by_id: dict[str, str] = {}
+    out: list[Message] = []
+    for message in messages:
+        if isinstance(message, AIMessage):
+            calls = [ToolCall(name=c["name"], arguments=dict(c["args"]), id=c.get("id") or ToolCall(name="_").id)
+                     for c in message.tool_calls]
+            names_by_id.update({c.id: c.name for c in calls})
+            out.append(Message(role="assistant", content=_text(message.content, "assistant"), tool_calls=calls))
+        elif isinstance(message, ToolMessage):
+            out.append(Message(role="tool", content=_text(message.content, "tool"), tool_call_id=message.tool_call_id,
+                               name=message.name or names_by_id.get(message.tool_call_id),
+                               is_error=message.status == "error"))
+        elif isinstance(message, HumanMessage):
+            out.append(Message(role="user", content=_text(message.content, "user")))
+        elif isinstance(message, SystemMessage):
+            out.append(Message(role="system", content=_text(message.content, "system")))
+        elif isinstance(message, FunctionMessage):
+            out.append(Message(role="tool", content=_text(message.content, "tool"), name=message.name))
+        elif isinstance(message, ChatMessage):
+            role = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
+                    "system": "system", "developer": "system", "tool": "tool", "function": "tool"}.get(message.role)
+            if role is None:
+                raise ValueError(f"ChatMessage role {message.role!r} is not supported. Fix: use user, assistant, "
+                                 "system or tool")
+            out.append(Message(role=role, content=_text(message.content, role)))  # type: ignore[arg-type]
+        else:
+            raise ValueError(f"unsupported message type {type(message).__name__}. Fix: use HumanMessage, "
+                             "AIMessage, SystemMessage or ToolMessage")
+    return out
+
+
+def _text(content: str | list[str | dict[str, Any]], role: str) -> str:
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind in _MEDIA_BLOCKS:
+            raise ValueError(f"a {role} message holds a {kind!r} block, but Hammer models read text only. Fix: "
+                             "describe the content in text, or use a multimodal model for this step")
+        elif kind in _SKIPPED_BLOCKS:
+            continue
+        elif role == "tool":
+            parts.append(json.dumps(block, ensure_ascii=False, default=str))  # structured tool results stay readable
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------- messages out
+def _usage(response: HammerResponse) -> UsageMetadata:
+    return UsageMetadata(input_tokens=response.usage.prompt_tokens, output_tokens=response.usage.completion_tokens,
+                         total_tokens=response.usage.total_tokens)
+
+
+def _metadata(response: HammerResponse, model_name: str) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"model_name": model_name, "model_provider": "hammer",
+                                "finish_reason": response.finish_reason, "output_kind": response.kind,
+                                "refusal": response.kind == "refusal"}
+    if response.raw.strip() != response.text:
+        metadata["raw_output"] = response.raw  # what the model wrote, when the content is not it
+    return metadata
+
+
+def _result(response: HammerResponse, model_name: str) -> ChatResult:
+    message = AIMessage(
+        content=response.text,
+        tool_calls=[tool_call(name=c.name, args=c.arguments, id=c.id) for c in response.tool_calls],
+        invalid_tool_calls=[invalid_tool_call(name=c.name, args=c.arguments, id=c.id, error=c.reason)
+                            for c in response.invalid_tool_calls],
+        usage_metadata=_usage(response),
+        response_metadata=_metadata(response, model_name),
+    )
+    return ChatResult(generations=[ChatGeneration(message=message,
+                                                  generation_info={"finish_reason": response.finish_reason})])
+
+
+def _streams_text(call: Mapping[str, Any]) -> bool:
+    """Whether the raw output is the answer itself (no tools in play), so it can stream as it comes."""
+    if call.get("response_format") is not None or not call.get("tools"):
+        return True
+    names = [to_tool(t).name for t in call["tools"]]
+    return normalize_tool_choice(call.get("tool_choice", "auto"), names) == "none"
+
+
+class _StreamConverter:
+    """Engine stream events to chunks whose sum equals the ``AIMessage`` of ``invoke``.
+
+    Text answers stream as they come (trimmed like the final text). With tools, the raw output is
+    the call list, so it is not content: each call is sent as one tool_call_chunk as soon as the
+    engine has it (``ToolCallDelta``), and the rest (text, late or invalid calls, usage,
+    metadata) comes with the final chunk.
+    """
+
+    def __init__(self, stream_text: bool, model_name: str) -> None:
+        self.stream_text = stream_text
+        self.model_name = model_name
+        self.started = False
+        self.pending = ""
+        self.sent_ids: set[str] = set()
+
+    def feed(self, event: TextDelta | ToolCallDelta | HammerResponse) -> list[ChatGenerationChunk]:
+        if isinstance(event, TextDelta):
+            return self._text(event.text) if self.stream_text else []
+        if isinstance(event, ToolCallDelta):
+            self.sent_ids.add(event.call.id)
+            chunk = _call_chunk(event.call.name, _dump(event.call.arguments), event.call.id, event.index)
+            return [ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[chunk]))]
+        return [self._final(event)]
+
+    def _text(self, text: str) -> list[ChatGenerationChunk]:
+        # The final text is raw.strip(): hold leading and trailing whitespace back so the sum matches.
+        if not self.started:
+            text = text.lstrip()
+            if not text:
+                return []
+            self.started = True
+        text = self.pending + text
+        body = text.rstrip()
+        self.pending = text[len(body):]
+        return [ChatGenerationChunk(message=AIMessageChunk(content=body))] if body else []
+
+    def _final(self, response: HammerResponse) -> ChatGenerationChunk:
+        content = "" if self.stream_text else response.text
+        chunks = [_call_chunk(c.name, _dump(c.arguments), c.id, i)
+                  for i, c in enumerate(response.tool_calls) if c.id not in self.sent_ids]
+        offset = len(response.tool_calls)
+        # LangChain re-derives invalid calls from chunk args; the raw text keeps a truncated call invalid.
+        chunks += [_call_chunk(c.name, c.arguments if c.arguments is not None else c.raw, c.id, offset + i)
+                   for i, c in enumerate(response.invalid_tool_calls)]
+        message = AIMessageChunk(content=content, tool_call_chunks=chunks, usage_metadata=_usage(response),
+                                 response_metadata=_metadata(response, self.model_name), chunk_position="last")
+        return ChatGenerationChunk(message=message, generation_info={"finish_reason": response.finish_reason})
+
+
+def _call_chunk(name: str | None, args: str, call_id: str, index: int) -> Any:
+    return tool_call_chunk(name=name, args=args, id=call_id, index=index)
+
+
+def _dump(arguments: Mapping[str, Any]) -> str:
+    return json.dumps(arguments, ensure_ascii=False)
