@@ -120,15 +120,23 @@ def cmd_chat(args: argparse.Namespace) -> int:
         if not line.strip() or line.strip().lower() in ("exit", "quit"):
             break
         history.append(Message.user(line))
-        for _ in range(args.max_steps):
-            response = engine.generate(history, tools=tools, tool_choice="auto", on_refusal="answer")
+        done: set[str] = set()
+        for step in range(args.max_steps + 1):
+            # After the last tool round, or when the model only repeats calls it already made this
+            # turn, it answers from the results in plain language (tool_choice "none").
+            choice = "none" if step == args.max_steps else "auto"
+            response = engine.generate(history, tools=tools, tool_choice=choice, on_refusal="answer")
+            fresh = [c for c in response.tool_calls if _call_key(c.name, c.arguments) not in done]
+            if response.kind == "tool_calls" and not fresh:
+                response = engine.generate(history, tools=tools, tool_choice="none")
             if response.kind != "tool_calls":
                 text = response.text or "; ".join(b.reason for b in response.invalid_tool_calls)
                 print(f"hammer> {text}")
                 history.append(Message.assistant(text))
                 break
-            history.append(Message.assistant(tool_calls=response.tool_calls))
-            for call in response.tool_calls:
+            history.append(Message.assistant(tool_calls=fresh))
+            for call in fresh:
+                done.add(_call_key(call.name, call.arguments))
                 print(f"  call {call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
                 function = functions.get(call.name)
                 if function is None:
@@ -141,6 +149,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
                 print(f"  -> {result}")
                 history.append(Message.tool(result, tool_call_id=call.id, name=call.name, is_error=failed))
     return 0
+
+
+def _call_key(name: str, arguments: dict[str, Any]) -> str:
+    return name + json.dumps(arguments, sort_keys=True, default=str)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -194,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="interactive multi-turn chat that runs the tools it calls")
     chat.add_argument("--tools", help=".py functions (executed) or .json schemas; default: the demo tools")
-    chat.add_argument("--max-steps", type=int, default=4, help="tool rounds per user turn")
+    chat.add_argument("--max-steps", type=int, default=1, help="tool rounds per user turn before a plain answer")
     _add_model_options(chat)
     chat.set_defaults(func=cmd_chat)
 

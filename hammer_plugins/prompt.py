@@ -128,8 +128,32 @@ def render_query_block(messages: Sequence[Message]) -> str:
 
 
 def render_chat(messages: Sequence[Message]) -> str:
-    """A plain ChatML chat without tools (tool_choice ``"none"``, or the answer after a refusal)."""
+    """A plain ChatML chat without tools (tool_choice ``"none"``, or the answer after a refusal).
+
+    Earlier calls and results are told in words, not in Hammer's JSON: shown the JSON, small
+    models continue the pattern and write another call instead of answering. Results go in a
+    user turn, and a conversation that ends on results asks for the answer.
+    """
     systems = [m.content for m in messages if m.role == "system"]
     system = "\n\n".join(systems) if systems else SYSTEM_PROMPT
-    body = "".join(_turn(m.role, _message_text(m)) for m in messages if m.role != "system")
+    turns: list[tuple[str, str]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        if message.role == "assistant" and message.tool_calls:
+            used = ", ".join(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})" for c in message.tool_calls)
+            text = f"{message.content.strip()}\nI used the tool {used}." if message.content.strip() else f"I used the tool {used}."
+            turns.append(("assistant", text))
+        elif message.role == "tool":
+            verb = "failed" if message.is_error else "returned"
+            line = f"The tool {message.name or 'call'} {verb}: {message.content}"
+            if turns and turns[-1][0] == "user" and turns[-1][1].startswith("The tool "):
+                turns[-1] = ("user", f"{turns[-1][1]}\n{line}")
+            else:
+                turns.append(("user", line))
+        else:
+            turns.append((message.role, message.content))
+    if messages and messages[-1].role == "tool":
+        turns[-1] = ("user", turns[-1][1] + "\nNow answer my previous question in plain language using this result.")
+    body = "".join(_turn(role, text) for role, text in turns)
     return _turn("system", system) + body + "<|im_start|>assistant\n"

@@ -78,3 +78,17 @@ def test_without_tools_it_is_a_plain_chat() -> None:
     assert text == render_chat([Message.system("Be nice."), Message.user("hi")])
     assert text == "<|im_start|>system\nBe nice.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     assert "[BEGIN OF" not in text
+
+
+def test_plain_chat_tells_calls_and_results_in_words() -> None:
+    call = ToolCall(name="calculate", arguments={"expression": "17 * 23"})
+    text = render_chat([Message.user("What is 17 * 23?"), Message.assistant(tool_calls=[call]),
+                        Message.tool("391", tool_call_id=call.id, name="calculate"),
+                        Message.tool("boom", tool_call_id="x", name="other", is_error=True)])
+    assert text.endswith(
+        '<|im_start|>assistant\nI used the tool calculate({"expression": "17 * 23"}).<|im_end|>\n'
+        "<|im_start|>user\nThe tool calculate returned: 391\nThe tool other failed: boom\n"
+        "Now answer my previous question in plain language using this result.<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    assert "```" not in text
