@@ -142,8 +142,8 @@ def render_chat(messages: Sequence[Message]) -> str:
             continue
         if message.role == "assistant" and message.tool_calls:
             used = ", ".join(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})" for c in message.tool_calls)
-            text = f"{message.content.strip()}\nI used the tool {used}." if message.content.strip() else f"I used the tool {used}."
-            turns.append(("assistant", text))
+            said = f"I used the tool {used}."
+            turns.append(("assistant", f"{message.content.strip()}\n{said}" if message.content.strip() else said))
         elif message.role == "tool":
             verb = "failed" if message.is_error else "returned"
             line = f"The tool {message.name or 'call'} {verb}: {message.content}"
