@@ -79,6 +79,7 @@ class TransformersBackend(Backend):
         self._cache: Any = None
         self._cached_ids: list[int] = []
         self.load_seconds: float | None = None
+        self.checkpoint: str | None = None  # what was loaded: a directory or hub id
 
     # ------------------------------------------------------------- loading
     @property
@@ -175,6 +176,7 @@ class TransformersBackend(Backend):
         self._tokenizer = tokenizer
         self._model = model
         self._device_name = device
+        self.checkpoint = location
         self.load_seconds = time.perf_counter() - started
 
     def count_tokens(self, text: str) -> int:
@@ -217,6 +219,9 @@ class TransformersBackend(Backend):
         tokenizer, model = self._tokenizer, self._model
         prompt_ids: list[int] = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         matcher = self._matcher(grammar) if grammar is not None else None
+        if matcher is not None:
+            import llguidance.numpy as llnp
+            import numpy as np
         stop_ids = self._stop_ids()
         generator = torch.Generator(device="cpu")
         if settings.seed is not None:
@@ -253,13 +258,11 @@ class TransformersBackend(Backend):
                 logits = out.logits[0, -1, :].float()
                 if matcher is not None:
                     if bitmask is None:
-                        import llguidance.numpy as llnp
                         bitmask = llnp.allocate_token_bitmask(1, logits.shape[0])
                     llnp.fill_next_token_bitmask(matcher, bitmask, 0)
-                    words = torch.from_numpy(bitmask[0])
-                    bits = (words.unsqueeze(1) >> torch.arange(32, dtype=torch.int32)) & 1
-                    allowed = bits.reshape(-1)[: logits.shape[0]].bool()
-                    logits = logits.masked_fill(~allowed, float("-inf"))
+                    # One bit per token, least significant first; numpy unpacks 150k bits in microseconds.
+                    bits = np.unpackbits(bitmask[0].view(np.uint8), bitorder="little")[: logits.shape[0]]
+                    logits = logits.masked_fill(torch.from_numpy(bits == 0), float("-inf"))
                 token = self._sample(torch, logits, settings, generator)
                 if matcher is not None:
                     matcher.consume_token(token)
