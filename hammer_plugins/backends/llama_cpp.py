@@ -128,6 +128,13 @@ class LlamaCppBackend(Backend):
     def _stream(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> Iterator[GenerationChunk]:
         llama = self.llama
         prompt_tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        # llama-cpp-python re-evaluates only what differs from the previous call's tokens.
+        previous = llama.input_ids[: llama.n_tokens].tolist()
+        cached = 0
+        for a, b in zip(previous, prompt_tokens, strict=False):
+            if a != b:
+                break
+            cached += 1
         started = time.perf_counter()
         first: float | None = None
         pieces: list[str] = []
@@ -167,6 +174,7 @@ class LlamaCppBackend(Backend):
             timings={
                 "time_to_first_token": (first or done) - started,
                 "total": done - started,
+                "cached_prompt_tokens": float(min(cached, len(prompt_tokens) - 1)),
             },
         )
 

@@ -292,7 +292,8 @@ class TransformersBackend(Backend):
             text="",
             finish_reason="stop" if finish == "stop" else "length",
             usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(generated) + (finish == "stop")),
-            timings={"time_to_first_token": (first or done) - started, "total": done - started},
+            timings={"time_to_first_token": (first or done) - started, "total": done - started,
+                     "cached_prompt_tokens": float(common)},
         )
 
     @staticmethod

@@ -141,3 +141,16 @@ def test_prompt_over_the_context_window(default_model_path: str, demo_tools: lis
 def test_unconstrained_output_is_still_parsed(llama_engine: HammerEngine, demo_tools: list[Any]) -> None:
     out = ask(llama_engine, "Email bob@x.com saying hi", demo_tools, constrained=False)
     assert out.kind == "tool_calls" and out.tool_calls[0].name == "send_email"
+
+
+def test_kv_prefix_is_reused_across_turns(llama_engine: HammerEngine, demo_tools: list[Any]) -> None:
+    import llama_cpp
+
+    llama_engine.generate([Message.user("What is 17 * 23?")], tools=demo_tools)
+    ctx = llama_engine.backend.llama._ctx.ctx  # type: ignore[attr-defined]
+    llama_cpp.llama_perf_context_reset(ctx)
+    out = llama_engine.generate([Message.user("What's the weather in Paris?")], tools=demo_tools)
+    evaluated = llama_cpp.llama_perf_context(ctx).n_p_eval
+    assert out.usage.prompt_tokens > 500
+    assert evaluated < 30  # only the new question, not the ~600-token tools block
+    assert out.timings["cached_prompt_tokens"] >= out.usage.prompt_tokens - 30
