@@ -96,9 +96,10 @@ def test_unknown_hub_id_offline_is_a_clear_error(tmp_path: Path, monkeypatch: py
 
 
 def test_kv_cache_is_cropped_to_the_shared_prefix(hf_engine: HammerEngine) -> None:
-    first = hf_engine.generate([Message.user("Email bob@x.com saying hi")], tools=TOOLS, tool_choice="none",
-                               max_tokens=2)
-    second = hf_engine.generate([Message.user("Email carol@x.com saying hi")], tools=TOOLS, tool_choice="none",
-                                max_tokens=2)
-    assert first.timings["cached_prompt_tokens"] < second.timings["cached_prompt_tokens"] < second.usage.prompt_tokens
-    assert second.usage.prompt_tokens - second.timings["cached_prompt_tokens"] < 12
+    # Two answers cut after two tokens: only the prompts matter here.
+    hf_engine.generate([Message.user("Say hi")], tools=TOOLS, tool_choice="none", max_tokens=2)
+    first = hf_engine.generate([Message.user("Email bob@x.com saying hi")], tools=TOOLS, max_tokens=2)
+    second = hf_engine.generate([Message.user("Email carol@x.com saying hi")], tools=TOOLS, max_tokens=2)
+    assert first.timings["cached_prompt_tokens"] < 40  # the plain chat before shares only the system turn
+    assert second.usage.prompt_tokens > 300
+    assert second.usage.prompt_tokens - second.timings["cached_prompt_tokens"] < 15  # the tools block was reused
