@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .agent_turn import after_tool_results, answered_calls, call_key, tool_rounds
 from .backends.base import Backend, GenerationSettings
 from .calls import InvalidToolCall, ToolCall
 from .errors import ContextWindowExceededError, HammerError, UnknownToolError
@@ -48,9 +49,15 @@ class RefusalError(HammerError):
 
 @dataclass(frozen=True)
 class TextDelta:
-    """A streamed piece of the model's raw output."""
+    """A streamed piece of the model's output.
+
+    ``channel`` is ``"call"`` for the output of a pass that offers tools (Hammer's call syntax, or
+    whatever the model wrote instead) and ``"prose"`` for a tool-free answer. Prose deltas are
+    trimmed like the final ``text``, so they add up to it exactly.
+    """
 
     text: str
+    channel: Literal["call", "prose"] = "call"
 
 
 @dataclass(frozen=True)
@@ -179,6 +186,9 @@ class HammerEngine:
         mask_names: replace function and parameter names with opaque strings in the prompt.
         on_refusal: what ``[]`` becomes: ``"message"`` (a refusal text), ``"answer"`` (a second,
             tool-free pass answers in plain language), or ``"raise"`` (:class:`RefusalError`).
+        max_tool_rounds: rounds of tool calls in one agent turn (since the last user message) after
+            which the model answers from the results instead of being offered the tools again
+            (``None``: no limit). See :mod:`hammer_plugins.agent_turn` for the end-of-turn rules.
         max_tokens, temperature, top_p, top_k, repeat_penalty, seed: sampling settings.
         n_ctx, n_threads, n_gpu_layers: llama.cpp settings. device, dtype: transformers settings.
         backend_kwargs: anything else for the backend constructor.
@@ -202,6 +212,7 @@ class HammerEngine:
         mask_names: bool = False,
         on_refusal: RefusalMode = "message",
         refusal_text: str = DEFAULT_REFUSAL_TEXT,
+        max_tool_rounds: int | None = 1,
         max_tokens: int = 512,
         temperature: float = 0.0,
         top_p: float = 1.0,
@@ -230,6 +241,7 @@ class HammerEngine:
         self.mask_names = mask_names
         self.on_refusal: RefusalMode = on_refusal
         self.refusal_text = refusal_text
+        self.max_tool_rounds = max_tool_rounds
         self.settings = GenerationSettings(max_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                            top_k=top_k, repeat_penalty=repeat_penalty, seed=seed)
         self._backend_options = {"n_ctx": n_ctx, "n_threads": n_threads, "n_gpu_layers": n_gpu_layers,
@@ -323,6 +335,7 @@ class HammerEngine:
         parallel_tool_calls: bool = True,
         on_refusal: RefusalMode | None = None,
         response_format: Mapping[str, Any] | None = None,
+        max_tool_rounds: int | None | Literal["default"] = "default",
         **settings: Any,
     ) -> HammerResponse:
         """Answer the conversation: tool calls, a refusal, text, or invalid calls.
@@ -334,7 +347,7 @@ class HammerEngine:
         final: HammerResponse | None = None
         for event in self.stream(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
                                  parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
-                                 response_format=response_format, **settings):
+                                 response_format=response_format, max_tool_rounds=max_tool_rounds, **settings):
             if isinstance(event, HammerResponse):
                 final = event
         assert final is not None
@@ -351,17 +364,28 @@ class HammerEngine:
         parallel_tool_calls: bool = True,
         on_refusal: RefusalMode | None = None,
         response_format: Mapping[str, Any] | None = None,
+        max_tool_rounds: int | None | Literal["default"] = "default",
         **settings: Any,
     ) -> Iterator[StreamEvent]:
-        """Stream :class:`TextDelta` events, then the final :class:`HammerResponse`."""
+        """Stream :class:`TextDelta` and :class:`ToolCallDelta` events, then the :class:`HammerResponse`."""
         plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
                           response_format)
+        started = time.perf_counter()
+        rounds_cap = self.max_tool_rounds if max_tool_rounds == "default" else max_tool_rounds
+        ending_turn = plan.tool_choice == "auto" and after_tool_results(plan.messages)
+        if ending_turn and rounds_cap is not None and tool_rounds(plan.messages) >= rounds_cap:
+            yield from self._answer_in_prose(plan, HammerResponse(kind="text", model=self.backend.model_name), started)
+            return
+        if plan.tool_choice == "none":
+            yield from self._answer_in_prose(plan, HammerResponse(kind="text", model=self.backend.model_name), started,
+                                             prompt=plan.prompt, grammar=plan.grammar)
+            return
+        answered = answered_calls(plan.messages) if ending_turn else frozenset()
         raw_parts: list[str] = []
         usage = Usage()
         finish = "stop"
         timings: dict[str, float] = {}
-        started = time.perf_counter()
-        scanner = CallScanner() if plan.grammar is not None and plan.tool_choice != "none" else None
+        scanner = CallScanner() if plan.grammar is not None else None
         streamed: list[ToolCall] = []
         for chunk in self.backend.stream(plan.prompt, plan.settings, plan.grammar):
             if chunk.text:
@@ -370,7 +394,8 @@ class HammerEngine:
                 for item in scanner.feed(chunk.text) if scanner else []:
                     calls, _ = items_to_calls([item], "")
                     resolved = self._resolve(plan, calls[0], "") if calls else None
-                    if isinstance(resolved, ToolCall):
+                    if isinstance(resolved, ToolCall) and call_key(resolved) not in answered and (
+                            plan.parallel or not streamed):
                         streamed.append(resolved)
                         yield ToolCallDelta(len(streamed) - 1, resolved)
             if chunk.usage is not None:
@@ -379,35 +404,63 @@ class HammerEngine:
                 timings = dict(chunk.timings)
         raw = "".join(raw_parts)
         response = self._finish(plan, raw, usage, finish, timings)
+        if answered:
+            response.tool_calls = [c for c in response.tool_calls if call_key(c) not in answered]
+            if not response.tool_calls and response.kind == "tool_calls":
+                response.kind = "refusal"  # only repeats: nothing more to call
+        if not plan.parallel:
+            response.tool_calls = response.tool_calls[:1]
         for index, call in enumerate(response.tool_calls[: len(streamed)]):
-            if (call.name, call.arguments) == (streamed[index].name, streamed[index].arguments):
+            if call_key(call) == call_key(streamed[index]):
                 call.id = streamed[index].id
+        if ending_turn and response.kind == "refusal":
+            # After tool results, [] means "done": answer from the results, whatever on_refusal says.
+            yield from self._answer_in_prose(plan, response.model_copy(update={"kind": "text"}), started)
+            return
         mode = on_refusal or self.on_refusal
         if response.kind == "refusal" and mode == "raise":
             raise RefusalError(f"the model found no suitable tool (answered '[]'); raw output: {raw!r}")
         if response.kind == "refusal" and mode == "answer":
-            yield from self._answer_in_prose(plan, response)
+            yield from self._answer_in_prose(plan, response, started)
             return
         response.timings["engine_total"] = time.perf_counter() - started
         yield response
 
-    def _answer_in_prose(self, plan: _Plan, refusal: HammerResponse) -> Iterator[StreamEvent]:
-        prompt = render_chat(plan.messages)
+    def _answer_in_prose(self, plan: _Plan, base: HammerResponse, started: float, prompt: str | None = None,
+                         grammar: str | None = None) -> Iterator[StreamEvent]:
+        """A tool-free pass; its prose becomes ``text`` of ``base`` (usage of both passes summed)."""
+        prompt = prompt if prompt is not None else render_chat(plan.messages)
         settings = plan.settings.model_copy()
         settings.max_tokens = self._fit(prompt, settings.max_tokens)
         parts: list[str] = []
-        usage = refusal.usage
+        usage = base.usage
         finish = "stop"
-        for chunk in self.backend.stream(prompt, settings, None):
+        timings: dict[str, float] = dict(base.timings)
+        pending = ""  # whitespace held back until more text follows, so deltas add up to the stripped text
+        for chunk in self.backend.stream(prompt, settings, grammar):
             if chunk.text:
                 parts.append(chunk.text)
-                yield TextDelta(chunk.text)
+                text = pending + chunk.text
+                if not "".join(parts[:-1]).strip():
+                    text = text.lstrip()
+                body = text.rstrip()
+                pending = text[len(body):]
+                if body:
+                    yield TextDelta(body, channel="prose")
             if chunk.usage is not None:
                 usage = usage + Usage(prompt_tokens=chunk.usage.prompt_tokens,
                                       completion_tokens=chunk.usage.completion_tokens)
                 finish = chunk.finish_reason or "stop"
-        text = "".join(parts).strip() or self.refusal_text
-        yield refusal.model_copy(update={"text": text, "usage": usage, "finish_reason": finish})
+                timings.update(chunk.timings)
+        raw = "".join(parts)
+        text = raw.strip()
+        if base.kind == "refusal" and not text:
+            text = self.refusal_text
+        timings["engine_total"] = time.perf_counter() - started
+        update: dict[str, Any] = {"text": text, "usage": usage, "finish_reason": finish, "timings": timings}
+        if base.kind == "text":
+            update["raw"] = raw
+        yield base.model_copy(update=update)
 
     async def agenerate(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
                         tool_choice: Any = "auto", **kwargs: Any) -> HammerResponse:
@@ -455,6 +508,9 @@ class HammerEngine:
         binding = self.bind(tools or [], mask_names)
         names = [t.name for t in binding.tools]
         choice = normalize_tool_choice(tool_choice, names) if binding.tools else "none"
+        unknown = sorted(set(overrides or {}) - set(GenerationSettings.model_fields))
+        if unknown:
+            raise TypeError(f"unknown generation settings {unknown}; use {sorted(GenerationSettings.model_fields)}")
         settings = self.settings.model_copy(update={k: v for k, v in (overrides or {}).items() if v is not None})
         if response_format is not None:
             choice = "none"
@@ -470,7 +526,7 @@ class HammerEngine:
             grammar = binding.grammar(choice, parallel) if use_grammar else None
         settings.max_tokens = self._fit(prompt, settings.max_tokens)
         return _Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
-                     settings=settings)
+                     settings=settings, parallel=parallel)
 
     @staticmethod
     def _json_grammar(response_format: Mapping[str, Any]) -> str:
@@ -513,10 +569,6 @@ class HammerEngine:
     def _finish(self, plan: _Plan, raw: str, usage: Usage, finish: str, timings: dict[str, float]) -> HammerResponse:
         parse_started = time.perf_counter()
         parsed = parse_output(raw)
-        if plan.tool_choice == "none":
-            response = HammerResponse(kind="text", text=raw.strip(), raw=raw, usage=usage, finish_reason=finish,
-                                      model=self.backend.model_name, timings=timings)
-            return response
         calls: list[ToolCall] = []
         invalid = list(parsed.invalid_tool_calls)
         for call in parsed.tool_calls:
@@ -545,3 +597,4 @@ class _Plan:
     prompt: str
     grammar: str | None
     settings: GenerationSettings
+    parallel: bool = True

@@ -69,6 +69,11 @@ class Backend(ABC):
     def load(self) -> None:
         """Load the model now (otherwise the first call does)."""
 
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the model is in memory (``context_window`` and calls will not load it)."""
+        return True
+
     @abstractmethod
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` as the model sees it (special tokens parsed)."""

@@ -99,6 +99,10 @@ class LlamaCppBackend(Backend):
             self.load()
         return self._llama
 
+    @property
+    def is_loaded(self) -> bool:
+        return self._llama is not None
+
     def load(self) -> None:
         if self._llama is not None:
             return

@@ -139,6 +139,10 @@ class TransformersBackend(Backend):
         (target / ".complete").write_text(str(gguf) + "\n")
         return str(target)
 
+    @property
+    def is_loaded(self) -> bool:
+        return self._model is not None
+
     def load(self) -> None:
         if self._model is not None:
             return

@@ -105,6 +105,8 @@ def test_refusal_modes() -> None:
 
 def test_masking_round_trip_through_the_engine() -> None:
     def respond(prompt: str) -> str:
+        if "[BEGIN OF AVAILABLE TOOLS]" not in prompt:
+            return "It is 21C."  # the tool-free answer that ends the turn
         block = prompt.split("[BEGIN OF AVAILABLE TOOLS]\n")[1].split("\n[END OF AVAILABLE TOOLS]")[0]
         tools = json.loads(block)
         masked = tools[0]
@@ -120,8 +122,8 @@ def test_masking_round_trip_through_the_engine() -> None:
     assert "get_weather" not in backend.prompts[0] and "city" not in backend.prompts[0].split("[END OF AVAILABLE")[0]
     # Earlier turns are rendered with the masked names too, and the prefix is stable across turns.
     history = [*USER, Message.assistant(tool_calls=out.tool_calls), Message.tool("21C", out.tool_calls[0].id)]
-    engine.generate(history, tools=TOOLS)
-    first, second = backend.prompts
+    engine.generate(history, tools=TOOLS, max_tool_rounds=None)
+    first, second = backend.prompts[:2]
     prefix = first.split("<|im_start|>user\nWeather")[0]
     assert second.startswith(prefix) and "get_weather" not in second
 
@@ -171,13 +173,13 @@ def test_stream_yields_deltas_then_the_response() -> None:
 
 
 def test_openai_style_message_dicts() -> None:
-    engine, backend = engine_with("[]")
+    engine, backend = engine_with("[]", "5C in Oslo.")
     engine.generate([
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": None, "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
         {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "5C"}]},
-    ], tools=TOOLS)
+    ], tools=TOOLS, max_tool_rounds=None)
     assert '{"name": "get_weather", "arguments": {"city": "Oslo"}}' in backend.prompts[0]
     assert "<|im_start|>tool\n5C<|im_end|>" in backend.prompts[0]
 
@@ -281,3 +283,70 @@ def test_call_scanner_ignores_braces_in_strings_and_nested_objects() -> None:
     text = '```json\n[\n {"name": "f", "arguments": {"a": {"b": "}{\\"}"}, "c": [1, {"d": 2}]}},\n {"name": "g"'
     found = [item for ch in text for item in scanner.feed(ch)]
     assert found == [{"name": "f", "arguments": {"a": {"b": '}{"}'}, "c": [1, {"d": 2}]}}]
+
+
+# ---------------------------------------------------------------- end of an agent turn
+CALL_JSON = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+
+
+def _after_result() -> list[Message]:
+    from hammer_plugins import ToolCall
+
+    call = ToolCall(name="get_weather", arguments={"city": "Paris"})
+    return [*USER, Message.assistant(tool_calls=[call]), Message.tool("sunny, 21C", tool_call_id=call.id)]
+
+
+def test_rounds_cap_answers_from_the_results_without_offering_tools() -> None:
+    engine, backend = engine_with("It is sunny and 21C in Paris.")
+    out = engine.generate(_after_result(), tools=TOOLS)  # default max_tool_rounds=1
+    assert out.kind == "text" and out.text == "It is sunny and 21C in Paris." and not out.tool_calls
+    assert backend.grammars == [None] and "[BEGIN OF AVAILABLE TOOLS]" not in backend.prompts[0]
+    assert "which returned: sunny, 21C" in backend.prompts[0]
+
+
+def test_empty_list_after_results_means_done_not_refusal() -> None:
+    engine, backend = engine_with("[]", "Sunny, 21C.")
+    out = engine.generate(_after_result(), tools=TOOLS, max_tool_rounds=None, on_refusal="raise")
+    assert out.kind == "text" and out.text == "Sunny, 21C."
+    assert backend.grammars[0] is not None and backend.grammars[1] is None
+
+
+def test_repeated_answered_calls_are_dropped_new_ones_kept() -> None:
+    from hammer_plugins import ToolCallDelta
+
+    engine, _ = engine_with(CALL_JSON, "Sunny.")
+    out = engine.generate(_after_result(), tools=TOOLS, max_tool_rounds=None)
+    assert out.kind == "text" and out.text == "Sunny."  # only a repeat: the turn ends with the answer
+    both = CALL_JSON[:-1] + ', {"name": "send_email", "arguments": {"to": "a@b.c"}}]'
+    engine, _ = engine_with(both)
+    events = list(engine.stream(_after_result(), tools=TOOLS, max_tool_rounds=None))
+    final = events[-1]
+    assert isinstance(final, HammerResponse) and [c.name for c in final.tool_calls] == ["send_email"]
+    assert [e.call.name for e in events if isinstance(e, ToolCallDelta)] == ["send_email"]
+
+
+def test_forced_choice_after_results_still_calls() -> None:
+    engine, backend = engine_with(CALL_JSON)
+    out = engine.generate(_after_result(), tools=TOOLS, tool_choice="get_weather")
+    assert out.kind == "tool_calls" and backend.grammars[0] is not None
+
+
+def test_parallel_off_keeps_the_first_call_even_unconstrained() -> None:
+    both = CALL_JSON[:-1] + ', {"name": "send_email", "arguments": {"to": "a@b.c"}}]'
+    engine, _ = engine_with(both)
+    out = engine.generate(USER, tools=TOOLS, constrained=False, parallel_tool_calls=False)
+    assert [c.name for c in out.tool_calls] == ["get_weather"]
+
+
+def test_unknown_settings_are_rejected() -> None:
+    engine, _ = engine_with("[]")
+    with pytest.raises(TypeError, match="max_new_tokens"):
+        engine.generate(USER, tools=TOOLS, max_new_tokens=5)
+
+
+def test_prose_deltas_add_up_to_the_text() -> None:
+    engine, _ = engine_with("  \n Hello   there  \n ")
+    events = list(engine.stream(USER, tools=TOOLS, tool_choice="none"))
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert all(d.channel == "prose" for d in deltas)
+    assert "".join(d.text for d in deltas) == events[-1].text == "Hello   there"

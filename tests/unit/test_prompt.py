@@ -82,13 +82,19 @@ def test_without_tools_it_is_a_plain_chat() -> None:
 
 def test_plain_chat_tells_calls_and_results_in_words() -> None:
     call = ToolCall(name="calculate", arguments={"expression": "17 * 23"})
-    text = render_chat([Message.user("What is 17 * 23?"), Message.assistant(tool_calls=[call]),
-                        Message.tool("391", tool_call_id=call.id, name="calculate"),
-                        Message.tool("boom", tool_call_id="x", name="other", is_error=True)])
+    other = ToolCall(name="other", arguments={})
+    text = render_chat([Message.user("What is 17 * 23?"), Message.assistant(tool_calls=[call, other]),
+                        Message.tool("391", tool_call_id=call.id),
+                        Message.tool("boom", tool_call_id=other.id, is_error=True)])
     assert text.endswith(
-        '<|im_start|>assistant\nI used the tool calculate({"expression": "17 * 23"}).<|im_end|>\n'
-        "<|im_start|>user\nThe tool calculate returned: 391\nThe tool other failed: boom\n"
-        "Now answer my previous question in plain language using this result.<|im_end|>\n"
+        '<|im_start|>assistant\nI called calculate({"expression": "17 * 23"}), which returned: 391\n'
+        "I called other({}), which failed with: boom<|im_end|>\n"
+        "<|im_start|>user\nNow answer my question in plain language.<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
     assert "```" not in text
+
+
+def test_plain_chat_result_without_its_call_gets_the_name_from_the_id() -> None:
+    text = render_chat([Message.user("hi"), Message.tool("42", tool_call_id="zz", name="answer")])
+    assert "<|im_start|>user\nThe tool answer returned: 42\nNow answer my question in plain language.<|im_end|>" in text
