@@ -151,7 +151,7 @@ class ChatHammer(BaseChatModel):
     streaming: bool = False
     """Route ``invoke`` through streaming (so streaming callbacks see tokens)."""
 
-    _engines: dict[str | None, HammerEngine] = PrivateAttr(default_factory=dict)
+    _engines: dict[str, HammerEngine] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -211,18 +211,24 @@ class ChatHammer(BaseChatModel):
 
     # -------------------------------------------------------------------- engine
     def _engine(self, model: str | None = None) -> HammerEngine:
-        """The engine for this configuration (or for a per-call ``model=`` override); cheap, lazy."""
-        engine = self._engines.get(model)
+        """The engine for this configuration (or a per-call ``model=`` override): cheap and lazy.
+
+        Engines are kept per configuration, so changing a field after a call (``llm.max_tokens = 64``)
+        takes effect; the loaded model itself is shared by every engine with the same model settings.
+        """
+        config: dict[str, Any] = {
+            "model_path": None if model else self.model_path, "model": model or self.model, "backend": self.backend,
+            "prompt_format": self.prompt_format, "constrained": self.constrained, "mask_names": self.mask_names,
+            "on_refusal": self.on_refusal, "refusal_text": self.refusal_text, "max_tokens": self.max_tokens,
+            "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
+            "repeat_penalty": self.repeat_penalty, "seed": self.seed, "n_ctx": self.n_ctx,
+            "n_threads": self.n_threads, "n_gpu_layers": self.n_gpu_layers, "device": self.device,
+            "dtype": self.dtype, **self.model_kwargs,
+        }
+        key = repr(sorted((k, v if isinstance(v, str | int | float | bool | None) else id(v)) for k, v in config.items()))
+        engine = self._engines.get(key)
         if engine is None:
-            engine = HammerEngine(
-                model_path=None if model else self.model_path, model=model or self.model, backend=self.backend,
-                prompt_format=self.prompt_format, constrained=self.constrained, mask_names=self.mask_names,
-                on_refusal=self.on_refusal, refusal_text=self.refusal_text, max_tokens=self.max_tokens,
-                temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-                repeat_penalty=self.repeat_penalty, seed=self.seed, n_ctx=self.n_ctx, n_threads=self.n_threads,
-                n_gpu_layers=self.n_gpu_layers, device=self.device, dtype=self.dtype, **self.model_kwargs,
-            )
-            self._engines[model] = engine
+            engine = self._engines[key] = HammerEngine(**config)
         return engine
 
     def _prepare(self, messages: list[BaseMessage], stop: list[str] | None,
@@ -304,7 +310,7 @@ class ChatHammer(BaseChatModel):
             'ping'
         """
         del strict  # every call is grammar-constrained to its schema already
-        formatted = [convert_to_openai_tool(t) for t in tools]
+        formatted = [_openai_tool(t) for t in tools]
         # Convert now so an unrenderable schema or an unknown tool_choice fails here, not mid-run.
         names = [to_tool(t).name for t in formatted]
         if tool_choice is not None:
@@ -352,7 +358,7 @@ class ChatHammer(BaseChatModel):
         trace = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
         output_parser: Runnable[Any, Any]
         if method == "function_calling":
-            tool_name = convert_to_openai_tool(cast(Any, schema))["function"]["name"]
+            tool_name = _openai_tool(cast(Any, schema))["function"]["name"]
             llm = self.bind_tools([cast(Any, schema)], tool_choice=tool_name, parallel_tool_calls=False,
                                   ls_structured_output_format=trace)
             output_parser = (PydanticToolsParser(tools=[cast(Any, schema)], first_tool_only=True) if is_pydantic
@@ -360,6 +366,8 @@ class ChatHammer(BaseChatModel):
         elif method in ("json_schema", "json_mode"):
             if method == "json_schema":
                 json_schema = convert_to_json_schema(cast(Any, schema))
+                if json_schema.get("description") == dict.__doc__:
+                    json_schema.pop("description")  # see _openai_tool
                 response_format: dict[str, Any] = {
                     "type": "json_schema", "json_schema": {"name": json_schema.get("title", "response"),
                                                            "schema": json_schema}}
@@ -378,6 +386,16 @@ class ChatHammer(BaseChatModel):
             with_fallback = parser_assign.with_fallbacks([parser_none], exception_key="parsing_error")
             return RunnableMap(raw=llm) | with_fallback
         return llm | output_parser
+
+
+def _openai_tool(tool: Any) -> dict[str, Any]:
+    """LangChain's conversion, minus one quirk: a TypedDict without a docstring comes back described
+    by ``dict``'s own docstring, which would fill the small model's prompt with noise."""
+    formatted = convert_to_openai_tool(tool)
+    function = formatted.get("function", {})
+    if function.get("description") == dict.__doc__:
+        function["description"] = ""
+    return formatted
 
 
 # ----------------------------------------------------------------- messages in
@@ -438,10 +456,13 @@ def _text(content: str | list[str | dict[str, Any]], role: str) -> str:
         elif kind in _MEDIA_BLOCKS:
             raise ValueError(f"a {role} message holds a {kind!r} block, but Hammer models read text only. Fix: "
                              "describe the content in text, or use a multimodal model for this step")
-        elif kind in _SKIPPED_BLOCKS:
-            continue
+        elif kind in _SKIPPED_BLOCKS or role == "assistant":
+            continue  # what the calls already say, or another provider's extras: not for this model
         elif role == "tool":
             parts.append(json.dumps(block, ensure_ascii=False, default=str))  # structured tool results stay readable
+        else:
+            raise ValueError(f"a {role} message holds a content block of type {kind!r}, which Hammer cannot read. "
+                             "Fix: pass the content as text")
     return "".join(parts)
 
 

@@ -1,16 +1,17 @@
 """Interim: the end of an agent turn, until the engine does it (requested from the engine owner).
 
 After a tool result, Hammer answers ``[]`` when it needs no more calls, and its own client then
-asks the model for a plain-language answer. Two things the engine does not do yet, which every
-agent loop needs (LlamaIndex's FunctionAgent here, LangGraph's loop in the LangChain adapter):
+asks the model for a plain-language answer. Every agent loop needs this (LlamaIndex's FunctionAgent
+here, LangGraph's loop in the LangChain adapter), and the engine does not do it yet:
 
-* treat a call that repeats one already answered in this turn (same name and arguments, its
-  result in the conversation) as "no more calls": measured on the stand-in default model, it
-  re-issues the call it has just seen answered instead of writing ``[]``, so an agent never ends;
-* answer from a history where earlier calls and results are written as plain sentences: with the
-  engine's tool-free prompt (calls as fenced JSON, results as ``tool`` turns) the stand-in imitates
-  the fenced call instead of answering (measured on weather, arithmetic and email questions).
+* end the turn after a number of tool rounds (default one: Hammer's training data is one round of
+  calls per request), and treat a call that repeats one already answered in this turn (same name and
+  arguments, its result in the conversation) as "no more calls". Measured on the stand-in default
+  model: after a result it never writes ``[]``; it re-issues the call it has just seen answered
+  (weather), or chains new ones on the result (``multiply(50, 4)`` after ``multiply(12.5, 4)`` gave 50,
+  or an unasked ``multiply`` after a weather result), so an agent loops to its iteration limit.
 
+The answer itself is the engine's tool-free pass (``render_chat`` tells calls and results in words).
 The code is framework-free (engine types only) so it can move into ``hammer_plugins`` verbatim.
 
 Example:
@@ -20,8 +21,8 @@ Example:
     ...            Message.tool("sunny", tool_call_id=call.id)]
     >>> is_answered(ToolCall(name="get_weather", arguments={"city": "Paris"}), answered_calls(history))
     True
-    >>> report_history(history)[-1].content
-    'The result of get_weather: sunny\\nNow answer my question in plain language.'
+    >>> tool_rounds(history)
+    1
 """
 
 from __future__ import annotations
@@ -31,11 +32,15 @@ from collections.abc import Sequence
 
 from hammer_plugins import Message, ToolCall
 
-ANSWER_REQUEST = "Now answer my question in plain language."
-
 
 def _key(call: ToolCall) -> str:
     return json.dumps([call.name, call.arguments], sort_keys=True, ensure_ascii=False, default=str)
+
+
+def tool_rounds(messages: Sequence[Message]) -> int:
+    """Rounds of tool calls since the last user turn (assistant messages that made calls)."""
+    start = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1) + 1
+    return sum(1 for m in messages[start:] if m.role == "assistant" and m.tool_calls)
 
 
 def answered_calls(messages: Sequence[Message]) -> frozenset[str]:
@@ -49,26 +54,3 @@ def answered_calls(messages: Sequence[Message]) -> frozenset[str]:
 def is_answered(call: ToolCall, answered: frozenset[str]) -> bool:
     """Whether ``call`` repeats a call already answered in this turn."""
     return _key(call) in answered
-
-
-def report_history(messages: Sequence[Message]) -> list[Message]:
-    """The conversation with tool calls and results as plain sentences, for the tool-free answer."""
-    names = {c.id: c.name for m in messages for c in m.tool_calls}
-    out: list[Message] = []
-    for message in messages:
-        if message.role == "assistant" and message.tool_calls:
-            said = "; ".join(f"{c.name} with {json.dumps(c.arguments, ensure_ascii=False, default=str)}"
-                             for c in message.tool_calls)
-            out.append(Message.assistant(f"{message.content.strip()}\nI called {said}.".strip()))
-        elif message.role == "tool":
-            name = names.get(message.tool_call_id or "", "the tool")
-            said = f"The call to {name} failed" if message.is_error else f"The result of {name}"
-            out.append(Message.user(f"{said}: {message.content}"))
-        else:
-            out.append(message)
-    last = out[-1]
-    if last.role == "user":
-        out[-1] = Message.user(f"{last.content}\n{ANSWER_REQUEST}")
-    else:
-        out.append(Message.user(ANSWER_REQUEST))
-    return out

@@ -1,0 +1,545 @@
+"""``HammerLLM``: Hammer function-calling models as a LlamaIndex ``FunctionCallingLLM``.
+
+The class is an edge over :class:`hammer_plugins.HammerEngine`: LlamaIndex messages and tools go
+in as the engine's, the engine's answers come back as ``ChatResponse`` objects whose messages hold
+one ``ToolCallBlock`` per call. Prompt, grammar, masking, parsing and refusals are the engine's.
+
+Example:
+    >>> from llama_index.llms.hammer import HammerLLM
+    >>> llm = HammerLLM(max_tokens=128)          # embedded default model, loaded on first use
+    >>> llm.metadata.is_function_calling_model
+    True
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from llama_index.core.base.llms.generic_utils import (
+    achat_to_completion_decorator,
+    astream_chat_to_completion_decorator,
+    chat_to_completion_decorator,
+    stream_chat_to_completion_decorator,
+)
+from llama_index.core.base.llms.types import (
+    CachePoint,
+    ChatMessage,
+    ChatResponse,
+    ChatResponseAsyncGen,
+    ChatResponseGen,
+    CompletionResponse,
+    CompletionResponseAsyncGen,
+    CompletionResponseGen,
+    LLMMetadata,
+    MessageRole,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+)
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
+from llama_index.core.llms.function_calling import FunctionCallingLLM
+from llama_index.core.llms.llm import ToolSelection
+from llama_index.core.llms.utils import parse_partial_json
+from llama_index.core.types import PydanticProgramMode
+
+from hammer_plugins import (
+    DEFAULT_REFUSAL_TEXT,
+    Backend,
+    GenerationSettings,
+    HammerEngine,
+    HammerResponse,
+    InvalidToolCall,
+    Message,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    normalize_tool_choice,
+    to_message,
+    to_tools,
+)
+from hammer_plugins.model_source import DEFAULT_MODEL_NAME
+
+from ._interim import answered_calls, is_answered, tool_rounds
+
+if TYPE_CHECKING:
+    from llama_index.core.program.utils import FlexibleModel
+    from llama_index.core.prompts import PromptTemplate
+    from llama_index.core.tools.types import BaseTool
+    from llama_index.core.types import Model
+
+_ROLES = {
+    "system": "system", "developer": "system", "user": "user", "assistant": "assistant",
+    "chatbot": "assistant", "model": "assistant", "tool": "tool", "function": "tool",
+}
+# Per-call options the engine takes besides tools and tool_choice; sampling settings join them.
+_CALL_OPTIONS = frozenset({"mask_names", "constrained", "parallel_tool_calls", "on_refusal", "response_format"})
+_SAMPLING = frozenset(GenerationSettings.model_fields)
+_ENGINE_FIELDS = (
+    "model_path", "model", "backend", "prompt_format", "constrained", "mask_names", "on_refusal", "refusal_text",
+    "max_tokens", "temperature", "top_p", "top_k", "repeat_penalty", "seed", "n_ctx", "n_threads", "n_gpu_layers",
+    "device", "dtype", "backend_kwargs",
+)
+
+
+class HammerLLM(FunctionCallingLLM):
+    """A local Hammer model (llama.cpp or transformers) that calls LlamaIndex tools.
+
+    Tool calls come back as ``ToolCallBlock`` s (and OpenAI-style ``additional_kwargs["tool_calls"]``),
+    so ``FunctionAgent``, ``AgentWorkflow``, ``predict_and_call`` and ``structured_predict`` work.
+    Hammer's ``[]`` ("no suitable tool") becomes a message without calls holding ``refusal_text``;
+    ``raw`` is the engine's full answer (``raw["kind"]``, ``raw["usage"]``, ``raw["raw"]``).
+
+    Every engine setting is a field; per-call overrides go to ``chat(..., max_tokens=..., ...)``.
+    Nothing loads in the constructor: the model loads on the first call (or :meth:`load`).
+
+    Example:
+        >>> from llama_index.core.tools import FunctionTool
+        >>> def get_weather(city: str) -> str:
+        ...     '''Get the current weather for a city.'''
+        ...     return f"Sunny in {city}"
+        >>> llm = HammerLLM(max_tokens=128)
+        >>> response = llm.chat_with_tools([FunctionTool.from_defaults(get_weather)],
+        ...                                user_msg="What's the weather in Paris?")  # doctest: +SKIP
+        >>> llm.get_tool_calls_from_response(response)[0].tool_kwargs  # doctest: +SKIP
+        {'city': 'Paris'}
+    """
+
+    model_path: str | Path | None = Field(
+        default=None, description="A .gguf file (llama.cpp) or a checkpoint directory (transformers).")
+    model: str | None = Field(
+        default=None, description="A Hugging Face id or local directory (transformers), or a .gguf path.")
+    backend: str | Backend = Field(
+        default="llama_cpp", description="'llama_cpp', 'transformers', or a hammer_plugins Backend instance.")
+    prompt_format: Literal["hammer2.1", "hammer2.0", "hammer1.0"] = Field(
+        default="hammer2.1", description="Hammer 2.1 prompt layout, or the 1.0/2.0 query-block layout.")
+    constrained: bool = Field(default=True, description="Constrain decoding with a grammar built from the tools.")
+    mask_names: bool = Field(
+        default=False, description="Show the model opaque function/parameter names; calls are mapped back.")
+    on_refusal: Literal["message", "answer", "raise"] = Field(
+        default="message",
+        description="What Hammer's [] after a user turn becomes: refusal_text, a tool-free answer, or RefusalError.")
+    refusal_text: str = Field(default=DEFAULT_REFUSAL_TEXT, description="The message content for a refusal.")
+    parallel_tool_calls: bool = Field(
+        default=True,
+        description="Allow several calls in one answer; LlamaIndex's allow_parallel_tool_calls can only narrow it.")
+    max_tool_rounds: int | None = Field(
+        default=1, ge=1,
+        description="Rounds of tool calls per user turn before the model answers from the results without "
+                    "tools (None: until it answers []; a repeat of an answered call counts as []).")
+    max_tokens: int = Field(default=512, gt=0, description="Most new tokens per answer (also metadata.num_output).")
+    temperature: float = Field(default=0.0, ge=0.0, description="0 is greedy decoding.")
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    top_k: int = Field(default=0, ge=0, description="0 disables top-k.")
+    repeat_penalty: float = Field(default=1.0, gt=0.0)
+    seed: int | None = Field(default=None, description="Sampling seed (only matters when temperature > 0).")
+    n_ctx: int = Field(default=8192, gt=0, description="Context window in tokens.")
+    n_threads: int | None = Field(default=None, description="CPU threads for llama.cpp (None: its own choice).")
+    n_gpu_layers: int = Field(default=0, description="Layers llama.cpp offloads to a GPU build (-1: all).")
+    device: str = Field(default="auto", description="transformers device.")
+    dtype: str = Field(default="auto", description="transformers dtype.")
+    backend_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Anything else for the backend (llama_cpp.Llama or from_pretrained).")
+
+    _engine: HammerEngine | None = PrivateAttr(default=None)
+    _engine_key: str = PrivateAttr(default="")
+    _loaded: bool = PrivateAttr(default=False)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HammerLLM"
+
+    # ----------------------------------------------------------------- engine
+    @property
+    def engine(self) -> HammerEngine:
+        """The engine behind this LLM (rebuilt when a field changes; the loaded model is shared)."""
+        config = {name: getattr(self, name) for name in _ENGINE_FIELDS}
+        key = repr(config)
+        if self._engine is None or key != self._engine_key:
+            extra = config.pop("backend_kwargs")
+            self._engine = HammerEngine(**config, **extra)
+            self._engine_key = key
+            self._loaded = False
+        return self._engine
+
+    def load(self) -> HammerLLM:
+        """Load the model now rather than on the first call; ``metadata`` then reads the real window."""
+        self.engine.load()
+        self._loaded = True
+        return self
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        # LlamaIndex reads metadata on every call, also inside the event loop: only a model that is
+        # already loaded is asked for its window; before that the configured window is reported.
+        if self._loaded:
+            window, name = self.engine.backend.context_window, self.engine.model_name
+        elif isinstance(self.backend, Backend):
+            window, name = self.n_ctx, self.backend.model_name
+        else:
+            window, name = self.n_ctx, Path(self.model_path).name if self.model_path else self.model or DEFAULT_MODEL_NAME
+        return LLMMetadata(context_window=window, num_output=self.max_tokens, is_chat_model=True,
+                           is_function_calling_model=True, model_name=name)
+
+    # ------------------------------------------------------------------- chat
+    @llm_chat_callback()
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return self._chat(messages, **kwargs)
+
+    @llm_chat_callback()
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        return self._stream_chat(messages, **kwargs)
+
+    @llm_chat_callback()
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return await self._achat(messages, **kwargs)
+
+    @llm_chat_callback()
+    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
+        return self._astream_chat(messages, **kwargs)
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return chat_to_completion_decorator(self._chat)(prompt, **kwargs)
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        return stream_chat_to_completion_decorator(self._stream_chat)(prompt, **kwargs)
+
+    @llm_completion_callback()
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return await achat_to_completion_decorator(self._achat)(prompt, **kwargs)
+
+    @llm_completion_callback()
+    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseAsyncGen:
+        return await astream_chat_to_completion_decorator(self._astream_chat_awaitable)(prompt, **kwargs)
+
+    def _chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        # Non-streaming is the stream's last answer, so the two can never disagree.
+        last: ChatResponse | None = None
+        for last in self._stream_chat(messages, **kwargs):  # noqa: B007
+            pass
+        assert last is not None
+        return last
+
+    async def _achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        last: ChatResponse | None = None
+        async for last in self._astream_chat(messages, **kwargs):  # noqa: B007
+            pass
+        assert last is not None
+        return last
+
+    async def _astream_chat_awaitable(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
+        return self._astream_chat(messages, **kwargs)
+
+    def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Iterator[ChatResponse]:
+        call = self._plan(messages, kwargs)
+        turn = _Turn(call)
+        engine = self.engine
+        if not call.answer_now:
+            for event in engine.stream(call.messages, call.tools, call.tool_choice, **call.options):
+                if (chunk := turn.feed(event)) is not None:
+                    yield chunk
+        if turn.answering:  # the engine's tool-free pass: calls and results told in words
+            for event in engine.stream(call.messages, **call.sampling):
+                if (chunk := turn.feed(event)) is not None:
+                    yield chunk
+        self._loaded = True
+
+    async def _astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> AsyncIterator[ChatResponse]:
+        call = self._plan(messages, kwargs)
+        turn = _Turn(call)
+        engine = self.engine
+        if not call.answer_now:
+            async for event in engine.astream(call.messages, call.tools, call.tool_choice, **call.options):
+                if (chunk := turn.feed(event)) is not None:
+                    yield chunk
+        if turn.answering:
+            async for event in engine.astream(call.messages, **call.sampling):
+                if (chunk := turn.feed(event)) is not None:
+                    yield chunk
+        self._loaded = True
+
+    def _plan(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> _Call:
+        options = dict(kwargs)
+        unknown = set(options) - _CALL_OPTIONS - _SAMPLING - {"tools", "tool_choice"}
+        if unknown:
+            raise TypeError(
+                f"HammerLLM got unknown option(s) {sorted(unknown)}. Fix: use tools, tool_choice, "
+                f"{', '.join(sorted(_CALL_OPTIONS | _SAMPLING))}."
+            )
+        options.setdefault("parallel_tool_calls", self.parallel_tool_calls)
+        tools = [to_engine_tool(t) for t in options.pop("tools", None) or []]
+        tool_choice = options.pop("tool_choice", None)
+        tool_choice = "auto" if tool_choice is None else tool_choice
+        converted = to_engine_messages(messages)
+        names = [t.name for t in to_tools(tools)]
+        choice = normalize_tool_choice(tool_choice, names) if names else "none"
+        writes_calls = choice != "none" and options.get("response_format") is None
+        answered: frozenset[str] | None = None
+        answer_now = False
+        if writes_calls and choice == "auto" and converted[-1:] and converted[-1].role == "tool":
+            limit = self.max_tool_rounds
+            answer_now = limit is not None and tool_rounds(converted) >= limit
+            answered = answered_calls(converted)
+            # Here [] means "no more calls", not a refusal: the turn ends with an answer (_Turn).
+            options["on_refusal"] = "message"
+        sampling = {k: v for k, v in options.items() if k in _SAMPLING}
+        return _Call(converted, tools, tool_choice, options, sampling, writes_calls, answered, answer_now)
+
+    # ------------------------------------------------------------- tool calling
+    def _prepare_chat_with_tools(
+        self,
+        tools: Sequence[BaseTool],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        tool_choice: str | dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Messages, tools and the engine's tool_choice; an explicit ``tool_choice`` beats ``tool_required``."""
+        messages = list(chat_history or [])
+        if isinstance(user_msg, str):
+            user_msg = ChatMessage(role=MessageRole.USER, content=user_msg)
+        if user_msg is not None:
+            messages.append(user_msg)
+        if tool_choice is None:
+            tool_choice = "required" if tool_required else "auto"
+        return {"messages": messages, "tools": list(tools), "tool_choice": tool_choice,
+                "parallel_tool_calls": allow_parallel_tool_calls and self.parallel_tool_calls, **kwargs}
+
+    def _validate_chat_with_tools_response(
+        self,
+        response: ChatResponse,
+        tools: Sequence[BaseTool],
+        allow_parallel_tool_calls: bool = False,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        """Keep only the first call when parallel calls are off (the grammar already ensures it when constrained)."""
+        if not (allow_parallel_tool_calls and self.parallel_tool_calls):
+            blocks = response.message.blocks
+            calls = [b for b in blocks if isinstance(b, ToolCallBlock)]
+            if len(calls) > 1:
+                response.message.blocks = [b for b in blocks if not isinstance(b, ToolCallBlock)] + calls[:1]
+                response.message.additional_kwargs["tool_calls"] = response.message.additional_kwargs["tool_calls"][:1]
+        return response
+
+    def get_tool_calls_from_response(
+        self,
+        response: ChatResponse,
+        error_on_no_tool_call: bool = True,
+        **kwargs: Any,
+    ) -> list[ToolSelection]:
+        """The response's calls as ``ToolSelection`` s (id, tool name, arguments)."""
+        selections = [
+            ToolSelection(tool_id=block.tool_call_id or "", tool_name=block.tool_name,
+                          tool_kwargs=_arguments(block.tool_kwargs))
+            for block in response.message.blocks if isinstance(block, ToolCallBlock)
+        ]
+        if not selections:
+            for raw in response.message.additional_kwargs.get("tool_calls") or []:
+                item = raw.model_dump() if hasattr(raw, "model_dump") else dict(raw)
+                function = item.get("function", item)
+                selections.append(ToolSelection(tool_id=item.get("id") or "", tool_name=function.get("name", ""),
+                                                tool_kwargs=_arguments(function.get("arguments", {}))))
+        if not selections and error_on_no_tool_call:
+            invalid = response.message.additional_kwargs.get("invalid_tool_calls") or []
+            why = "; ".join(str(i.get("reason")) for i in invalid) or f"the model answered {response.message.content!r}"
+            raise ValueError(f"Expected at least one tool call, but got 0 tool calls ({why}).")
+        return selections
+
+    # ------------------------------------------------------- structured output
+    def _structured_stream_call(
+        self,
+        output_cls: type[Model],
+        prompt: PromptTemplate,
+        llm_kwargs: dict[str, Any] | None = None,
+        **prompt_args: Any,
+    ) -> Iterator[Model | list[Model] | FlexibleModel | list[FlexibleModel]]:
+        # LlamaIndex's streaming program asks without tool_required; force the call as
+        # structured_predict does, or a small model may stream [] instead of the object.
+        if self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
+            return super()._structured_stream_call(output_cls, prompt, llm_kwargs, **prompt_args)
+        return self._forced_program(output_cls, prompt).stream_call(llm_kwargs=llm_kwargs, **prompt_args)
+
+    async def _structured_astream_call(
+        self,
+        output_cls: type[Model],
+        prompt: PromptTemplate,
+        llm_kwargs: dict[str, Any] | None = None,
+        **prompt_args: Any,
+    ) -> AsyncIterator[Model | list[Model] | FlexibleModel | list[FlexibleModel]]:
+        if self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
+            return await super()._structured_astream_call(output_cls, prompt, llm_kwargs, **prompt_args)
+        return await self._forced_program(output_cls, prompt).astream_call(llm_kwargs=llm_kwargs, **prompt_args)
+
+    def _forced_program(self, output_cls: type[Model], prompt: PromptTemplate) -> Any:
+        from llama_index.core.program.function_program import FunctionCallingProgram
+
+        return FunctionCallingProgram.from_defaults(output_cls=output_cls, prompt=prompt, llm=self, tool_choice="required")
+
+
+# ------------------------------------------------------------------ conversions
+def to_engine_message(message: ChatMessage) -> Message:
+    """A LlamaIndex ``ChatMessage`` as an engine :class:`~hammer_plugins.Message`.
+
+    Text blocks become the content, ``ToolCallBlock`` s (or OpenAI-style ``additional_kwargs["tool_calls"]``)
+    the calls, ``additional_kwargs["tool_call_id"]`` links a tool result to its call.
+
+    Example:
+        >>> to_engine_message(ChatMessage(role="tool", content="sunny",
+        ...                               additional_kwargs={"tool_call_id": "call_1"})).tool_call_id
+        'call_1'
+    """
+    role = _ROLES.get(str(message.role.value))
+    if role is None:
+        raise ValueError(f"a message with role {message.role.value!r} cannot be sent to a Hammer model")
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in message.blocks:
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, ToolCallBlock):
+            calls.append({"id": block.tool_call_id, "function": {"name": block.tool_name, "arguments": block.tool_kwargs}})
+        elif not isinstance(block, (ThinkingBlock, CachePoint)):
+            raise ValueError(f"Hammer models read text only; a {type(block).__name__} in a {role} message cannot be "
+                             "sent. Fix: pass its text in a TextBlock.")
+    if not calls:
+        calls = [raw.model_dump() if hasattr(raw, "model_dump") else dict(raw)
+                 for raw in message.additional_kwargs.get("tool_calls") or []]
+    return to_message({"role": role, "content": "\n".join(texts), "tool_calls": calls,
+                       "tool_call_id": message.additional_kwargs.get("tool_call_id"),
+                       "name": message.additional_kwargs.get("name")})
+
+
+def to_engine_messages(messages: Sequence[ChatMessage]) -> list[Message]:
+    """A LlamaIndex conversation as engine messages, each tool result named after its call.
+
+    LlamaIndex's tool messages carry only ``tool_call_id``; the name comes from the call it answers.
+
+    Example:
+        >>> history = [ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="c1", tool_name="ping")]),
+        ...            ChatMessage(role="tool", content="pong", additional_kwargs={"tool_call_id": "c1"})]
+        >>> to_engine_messages(history)[1].name
+        'ping'
+    """
+    converted = [to_engine_message(m) for m in messages]
+    names = {c.id: c.name for m in converted for c in m.tool_calls}
+    return [m.model_copy(update={"name": names[m.tool_call_id]})
+            if m.role == "tool" and not m.name and m.tool_call_id in names else m for m in converted]
+
+
+def to_engine_tool(tool: Any) -> Any:
+    """A LlamaIndex ``BaseTool`` as the OpenAI tool dict the engine converts; anything else unchanged.
+
+    ``FunctionTool.from_defaults`` starts its default description with the Python signature
+    (``get_weather(city: str) -> str``); that line is dropped: the schema already carries it, Hammer
+    was trained on prose descriptions, and it would show the real names under ``mask_names``.
+
+    Example:
+        >>> from llama_index.core.tools import FunctionTool
+        >>> def ping(host: str) -> str:
+        ...     '''Ping a host.'''
+        ...     return "ok"
+        >>> to_engine_tool(FunctionTool.from_defaults(ping))["function"]["description"]
+        'Ping a host.'
+    """
+    to_openai = getattr(getattr(tool, "metadata", None), "to_openai_tool", None)
+    if not callable(to_openai):
+        return tool
+    spec = to_openai(skip_length_check=True)
+    function = spec["function"]
+    first, _, rest = str(function.get("description") or "").partition("\n")
+    if first.startswith(f"{function['name']}(") and (first.rstrip().endswith(")") or " -> " in first):
+        function["description"] = inspect.cleandoc(rest)
+    return spec
+
+
+def _arguments(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = parse_partial_json(value) if value.strip() else {}
+        except ValueError:
+            return {}
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _assistant(text: str, calls: Sequence[ToolCall], invalid: Sequence[InvalidToolCall] = ()) -> ChatMessage:
+    blocks: list[Any] = [TextBlock(text=text)]
+    blocks += [ToolCallBlock(tool_call_id=c.id, tool_name=c.name, tool_kwargs=dict(c.arguments)) for c in calls]
+    extra: dict[str, Any] = {}
+    if calls:
+        # LlamaIndex's streaming structured output reads this key (as OpenAI's integration fills it).
+        extra["tool_calls"] = [{"id": c.id, "type": "function", "function": {
+            "name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False, default=str)}} for c in calls]
+    if invalid:
+        extra["invalid_tool_calls"] = [i.model_dump() for i in invalid]
+    return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks, additional_kwargs=extra)
+
+
+@dataclass
+class _Call:
+    """One chat call, converted: what the engine gets, and how to read what it streams."""
+
+    messages: list[Message]
+    tools: list[Any]
+    tool_choice: Any
+    options: dict[str, Any]
+    sampling: dict[str, Any]
+    writes_calls: bool  # the first pass writes Hammer's call list, not prose
+    answered: frozenset[str] | None  # set after tool results under "auto": repeats of these end the turn
+    answer_now: bool  # max_tool_rounds reached: skip the call pass, answer from the results
+
+
+class _Turn:
+    """Engine events in, ``ChatResponse`` chunks out; each chunk carries every call so far."""
+
+    def __init__(self, call: _Call) -> None:
+        self.call = call
+        self.answering = call.answer_now  # in (or bound for) the tool-free answer pass
+        self.prose = self.answering or not call.writes_calls
+        self.text = ""
+        self.calls: list[ToolCall] = []
+        self.first: HammerResponse | None = None  # the call pass, when an answer pass follows it
+
+    def feed(self, event: TextDelta | ToolCallDelta | HammerResponse) -> ChatResponse | None:
+        if isinstance(event, TextDelta):
+            if self.prose:
+                self.text += event.text
+                return ChatResponse(message=_assistant(self.text, self.calls), delta=event.text)
+            # Call-list syntax is not content: it stays out of delta, visible in raw.
+            return ChatResponse(message=_assistant(self.text, self.calls), delta="", raw={"delta": event.text})
+        if isinstance(event, ToolCallDelta):
+            if self.call.answered is not None and is_answered(event.call, self.call.answered):
+                return None
+            self.calls.append(event.call)
+            return ChatResponse(message=_assistant(self.text, self.calls), delta="")
+        return self._final(event)
+
+    def _final(self, response: HammerResponse) -> ChatResponse | None:
+        answered = self.call.answered
+        if not self.answering and answered is not None:
+            kept = [c for c in response.tool_calls if not is_answered(c, answered)]
+            if not kept and (response.kind == "refusal" or response.tool_calls):
+                self.first, self.answering, self.prose = response, True, True
+                return None
+            response = response.model_copy(update={"tool_calls": kept})
+        elif self.first is not None:
+            response = response.model_copy(update={"usage": self.first.usage + response.usage})
+        text = response.text
+        delta = text[len(self.text):] if text.startswith(self.text) else ""
+        usage = response.usage
+        return ChatResponse(
+            message=_assistant(text, response.tool_calls, response.invalid_tool_calls),
+            delta=delta,
+            raw=response.model_dump(mode="json"),
+            additional_kwargs={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                               "total_tokens": usage.total_tokens},
+        )
