@@ -15,6 +15,7 @@ from __future__ import annotations
 from .backends.base import Backend, GenerationSettings
 from .calls import InvalidToolCall, ToolCall
 from .engine import (
+    DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_REFUSAL_TEXT,
     HammerEngine,
     RefusalError,
@@ -43,6 +44,7 @@ from .tools import Tool, to_tool, to_tools
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_TOOL_ROUNDS",
     "DEFAULT_REFUSAL_TEXT",
     "Backend",
     "BackendNotInstalledError",

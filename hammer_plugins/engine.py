@@ -40,7 +40,16 @@ from .tools import Tool, to_tools
 
 RefusalMode = Literal["message", "answer", "raise"]
 DEFAULT_REFUSAL_TEXT = "Sorry, no tool is suitable for your request."
+# One round of (possibly parallel) calls per user request, as in Hammer's training data; the
+# stand-in default model chains spurious calls on results when allowed more (measured).
+DEFAULT_MAX_TOOL_ROUNDS = 1
 _MIN_ANSWER_TOKENS = 16
+
+
+def _check_rounds(value: int | None) -> int | None:
+    if value is not None and (not isinstance(value, int) or value < 1):
+        raise ValueError(f"max_tool_rounds must be a positive integer or None (no limit), got {value!r}")
+    return value
 
 
 class RefusalError(HammerError):
@@ -212,7 +221,7 @@ class HammerEngine:
         mask_names: bool = False,
         on_refusal: RefusalMode = "message",
         refusal_text: str = DEFAULT_REFUSAL_TEXT,
-        max_tool_rounds: int | None = 1,
+        max_tool_rounds: int | None = DEFAULT_MAX_TOOL_ROUNDS,
         max_tokens: int = 512,
         temperature: float = 0.0,
         top_p: float = 1.0,
@@ -241,7 +250,7 @@ class HammerEngine:
         self.mask_names = mask_names
         self.on_refusal: RefusalMode = on_refusal
         self.refusal_text = refusal_text
-        self.max_tool_rounds = max_tool_rounds
+        self.max_tool_rounds = _check_rounds(max_tool_rounds)
         self.settings = GenerationSettings(max_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                            top_k=top_k, repeat_penalty=repeat_penalty, seed=seed)
         self._backend_options = {"n_ctx": n_ctx, "n_threads": n_threads, "n_gpu_layers": n_gpu_layers,
@@ -262,8 +271,7 @@ class HammerEngine:
     def _make_backend(self) -> Backend:
         # One loaded model per configuration per process: many engines (e.g. every ChatHammer a
         # framework constructs) share it, and its lock serializes their calls.
-        key = (self.backend_name, str(self.model_path or ""), str(self.model or ""),
-               tuple(sorted((k, repr(v)) for k, v in self._backend_options.items())))
+        key = self._shared_key()
         with _SHARED_LOCK:
             backend = _SHARED_BACKENDS.get(key)
             if backend is None:
@@ -286,6 +294,19 @@ class HammerEngine:
         extra = {k: v for k, v in opts.items() if k not in ("n_ctx", "n_threads", "n_gpu_layers", "device", "dtype")}
         return LlamaCppBackend(self.model_path or self.model, n_ctx=opts["n_ctx"], n_threads=opts["n_threads"],
                                n_gpu_layers=opts["n_gpu_layers"], **extra)
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether this engine's model is in memory; never loads, resolves or assembles anything."""
+        if self._backend is not None:
+            return self._backend.is_loaded
+        with _SHARED_LOCK:
+            shared = _SHARED_BACKENDS.get(self._shared_key())
+        return shared is not None and shared.is_loaded
+
+    def _shared_key(self) -> tuple[Any, ...]:
+        return (self.backend_name, str(self.model_path or ""), str(self.model or ""),
+                tuple(sorted((k, repr(v)) for k, v in self._backend_options.items())))
 
     def load(self) -> HammerEngine:
         """Load the model now rather than on the first call."""
@@ -367,11 +388,18 @@ class HammerEngine:
         max_tool_rounds: int | None | Literal["default"] = "default",
         **settings: Any,
     ) -> Iterator[StreamEvent]:
-        """Stream :class:`TextDelta` and :class:`ToolCallDelta` events, then the :class:`HammerResponse`."""
+        """Stream :class:`TextDelta` and :class:`ToolCallDelta` events, then the :class:`HammerResponse`.
+
+        Bad arguments (unknown tool choice, settings, a prompt over the context window) raise here,
+        at the call, not at the first iteration.
+        """
         plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
                           response_format)
+        rounds_cap = self.max_tool_rounds if max_tool_rounds == "default" else _check_rounds(max_tool_rounds)
+        return self._run(plan, rounds_cap, on_refusal)
+
+    def _run(self, plan: _Plan, rounds_cap: int | None, on_refusal: RefusalMode | None) -> Iterator[StreamEvent]:
         started = time.perf_counter()
-        rounds_cap = self.max_tool_rounds if max_tool_rounds == "default" else max_tool_rounds
         ending_turn = plan.tool_choice == "auto" and after_tool_results(plan.messages)
         if ending_turn and rounds_cap is not None and tool_rounds(plan.messages) >= rounds_cap:
             yield from self._answer_in_prose(plan, HammerResponse(kind="text", model=self.backend.model_name), started)

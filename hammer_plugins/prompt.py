@@ -166,7 +166,9 @@ def render_chat(messages: Sequence[Message]) -> str:
         else:
             turns.append((message.role, message.content))
     if messages and messages[-1].role == "tool":
-        ask = "Now answer my question in plain language."
+        # Quoting the question keeps the answer on it when the history holds earlier questions.
+        question = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        ask = f'Now answer my question "{question}" in plain language.' if question else "Now answer in plain language."
         if turns and turns[-1][0] == "user":
             turns[-1] = ("user", f"{turns[-1][1]}\n{ask}")
         else:

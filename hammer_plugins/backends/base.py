@@ -28,7 +28,11 @@ class GenerationSettings(BaseModel):
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0
+    # 1.0 (off) by default: a penalty also hits the tokens of a function name repeated in parallel
+    # calls (measured: "weather in Paris and Rome" gave get_weather twice at 1.0, get_weather and an
+    # unrelated call at 1.1), though 1.1 stops rare loops inside free-text arguments.
     repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
     seed: int | None = None
     stop: list[str] = Field(default_factory=list)
 

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -125,6 +126,9 @@ class LlamaCppBackend(Backend):
                 "the file, or upgrade llama-cpp-python."
             ) from exc
         self.load_seconds = time.perf_counter() - started
+        # Free the native model before interpreter shutdown: llama-cpp-python's own destructor
+        # runs too late then and prints a TypeError traceback.
+        weakref.finalize(self, self._llama.close)
 
     def count_tokens(self, text: str) -> int:
         return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))

@@ -11,12 +11,13 @@ Concurrency is the server's business: unlike the in-process backends there is no
 share one pooled ``httpx.Client`` across threads; async calls (:meth:`OpenAICompatibleBackend.astream`)
 use an ``httpx.AsyncClient`` per event loop, on the loop, with no worker thread.
 
-Retry policy: only what the server certainly did not process, or said to retry: connection
-failures before the request was sent, and HTTP 429/502/503/504 (with exponential backoff and
-jitter, honouring ``Retry-After``). A read timeout or a stream that breaks mid-way is never
-retried: the text already streamed to the caller cannot be taken back, and retrying a request an
-overloaded server is still working on only adds load. Completions have no side effects, so the
-worst a 502/504 retry costs is duplicated compute.
+Retry policy (``max_retries``, exponential backoff with jitter, ``Retry-After`` honoured): a
+connection that fails or is closed before one byte of answer arrives, and HTTP 429/502/503/504.
+Never retried: a timeout (an overloaded server may still be working on the request: retrying only
+adds load), a stream that breaks after it started (its text has already reached the caller and
+cannot be taken back), and any other HTTP error (the same request would fail the same way).
+Completions have no side effects, so the worst a retry of a request the server did receive can
+cost is duplicated compute.
 
 Example:
     >>> from hammer_plugins.backends.server import OpenAICompatibleBackend
@@ -335,6 +336,7 @@ class _CompletionReader:
         self.finish: str | None = None
         self.usage: dict[str, Any] | None = None
         self.done = False
+        self.events = 0
         self.started = time.perf_counter()
         self.first: float | None = None
 
@@ -344,6 +346,7 @@ class _CompletionReader:
 
     def on_event(self, kind: str, data: str) -> str:
         """The text an event adds ("" for none); raises for an error event."""
+        self.events += 1
         if kind == "error":
             raise self._error(data)
         if data.strip() == "[DONE]":
@@ -487,6 +490,11 @@ class OpenAICompatibleBackend(Backend):
         return self._protocol
 
     @property
+    def is_loaded(self) -> bool:
+        """Whether the server has been checked (``context_window`` then needs no request)."""
+        return self._loaded
+
+    @property
     def context_window(self) -> int:
         self.load()
         return self._window or ASSUMED_CONTEXT_WINDOW
@@ -605,11 +613,10 @@ class OpenAICompatibleBackend(Backend):
             "(it covers queueing and time to first token), or lower the load on the server.",
             url=self.base_url, partial_text=partial)
 
-    def _broken(self, path: str, exc: Exception) -> ServerUnavailableError:
+    def _broken(self, path: str, exc: Exception, attempts: int = 1) -> ServerUnavailableError:
         return ServerUnavailableError(
             f"the server at {self.base_url} closed the connection before answering ({path}: {type(exc).__name__}: "
-            f"{exc}); not retried, as it may have received the request. Fix: check the server's log.",
-            url=self.base_url)
+            f"{exc}) after {attempts} attempt(s). Fix: check the server's log.", url=self.base_url)
 
     def _fail(self, status: int, body: str, path: str, max_tokens: int = 0) -> HammerError:
         message, code, error = _error_details(body)
@@ -641,7 +648,14 @@ class OpenAICompatibleBackend(Backend):
             except httpx.TimeoutException as exc:
                 raise self._timed_out(path, exc) from exc
             except httpx.TransportError as exc:
-                raise self._broken(path, exc) from exc
+                # Closed before one byte of answer: most often a pooled keep-alive connection the server
+                # had already dropped. Completions have no side effects, so sending again is safe.
+                if attempt < self.settings.max_retries:
+                    self._count("retries")
+                    time.sleep(self._backoff(attempt, None))
+                    attempt += 1
+                    continue
+                raise self._broken(path, exc, attempt + 1) from exc
             if response.status_code < 400 or response.status_code in allow:
                 return response
             try:
@@ -678,7 +692,14 @@ class OpenAICompatibleBackend(Backend):
             except httpx.TimeoutException as exc:
                 raise self._timed_out(path, exc) from exc
             except httpx.TransportError as exc:
-                raise self._broken(path, exc) from exc
+                # Closed before one byte of answer: most often a pooled keep-alive connection the server
+                # had already dropped. Completions have no side effects, so sending again is safe.
+                if attempt < self.settings.max_retries:
+                    self._count("retries")
+                    await asyncio.sleep(self._backoff(attempt, None))
+                    attempt += 1
+                    continue
+                raise self._broken(path, exc, attempt + 1) from exc
             if response.status_code < 400 or response.status_code in allow:
                 return response
             try:
@@ -942,9 +963,13 @@ class OpenAICompatibleBackend(Backend):
         if self._kind in ("llama_cpp_python", "llama_server"):
             body["top_k"] = settings.top_k
             body["repeat_penalty"] = settings.repeat_penalty
+            if self._kind == "llama_server":  # llama-cpp-python's server fixes the window at start-up (64)
+                body["repeat_last_n"] = getattr(settings, "repeat_last_n", 64)
         elif self._kind == "vllm":
             body["top_k"] = settings.top_k if settings.top_k > 0 else -1  # vLLM spells "disabled" -1
-            body["repetition_penalty"] = settings.repeat_penalty
+            # Not repeat_penalty: vLLM's repetition_penalty covers the whole prompt, Hammer's tools block
+            # included, not llama.cpp's last-64-token window, so it would push the model away from the
+            # names and values it must copy from the prompt. Opt in with extra_body={"repetition_penalty": x}.
         return {**body, **grammar_fields, **self.settings.extra_body}
 
     def stream(self, prompt: str, settings: GenerationSettings, grammar: str | None = None) -> Iterator[GenerationChunk]:
@@ -995,6 +1020,8 @@ class OpenAICompatibleBackend(Backend):
             raise
         finally:
             self._count("in_flight", -1)
+        if reader.events == 0:
+            self._diagnose(body, settings.max_tokens)
         usage = reader.usage or {}
         prompt_tokens = None if isinstance(usage.get("prompt_tokens"), int) else self.count_tokens(prompt)
         final = self._final(reader, prompt_tokens, settings.max_tokens)
@@ -1043,9 +1070,43 @@ class OpenAICompatibleBackend(Backend):
             raise
         finally:
             self._count("in_flight", -1)
+        if reader.events == 0:
+            await self._adiagnose(body, settings.max_tokens)
         usage = reader.usage or {}
         prompt_tokens = None if isinstance(usage.get("prompt_tokens"), int) else await self.acount_tokens(prompt)
         yield self._final(reader, prompt_tokens, settings.max_tokens)
+
+    # An empty stream (200, then not one event) means the server failed after it had started streaming:
+    # llama-cpp-python checks the context and compiles the grammar only then, so the error never reaches
+    # the client. Asking again without streaming and for one token makes the server say what is wrong
+    # (it fails before generating, so this costs nothing); nothing had streamed, so nothing is repeated.
+    @staticmethod
+    def _diagnostic_body(body: dict[str, Any]) -> dict[str, Any]:
+        return {**{k: v for k, v in body.items() if k != "stream_options"}, "stream": False, "max_tokens": 1}
+
+    @staticmethod
+    def _with_max_tokens(error: ContextWindowExceededError, max_tokens: int) -> ContextWindowExceededError:
+        return ContextWindowExceededError(error.prompt_tokens, max_tokens, error.context_window)
+
+    def _diagnose(self, body: dict[str, Any], max_tokens: int) -> None:
+        try:
+            self._json("POST", "/v1/completions", self._diagnostic_body(body))
+        except ContextWindowExceededError as exc:
+            self._count("errors")
+            raise self._with_max_tokens(exc, max_tokens) from None
+        except ServerError:
+            self._count("errors")
+            raise
+
+    async def _adiagnose(self, body: dict[str, Any], max_tokens: int) -> None:
+        try:
+            await self._ajson("POST", "/v1/completions", self._diagnostic_body(body))
+        except ContextWindowExceededError as exc:
+            self._count("errors")
+            raise self._with_max_tokens(exc, max_tokens) from None
+        except ServerError:
+            self._count("errors")
+            raise
 
     def _final(self, reader: _CompletionReader, prompt_tokens: int | None, max_tokens: int) -> GenerationChunk:
         try:
@@ -1057,11 +1118,14 @@ class OpenAICompatibleBackend(Backend):
         return chunk
 
     def _stream_broke(self, exc: Exception, reader: _CompletionReader) -> ServerStreamError:
+        cause = ("The server stopped, a proxy cut the connection, or (llama-cpp-python) another request arrived: "
+                 "its server cuts a running stream then unless started with --interrupt_requests False"
+                 if self._kind in ("llama_cpp_python", "auto") else "The server stopped or a proxy cut the connection")
         return ServerStreamError(
             f"the connection to the server at {self.base_url} broke mid-stream ({type(exc).__name__}: {exc}) after "
-            f"{len(reader.text)} characters: the answer is incomplete (.partial_text holds it). The server stopped "
-            "or a proxy cut the connection; not retried, as the text had already streamed. Fix: check the server, "
-            "then retry the call.", url=self.base_url, partial_text=reader.text)
+            f"{len(reader.text)} characters: the answer is incomplete (.partial_text holds it). {cause}; not "
+            "retried, as the text had already streamed. Fix: check the server, then retry the call.",
+            url=self.base_url, partial_text=reader.text)
 
 
 # ------------------------------------------------------------------------------ local server

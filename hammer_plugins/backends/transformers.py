@@ -260,6 +260,12 @@ class TransformersBackend(Backend):
                 out = model(input_ids=inputs, past_key_values=cache, use_cache=True)
                 cache = out.past_key_values
                 logits = out.logits[0, -1, :].float()
+                if settings.repeat_penalty != 1.0 and settings.repeat_last_n > 0:
+                    # The same rule as llama.cpp: recent tokens' logits shrink towards "less likely".
+                    recent = torch.tensor(sorted(set(ids[-settings.repeat_last_n:])), dtype=torch.long)
+                    picked = logits[recent]
+                    logits[recent] = torch.where(picked > 0, picked / settings.repeat_penalty,
+                                                 picked * settings.repeat_penalty)
                 if matcher is not None:
                     if bitmask is None:
                         bitmask = llnp.allocate_token_bitmask(1, logits.shape[0])

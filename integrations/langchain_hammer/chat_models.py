@@ -51,6 +51,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from hammer_plugins import (
     DEFAULT_REFUSAL_TEXT,
     Backend,
+    GenerationSettings,
     HammerEngine,
     HammerError,
     HammerResponse,
@@ -62,12 +63,11 @@ from hammer_plugins import (
     to_tool,
 )
 
-# Per-call keyword arguments the engine understands (from bind_tools, bind, invoke).
-_CALL_KEYS = frozenset({"tools", "tool_choice", "parallel_tool_calls", "response_format", "mask_names",
-                        "constrained", "on_refusal"})
-_SETTING_KEYS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "repeat_penalty", "seed"})
-# LangChain passes these through the call kwargs for its own bookkeeping.
-_IGNORED_KEYS = frozenset({"stream", "ls_structured_output_format"})
+# LangChain passes these through the call kwargs for its own bookkeeping; every other per-call
+# argument goes to the engine, which raises TypeError for one it does not know.
+_IGNORED_KEYS = frozenset({"stream", "ls_structured_output_format", "model"})
+# The engine's sampling defaults, so a field left unset never overrides them with a copy.
+_DEFAULTS = GenerationSettings()
 # Multimodal content: Hammer models read text only.
 _MEDIA_BLOCKS = frozenset({"image", "image_url", "audio", "input_audio", "video", "file", "document"})
 # Content blocks an earlier AI turn may carry that the tool_calls field already says (or that no
@@ -97,6 +97,10 @@ class ChatHammer(BaseChatModel):
         on_refusal: what Hammer's ``[]`` becomes: ``"message"`` (an AIMessage with ``refusal_text``,
             marked ``response_metadata["refusal"] = True``), ``"answer"`` (a second pass without tools
             answers in plain language), or ``"raise"`` (``hammer_plugins.RefusalError``).
+        max_tool_rounds: rounds of tool calls per user turn (default 1) after which the model answers
+            from the tool results without being offered the tools again (``None``: no cap). The
+            engine ends an agent turn: after tool results, ``[]`` or a repeat of an answered call
+            becomes a plain-language answer (see docs/langchain.md, LangGraph agents).
 
     Sampling: max_tokens, temperature (0 = greedy), top_p, top_k, repeat_penalty, seed, stop.
     Runtime: n_ctx, n_threads, n_gpu_layers (llama.cpp); device, dtype (transformers);
@@ -130,14 +134,20 @@ class ChatHammer(BaseChatModel):
     """What Hammer's ``[]`` (no suitable tool) becomes."""
     refusal_text: str = DEFAULT_REFUSAL_TEXT
     """The message content of a refusal when ``on_refusal="message"``."""
-    max_tokens: int = 512
+    max_tool_rounds: int | None = Field(default=1, ge=1)
+    """Rounds of tool calls per user turn before the model answers from the results (``None``: no cap)."""
+    max_tokens: int = _DEFAULTS.max_tokens
     """Most tokens to generate."""
-    temperature: float = 0.0
+    temperature: float = _DEFAULTS.temperature
     """Sampling temperature; 0 is greedy decoding."""
-    top_p: float = 1.0
-    top_k: int = 0
-    repeat_penalty: float = 1.0
-    seed: int | None = None
+    top_p: float = _DEFAULTS.top_p
+    """Nucleus sampling mass (1.0: off)."""
+    top_k: int = _DEFAULTS.top_k
+    """Top-k sampling (0: off)."""
+    repeat_penalty: float = _DEFAULTS.repeat_penalty
+    """Penalty on repeated tokens (llama.cpp; 1.0: off)."""
+    seed: int | None = _DEFAULTS.seed
+    """Sampling seed (matters only when temperature > 0)."""
     stop: list[str] | None = None
     """Stop sequences (a per-call ``stop`` replaces these)."""
     n_ctx: int = 8192
@@ -177,7 +187,8 @@ class ChatHammer(BaseChatModel):
         backend = self.backend if isinstance(self.backend, str) else self.backend.name
         return {"model_path": self.model_path, "model": self.model, "backend": backend,
                 "prompt_format": self.prompt_format, "constrained": self.constrained, "mask_names": self.mask_names,
-                "on_refusal": self.on_refusal, "max_tokens": self.max_tokens, "temperature": self.temperature,
+                "on_refusal": self.on_refusal, "max_tool_rounds": self.max_tool_rounds,
+                "max_tokens": self.max_tokens, "temperature": self.temperature,
                 "top_p": self.top_p, "top_k": self.top_k, "repeat_penalty": self.repeat_penalty, "seed": self.seed,
                 "n_ctx": self.n_ctx}
 
@@ -219,7 +230,8 @@ class ChatHammer(BaseChatModel):
         config: dict[str, Any] = {
             "model_path": None if model else self.model_path, "model": model or self.model, "backend": self.backend,
             "prompt_format": self.prompt_format, "constrained": self.constrained, "mask_names": self.mask_names,
-            "on_refusal": self.on_refusal, "refusal_text": self.refusal_text, "max_tokens": self.max_tokens,
+            "on_refusal": self.on_refusal, "refusal_text": self.refusal_text,
+            "max_tool_rounds": self.max_tool_rounds, "max_tokens": self.max_tokens,
             "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
             "repeat_penalty": self.repeat_penalty, "seed": self.seed, "n_ctx": self.n_ctx,
             "n_threads": self.n_threads, "n_gpu_layers": self.n_gpu_layers, "device": self.device,
@@ -233,13 +245,14 @@ class ChatHammer(BaseChatModel):
 
     def _prepare(self, messages: list[BaseMessage], stop: list[str] | None,
                  kwargs: dict[str, Any]) -> tuple[HammerEngine, list[Message], dict[str, Any], str | None]:
-        """Engine, engine messages, engine call arguments, and the model override for one call."""
-        unknown = sorted(set(kwargs) - _CALL_KEYS - _SETTING_KEYS - _IGNORED_KEYS - {"model"})
-        if unknown:
-            raise TypeError(f"ChatHammer got unexpected call arguments {unknown}. Accepted: "
-                            f"{sorted(_CALL_KEYS | _SETTING_KEYS | {'model', 'stop'})}")
+        """Engine, engine messages, engine call arguments, and the model override for one call.
+
+        Call arguments (bound or per call) go to the engine as they are; it raises ``TypeError`` for
+        one it does not know. ``parallel_tool_calls=None`` means "not set" here, as in LangChain.
+        """
         override = kwargs.get("model") or None
-        call = {k: v for k, v in kwargs.items() if (k in _CALL_KEYS or k in _SETTING_KEYS) and v is not None}
+        call = {k: v for k, v in kwargs.items()
+                if k not in _IGNORED_KEYS and not (k == "parallel_tool_calls" and v is None)}
         call["stop"] = list(stop if stop is not None else self.stop or [])
         return self._engine(override), to_engine_messages(messages), call, override
 
@@ -259,7 +272,7 @@ class ChatHammer(BaseChatModel):
     def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                 run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
         engine, msgs, call, override = self._prepare(messages, stop, kwargs)
-        converter = _StreamConverter(_streams_text(call), self._model_label(override))
+        converter = _StreamConverter(self._model_label(override))
         for event in engine.stream(msgs, **call):
             for chunk in converter.feed(event):
                 if run_manager:
@@ -270,7 +283,7 @@ class ChatHammer(BaseChatModel):
                        run_manager: AsyncCallbackManagerForLLMRun | None = None,
                        **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
         engine, msgs, call, override = self._prepare(messages, stop, kwargs)
-        converter = _StreamConverter(_streams_text(call), self._model_label(override))
+        converter = _StreamConverter(self._model_label(override))
         async for event in engine.astream(msgs, **call):
             for chunk in converter.feed(event):
                 if run_manager:
@@ -298,7 +311,8 @@ class ChatHammer(BaseChatModel):
             parallel_tool_calls: allow several calls in one answer (default ``True``).
             strict: accepted for OpenAI compatibility; constrained decoding already keeps every call
                 within its schema (``constrained=True``).
-            kwargs: more arguments for the call (e.g. ``mask_names``, ``on_refusal``, ``max_tokens``).
+            kwargs: more arguments for the call (e.g. ``mask_names``, ``on_refusal``, ``max_tool_rounds``,
+                ``max_tokens``).
 
         Example:
             >>> from langchain_hammer import ChatHammer
@@ -411,18 +425,16 @@ def to_engine_messages(messages: Sequence[BaseMessage]) -> list[Message]:
         ...                                                                     status="error")])]
         ['user', 'tool']
     """
-    names_by_id: dict[str, str] = {}
     out: list[Message] = []
     for message in messages:
         if isinstance(message, AIMessage):
             calls = [ToolCall(name=c["name"], arguments=dict(c["args"]), id=c.get("id") or ToolCall(name="_").id)
                      for c in message.tool_calls]
-            names_by_id.update({c.id: c.name for c in calls})
             out.append(Message(role="assistant", content=_text(message.content, "assistant"), tool_calls=calls))
         elif isinstance(message, ToolMessage):
+            # The engine names an unnamed result after the call it answers (by tool_call_id).
             out.append(Message(role="tool", content=_text(message.content, "tool"), tool_call_id=message.tool_call_id,
-                               name=message.name or names_by_id.get(message.tool_call_id),
-                               is_error=message.status == "error"))
+                               name=message.name, is_error=message.status == "error"))
         elif isinstance(message, HumanMessage):
             out.append(Message(role="user", content=_text(message.content, "user")))
         elif isinstance(message, SystemMessage):
@@ -494,53 +506,38 @@ def _result(response: HammerResponse, model_name: str) -> ChatResult:
                                                   generation_info={"finish_reason": response.finish_reason})])
 
 
-def _streams_text(call: Mapping[str, Any]) -> bool:
-    """Whether the raw output is the answer itself (no tools in play), so it can stream as it comes."""
-    if call.get("response_format") is not None or not call.get("tools"):
-        return True
-    names = [to_tool(t).name for t in call["tools"]]
-    return normalize_tool_choice(call.get("tool_choice", "auto"), names) == "none"
-
-
 class _StreamConverter:
     """Engine stream events to chunks whose sum equals the ``AIMessage`` of ``invoke``.
 
-    Text answers stream as they come (trimmed like the final text). With tools, the raw output is
-    the call list, so it is not content: each call is sent as one tool_call_chunk as soon as the
-    engine has it (``ToolCallDelta``), and the rest (text, late or invalid calls, usage,
-    metadata) comes with the final chunk.
+    Prose (the engine's ``"prose"`` channel: a tool-free answer, the ``on_refusal="answer"`` pass,
+    the answer that ends an agent turn, JSON of ``response_format``) streams as it comes; the engine
+    trims it so the deltas add up to the final text. The ``"call"`` channel is Hammer's call list,
+    not content: each call is sent as one tool_call_chunk as soon as the engine has it
+    (``ToolCallDelta``), and the rest (text not streamed, late or invalid calls, usage, metadata)
+    comes with the final chunk.
     """
 
-    def __init__(self, stream_text: bool, model_name: str) -> None:
-        self.stream_text = stream_text
+    def __init__(self, model_name: str) -> None:
         self.model_name = model_name
-        self.started = False
-        self.pending = ""
+        self.streamed = ""
         self.sent_ids: set[str] = set()
 
     def feed(self, event: TextDelta | ToolCallDelta | HammerResponse) -> list[ChatGenerationChunk]:
+        """The chunks for one engine event (none for call syntax)."""
         if isinstance(event, TextDelta):
-            return self._text(event.text) if self.stream_text else []
+            if event.channel != "prose":
+                return []
+            self.streamed += event.text
+            return [ChatGenerationChunk(message=AIMessageChunk(content=event.text))]
         if isinstance(event, ToolCallDelta):
             self.sent_ids.add(event.call.id)
             chunk = _call_chunk(event.call.name, _dump(event.call.arguments), event.call.id, event.index)
             return [ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[chunk]))]
         return [self._final(event)]
 
-    def _text(self, text: str) -> list[ChatGenerationChunk]:
-        # The final text is raw.strip(): hold leading and trailing whitespace back so the sum matches.
-        if not self.started:
-            text = text.lstrip()
-            if not text:
-                return []
-            self.started = True
-        text = self.pending + text
-        body = text.rstrip()
-        self.pending = text[len(body):]
-        return [ChatGenerationChunk(message=AIMessageChunk(content=body))] if body else []
-
     def _final(self, response: HammerResponse) -> ChatGenerationChunk:
-        content = "" if self.stream_text else response.text
+        # What was not streamed: all of it for calls and refusal texts, nothing after streamed prose.
+        content = response.text.removeprefix(self.streamed)
         chunks = [_call_chunk(c.name, _dump(c.arguments), c.id, i)
                   for i, c in enumerate(response.tool_calls) if c.id not in self.sent_ids]
         offset = len(response.tool_calls)

@@ -134,21 +134,28 @@ def test_history_of_every_kind_converts_to_engine_messages() -> None:
     assert msgs[2].content == "Wetter in Zürich? 天气"
     assert msgs[3].content == "And Paris"
     assert msgs[4].tool_calls[0].model_dump() == {"name": "get_weather", "arguments": {"city": "Zürich"}, "id": "c1"}
-    assert (msgs[5].tool_call_id, msgs[5].name, msgs[5].is_error) == ("c1", "get_weather", False)
+    assert (msgs[5].tool_call_id, msgs[5].is_error) == ("c1", False)  # the engine links it to its call by id
     assert msgs[6].content == "x"  # the tool_use block is the call, already in tool_calls
     assert (msgs[7].content, msgs[7].is_error) == ('Error: {"temp": 21}', True)
 
 
 def test_history_reaches_the_prompt_with_error_results_marked() -> None:
-    llm, backend = chat("[]")
-    llm.bind_tools([get_weather]).invoke([
+    history: list[BaseMessage] = [
         HumanMessage("Weather in Zürich?"),
         AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Zürich"}, "id": "c1"}]),
         ToolMessage("city not found", tool_call_id="c1", status="error"),
-    ])
-    prompt = backend.prompts[-1]
-    assert '"city": "Zürich"' in prompt
-    assert "<|im_start|>tool\nError: city not found<|im_end|>" in prompt
+    ]
+    # Offered the tools again (no round cap): the call in Hammer's layout, the result as a tool turn.
+    llm, backend = chat("[]", "Zürich was not found.", max_tool_rounds=None)
+    assert llm.bind_tools([get_weather]).invoke(history).content == "Zürich was not found."
+    assert '"city": "Zürich"' in backend.prompts[0]
+    assert "<|im_start|>tool\nError: city not found<|im_end|>" in backend.prompts[0]
+    # The answer pass (and the default one-round cap) tells the call with its failed result in words.
+    expected = 'I called get_weather({"city": "Zürich"}), which failed with: city not found'
+    assert expected in backend.prompts[1]
+    llm, backend = chat("Zürich was not found.")
+    llm.bind_tools([get_weather]).invoke(history)
+    assert len(backend.prompts) == 1 and expected in backend.prompts[0]
 
 
 def test_media_and_unknown_blocks_raise_a_clear_error() -> None:
@@ -224,6 +231,15 @@ def test_parallel_tool_calls_false_reaches_the_grammar() -> None:
     llm.bind_tools([get_weather], parallel_tool_calls=False).invoke("Paris?")
     engine = HammerEngine(backend=ScriptedBackend())
     assert backend.grammars[-1] == engine.bind(llm.bind_tools([get_weather]).kwargs["tools"]).grammar("auto", False)
+
+
+def test_parallel_tool_calls_false_keeps_one_call_without_a_grammar_too() -> None:
+    two = answer(call("get_weather", city="Paris"), call("get_weather", city="Rome"))
+    llm, _ = chat(two, two, constrained=False)
+    single = llm.bind_tools([get_weather], parallel_tool_calls=False).invoke("Paris and Rome?")
+    assert [c["args"] for c in single.tool_calls] == [{"city": "Paris"}]
+    unset = llm.bind_tools([get_weather]).bind(parallel_tool_calls=None).invoke("Paris and Rome?")
+    assert len(unset.tool_calls) == 2  # None is "not set", as in LangChain: parallel calls stay allowed
 
 
 def test_unknown_tool_choice_fails_at_bind_time() -> None:
@@ -353,6 +369,62 @@ def test_streaming_callbacks_see_every_token() -> None:
     llm, _ = chat("one two three")
     list(llm.stream("q", config={"callbacks": [handler]}))
     assert "".join(handler.tokens) == "one two three"
+
+
+PROSE = "Why did the cat sit on the computer? To keep an eye on the mouse."
+
+
+def test_on_refusal_answer_streams_its_prose_live_and_merges_into_invoke() -> None:
+    llm, _ = chat("[]", f"  {PROSE}\n", "[]", f"  {PROSE}\n", on_refusal="answer")
+    bound = llm.bind_tools([get_weather])
+    chunks = list(bound.stream("Tell me a joke"))
+    invoked = bound.invoke("Tell me a joke")
+    live = [c.content for c in chunks[:-1] if c.content]
+    assert len(live) > 5 and "".join(live) == PROSE  # token by token, before the final chunk, trimmed
+    assert chunks[-1].content == "" and not any(c.tool_call_chunks for c in chunks)  # "[]" is not content
+    full = merged(chunks)
+    assert full.content == invoked.content == PROSE
+    assert full.response_metadata["refusal"] is invoked.response_metadata["refusal"] is True
+    assert full.usage_metadata == invoked.usage_metadata
+
+
+def test_the_answer_that_ends_an_agent_turn_streams_live() -> None:
+    history: list[BaseMessage] = [
+        HumanMessage("Weather in Paris?"),
+        AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "c1"}]),
+        ToolMessage("sunny in Paris", tool_call_id="c1"),
+    ]
+    llm, _ = chat("It is sunny in Paris today.", "It is sunny in Paris today.")
+    bound = llm.bind_tools([get_weather])
+    chunks = list(bound.stream(history))
+    assert len([c for c in chunks[:-1] if c.content]) > 3
+    assert merged(chunks).content == bound.invoke(history).content == "It is sunny in Paris today."
+
+
+def test_max_tool_rounds_reaches_the_engine() -> None:
+    history: list[BaseMessage] = [
+        HumanMessage("Weather in Paris, then Rome?"),
+        AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "c1"}]),
+        ToolMessage("sunny in Paris", tool_call_id="c1"),
+    ]
+    rome = answer(call("get_weather", city="Rome"))
+    # Default (1): after one round of calls the model answers without being offered the tools.
+    llm, backend = chat("Sunny in Paris.")
+    assert llm.max_tool_rounds == 1 and llm._engine().max_tool_rounds == 1
+    assert llm.bind_tools([get_weather]).invoke(history).content == "Sunny in Paris."
+    assert backend.grammars == [None] and "AVAILABLE TOOLS" not in backend.prompts[0]
+    # The field, passed through: a second round is allowed.
+    llm, backend = chat(rome, max_tool_rounds=2)
+    assert llm._engine().max_tool_rounds == 2
+    second = llm.bind_tools([get_weather]).invoke(history)
+    assert [c["args"] for c in second.tool_calls] == [{"city": "Rome"}] and "AVAILABLE TOOLS" in backend.prompts[0]
+    # Per call (bound or invoked), None lifts the cap.
+    llm, backend = chat(rome, rome)
+    assert llm.bind_tools([get_weather], max_tool_rounds=None).invoke(history).tool_calls
+    assert llm.bind_tools([get_weather]).invoke(history, max_tool_rounds=None).tool_calls
+    assert all("AVAILABLE TOOLS" in p for p in backend.prompts)
+    with pytest.raises(ValueError, match="max_tool_rounds"):
+        ChatHammer(max_tool_rounds=0)
 
 
 def test_streaming_flag_routes_invoke_through_stream() -> None:

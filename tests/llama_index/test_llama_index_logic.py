@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 import llama_index.llms.hammer
-import llama_index.llms.hammer._interim
 import llama_index.llms.hammer.base
 import pytest
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
@@ -66,16 +65,36 @@ def block_calls(response: Any) -> list[ToolCallBlock]:
 
 
 # --------------------------------------------------------------------- metadata
+class LazyBackend(ScriptedBackend):
+    """A scripted backend that, like llama.cpp's, has a model to load (on ``load`` or the first call)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.loaded = False
+
+    @property
+    def is_loaded(self) -> bool:
+        return self.loaded
+
+    def load(self) -> None:
+        self.loaded = True
+
+    def _stream(self, *args: Any) -> Any:
+        self.loaded = True
+        return super()._stream(*args)
+
+
 def test_metadata_reports_function_calling_and_the_loaded_window() -> None:
-    backend = ScriptedBackend(["hello"], context_window=1234)
-    llm = HammerLLM(backend=backend, max_tokens=77, n_ctx=4096)
+    llm = HammerLLM(backend=LazyBackend(["hello"], context_window=1234), max_tokens=77, n_ctx=4096)
     before = llm.metadata
     assert before.is_function_calling_model and before.is_chat_model
     assert (before.context_window, before.num_output, before.model_name) == (4096, 77, "scripted")  # nothing loaded yet
-    assert HammerLLM(model_path="/models/hammer2.1-1.5b.Q4_K_M.gguf").metadata.model_name == "hammer2.1-1.5b.Q4_K_M.gguf"
+    missing = HammerLLM(model_path="/models/hammer2.1-1.5b.Q4_K_M.gguf")  # no such file: no error until a call
+    assert missing.metadata.model_name == "hammer2.1-1.5b.Q4_K_M.gguf"
     llm.complete("hi")
     after = llm.metadata
     assert (after.context_window, after.model_name) == (1234, "scripted")  # read from the loaded model
+    assert HammerLLM(backend=LazyBackend(context_window=99)).load().metadata.context_window == 99
 
 
 # ------------------------------------------------------------------ tool calling
@@ -223,7 +242,7 @@ def test_message_conversion() -> None:
     assert (converted.content, converted.tool_calls[0].id) == ("Checking.", "call_8")
     assert to_engine_message(ChatMessage(role="developer", content="Be brief.")).role == "system"
     result = ChatMessage(role="tool", content="Sunny", additional_kwargs={"tool_call_id": "call_8"})
-    assert [m.name for m in to_engine_messages([blocks, result])] == [None, "get_weather"]
+    assert [m.tool_call_id for m in to_engine_messages([blocks, result])] == [None, "call_8"]
     with pytest.raises(ValueError, match="text only"):
         to_engine_message(ChatMessage(role="user", blocks=[ImageBlock(url="https://example.com/x.png")]))
 
@@ -244,7 +263,7 @@ def test_repeating_an_answered_call_ends_the_turn_with_an_answer() -> None:
     # The answer pass is the engine's tool-free prompt: the call and its result in words, no JSON.
     answer_prompt = backend.prompts[-1]
     assert "AVAILABLE TOOLS" not in answer_prompt and "```" not in answer_prompt
-    assert answer_prompt.count("get_weather") == 2 and "Sunny, 21 C" in answer_prompt  # the call, and the named result
+    assert 'I called get_weather({"city": "Paris"}), which returned: Sunny, 21 C' in answer_prompt
     assert response.raw["usage"]["completion_tokens"] == sum(
         len(a.split(" ")) for a in (paris, "It is sunny and 21 C in Paris."))
 
@@ -278,6 +297,22 @@ def test_max_tool_rounds_answers_once_the_rounds_are_used() -> None:
     assert "AVAILABLE TOOLS" not in backend.prompts[-1] and len(backend.prompts) == 3
 
 
+def test_max_tool_rounds_field_and_per_call_reach_the_engine() -> None:
+    paris, rome = calls_text(("get_weather", {"city": "Paris"})), calls_text(("get_weather", {"city": "Rome"}))
+    llm, backend = scripted(paris, rome, rome, "Sunny in Paris.")
+    assert llm.engine.max_tool_rounds == 1
+    history = _after_result(llm)
+    llm.max_tool_rounds = 3  # a changed field takes effect on the next call
+    assert llm.engine.max_tool_rounds == 3
+    assert [b.tool_kwargs for b in block_calls(llm.chat_with_tools([WEATHER], chat_history=history))] == [
+        {"city": "Rome"}]
+    llm.max_tool_rounds = 1
+    per_call = llm.chat_with_tools([WEATHER], chat_history=history, max_tool_rounds=None)  # lifts the cap
+    assert [b.tool_kwargs for b in block_calls(per_call)] == [{"city": "Rome"}]
+    assert llm.chat_with_tools([WEATHER], chat_history=history).message.content == "Sunny in Paris."
+    assert [("AVAILABLE TOOLS" in p) for p in backend.prompts] == [True, True, True, False]
+
+
 # ------------------------------------------------------------------- streaming
 def test_streamed_chunks_carry_the_calls_so_far_and_end_like_chat() -> None:
     two = calls_text(("get_weather", {"city": "Paris"}), ("send_email", {"to": "bob@x.com", "body": "hi"}))
@@ -300,7 +335,17 @@ def test_streamed_text_deltas_add_up_to_the_content() -> None:
     llm, _ = scripted("Hello there, how can I help?")
     chunks = list(llm.stream_chat([ChatMessage(role="user", content="hi")]))
     assert "".join(c.delta or "" for c in chunks) == chunks[-1].message.content == "Hello there, how can I help?"
-    assert [c.message.content for c in chunks[:2]] == ["Hello ", "Hello there, "]
+    assert [c.message.content for c in chunks[:2]] == ["Hello", "Hello there,"]  # trailing space held back
+
+
+def test_on_refusal_answer_streams_its_prose_live() -> None:
+    joke = "Why did the chicken cross the road? To get to the other side."
+    llm, _ = scripted("[]", joke, "[]", joke, on_refusal="answer")
+    chunks = list(llm.stream_chat_with_tools([WEATHER], user_msg="Tell me a joke"))
+    live = [c.delta for c in chunks[:-1] if c.delta]
+    assert len(live) > 5 and "".join(live) == joke and chunks[-1].delta == ""
+    assert chunks[-1].message.content == llm.chat_with_tools([WEATHER], user_msg="Tell me a joke").message.content
+    assert chunks[-1].raw["kind"] == "refusal"
 
 
 def test_streamed_refusal_and_answer_after_results() -> None:
@@ -435,7 +480,7 @@ async def test_function_agent_chains_rounds_up_to_max_tool_rounds() -> None:
     assert results == ["get_weather", "send_email"] and str(await handler) == "Sunny in Paris; bob knows."
 
 
-@pytest.mark.parametrize("module", [llama_index.llms.hammer, llama_index.llms.hammer.base, llama_index.llms.hammer._interim])
+@pytest.mark.parametrize("module", [llama_index.llms.hammer, llama_index.llms.hammer.base])
 def test_docstring_examples_run(module: Any) -> None:
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0

@@ -350,3 +350,19 @@ def test_prose_deltas_add_up_to_the_text() -> None:
     deltas = [e for e in events if isinstance(e, TextDelta)]
     assert all(d.channel == "prose" for d in deltas)
     assert "".join(d.text for d in deltas) == events[-1].text == "Hello   there"
+
+
+def test_stream_validates_at_the_call_and_rounds_must_be_positive() -> None:
+    engine, _ = engine_with("[]")
+    with pytest.raises(UnknownToolError):
+        engine.stream(USER, tools=TOOLS, tool_choice="nope")  # no iteration needed
+    with pytest.raises(ValueError, match="max_tool_rounds"):
+        engine.stream(USER, tools=TOOLS, max_tool_rounds=0)
+    with pytest.raises(ValueError, match="max_tool_rounds"):
+        HammerEngine(backend=ScriptedBackend(), max_tool_rounds=0)
+
+
+def test_is_loaded_never_loads(tmp_path: object) -> None:
+    engine = HammerEngine(model_path="/nowhere/model.gguf")
+    assert engine.is_loaded is False and engine._backend is None
+    assert HammerEngine(backend=ScriptedBackend()).is_loaded is True

@@ -89,7 +89,7 @@ def test_plain_chat_tells_calls_and_results_in_words() -> None:
     assert text.endswith(
         '<|im_start|>assistant\nI called calculate({"expression": "17 * 23"}), which returned: 391\n'
         "I called other({}), which failed with: boom<|im_end|>\n"
-        "<|im_start|>user\nNow answer my question in plain language.<|im_end|>\n"
+        '<|im_start|>user\nNow answer my question "What is 17 * 23?" in plain language.<|im_end|>\n'
         "<|im_start|>assistant\n"
     )
     assert "```" not in text
@@ -97,4 +97,4 @@ def test_plain_chat_tells_calls_and_results_in_words() -> None:
 
 def test_plain_chat_result_without_its_call_gets_the_name_from_the_id() -> None:
     text = render_chat([Message.user("hi"), Message.tool("42", tool_call_id="zz", name="answer")])
-    assert "<|im_start|>user\nThe tool answer returned: 42\nNow answer my question in plain language.<|im_end|>" in text
+    assert '<|im_start|>user\nThe tool answer returned: 42\nNow answer my question "hi" in plain language.<|im_end|>' in text

@@ -16,7 +16,6 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -54,18 +53,15 @@ from hammer_plugins import (
     GenerationSettings,
     HammerEngine,
     HammerResponse,
+    InvalidModelFileError,
     InvalidToolCall,
     Message,
+    ModelNotFoundError,
     TextDelta,
     ToolCall,
     ToolCallDelta,
-    normalize_tool_choice,
     to_message,
-    to_tools,
 )
-from hammer_plugins.model_source import DEFAULT_MODEL_NAME
-
-from ._interim import answered_calls, is_answered, tool_rounds
 
 if TYPE_CHECKING:
     from llama_index.core.program.utils import FlexibleModel
@@ -77,14 +73,13 @@ _ROLES = {
     "system": "system", "developer": "system", "user": "user", "assistant": "assistant",
     "chatbot": "assistant", "model": "assistant", "tool": "tool", "function": "tool",
 }
-# Per-call options the engine takes besides tools and tool_choice; sampling settings join them.
-_CALL_OPTIONS = frozenset({"mask_names", "constrained", "parallel_tool_calls", "on_refusal", "response_format"})
-_SAMPLING = frozenset(GenerationSettings.model_fields)
 _ENGINE_FIELDS = (
     "model_path", "model", "backend", "prompt_format", "constrained", "mask_names", "on_refusal", "refusal_text",
-    "max_tokens", "temperature", "top_p", "top_k", "repeat_penalty", "seed", "n_ctx", "n_threads", "n_gpu_layers",
-    "device", "dtype", "backend_kwargs",
+    "max_tool_rounds", "max_tokens", "temperature", "top_p", "top_k", "repeat_penalty", "seed", "n_ctx",
+    "n_threads", "n_gpu_layers", "device", "dtype", "backend_kwargs",
 )
+# The engine's sampling defaults, so a field left unset never overrides them with a copy.
+_DEFAULTS = GenerationSettings()
 
 
 class HammerLLM(FunctionCallingLLM):
@@ -130,14 +125,15 @@ class HammerLLM(FunctionCallingLLM):
         description="Allow several calls in one answer; LlamaIndex's allow_parallel_tool_calls can only narrow it.")
     max_tool_rounds: int | None = Field(
         default=1, ge=1,
-        description="Rounds of tool calls per user turn before the model answers from the results without "
-                    "tools (None: until it answers []; a repeat of an answered call counts as []).")
-    max_tokens: int = Field(default=512, gt=0, description="Most new tokens per answer (also metadata.num_output).")
-    temperature: float = Field(default=0.0, ge=0.0, description="0 is greedy decoding.")
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    top_k: int = Field(default=0, ge=0, description="0 disables top-k.")
-    repeat_penalty: float = Field(default=1.0, gt=0.0)
-    seed: int | None = Field(default=None, description="Sampling seed (only matters when temperature > 0).")
+        description="Rounds of tool calls per user turn before the engine answers from the results without "
+                    "tools (None: until the model answers []; a repeat of an answered call counts as []).")
+    max_tokens: int = Field(default=_DEFAULTS.max_tokens, gt=0,
+                            description="Most new tokens per answer (also metadata.num_output).")
+    temperature: float = Field(default=_DEFAULTS.temperature, ge=0.0, description="0 is greedy decoding.")
+    top_p: float = Field(default=_DEFAULTS.top_p, gt=0.0, le=1.0)
+    top_k: int = Field(default=_DEFAULTS.top_k, ge=0, description="0 disables top-k.")
+    repeat_penalty: float = Field(default=_DEFAULTS.repeat_penalty, gt=0.0)
+    seed: int | None = Field(default=_DEFAULTS.seed, description="Sampling seed (only matters when temperature > 0).")
     n_ctx: int = Field(default=8192, gt=0, description="Context window in tokens.")
     n_threads: int | None = Field(default=None, description="CPU threads for llama.cpp (None: its own choice).")
     n_gpu_layers: int = Field(default=0, description="Layers llama.cpp offloads to a GPU build (-1: all).")
@@ -148,7 +144,6 @@ class HammerLLM(FunctionCallingLLM):
 
     _engine: HammerEngine | None = PrivateAttr(default=None)
     _engine_key: str = PrivateAttr(default="")
-    _loaded: bool = PrivateAttr(default=False)
 
     @classmethod
     def class_name(cls) -> str:
@@ -164,25 +159,27 @@ class HammerLLM(FunctionCallingLLM):
             extra = config.pop("backend_kwargs")
             self._engine = HammerEngine(**config, **extra)
             self._engine_key = key
-            self._loaded = False
         return self._engine
 
     def load(self) -> HammerLLM:
         """Load the model now rather than on the first call; ``metadata`` then reads the real window."""
         self.engine.load()
-        self._loaded = True
         return self
 
     @property
     def metadata(self) -> LLMMetadata:
-        # LlamaIndex reads metadata on every call, also inside the event loop: only a model that is
-        # already loaded is asked for its window; before that the configured window is reported.
-        if self._loaded:
-            window, name = self.engine.backend.context_window, self.engine.model_name
-        elif isinstance(self.backend, Backend):
-            window, name = self.n_ctx, self.backend.model_name
+        """Function calling, chat, ``num_output=max_tokens``; the loaded model's window, ``n_ctx`` before."""
+        # LlamaIndex reads metadata on every call, also inside the event loop: the backend is created
+        # (the model resolved, not loaded) and asked for its window only once its model is loaded.
+        window, name = self.n_ctx, Path(self.model_path).name if self.model_path else str(self.model or "hammer")
+        try:
+            backend = self.engine.backend
+        except (ModelNotFoundError, InvalidModelFileError):  # a wrong path: the first call raises it, with the fix
+            pass
         else:
-            window, name = self.n_ctx, Path(self.model_path).name if self.model_path else self.model or DEFAULT_MODEL_NAME
+            name = backend.model_name
+            if backend.is_loaded:
+                window = backend.context_window
         return LLMMetadata(context_window=window, num_output=self.max_tokens, is_chat_model=True,
                            is_function_calling_model=True, model_name=name)
 
@@ -238,59 +235,26 @@ class HammerLLM(FunctionCallingLLM):
         return self._astream_chat(messages, **kwargs)
 
     def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Iterator[ChatResponse]:
-        call = self._plan(messages, kwargs)
-        turn = _Turn(call)
-        engine = self.engine
-        if not call.answer_now:
-            for event in engine.stream(call.messages, call.tools, call.tool_choice, **call.options):
-                if (chunk := turn.feed(event)) is not None:
-                    yield chunk
-        if turn.answering:  # the engine's tool-free pass: calls and results told in words
-            for event in engine.stream(call.messages, **call.sampling):
-                if (chunk := turn.feed(event)) is not None:
-                    yield chunk
-        self._loaded = True
+        turn = _Turn()
+        for event in self.engine.stream(to_engine_messages(messages), **self._options(kwargs)):
+            yield turn.feed(event)
 
     async def _astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> AsyncIterator[ChatResponse]:
-        call = self._plan(messages, kwargs)
-        turn = _Turn(call)
-        engine = self.engine
-        if not call.answer_now:
-            async for event in engine.astream(call.messages, call.tools, call.tool_choice, **call.options):
-                if (chunk := turn.feed(event)) is not None:
-                    yield chunk
-        if turn.answering:
-            async for event in engine.astream(call.messages, **call.sampling):
-                if (chunk := turn.feed(event)) is not None:
-                    yield chunk
-        self._loaded = True
+        turn = _Turn()
+        async for event in self.engine.astream(to_engine_messages(messages), **self._options(kwargs)):
+            yield turn.feed(event)
 
-    def _plan(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> _Call:
+    def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The engine's call arguments: tools converted, the ``parallel_tool_calls`` field as the default.
+
+        Everything else goes to the engine as it is (it raises ``TypeError`` for an unknown option);
+        the end of an agent turn (``max_tool_rounds``, ``[]`` or repeats after tool results) is the
+        engine's too.
+        """
         options = dict(kwargs)
-        unknown = set(options) - _CALL_OPTIONS - _SAMPLING - {"tools", "tool_choice"}
-        if unknown:
-            raise TypeError(
-                f"HammerLLM got unknown option(s) {sorted(unknown)}. Fix: use tools, tool_choice, "
-                f"{', '.join(sorted(_CALL_OPTIONS | _SAMPLING))}."
-            )
         options.setdefault("parallel_tool_calls", self.parallel_tool_calls)
-        tools = [to_engine_tool(t) for t in options.pop("tools", None) or []]
-        tool_choice = options.pop("tool_choice", None)
-        tool_choice = "auto" if tool_choice is None else tool_choice
-        converted = to_engine_messages(messages)
-        names = [t.name for t in to_tools(tools)]
-        choice = normalize_tool_choice(tool_choice, names) if names else "none"
-        writes_calls = choice != "none" and options.get("response_format") is None
-        answered: frozenset[str] | None = None
-        answer_now = False
-        if writes_calls and choice == "auto" and converted[-1:] and converted[-1].role == "tool":
-            limit = self.max_tool_rounds
-            answer_now = limit is not None and tool_rounds(converted) >= limit
-            answered = answered_calls(converted)
-            # Here [] means "no more calls", not a refusal: the turn ends with an answer (_Turn).
-            options["on_refusal"] = "message"
-        sampling = {k: v for k, v in options.items() if k in _SAMPLING}
-        return _Call(converted, tools, tool_choice, options, sampling, writes_calls, answered, answer_now)
+        options["tools"] = [to_engine_tool(t) for t in options.get("tools") or []]
+        return options
 
     # ------------------------------------------------------------- tool calling
     def _prepare_chat_with_tools(
@@ -314,22 +278,6 @@ class HammerLLM(FunctionCallingLLM):
             tool_choice = "required" if tool_required else "auto"
         return {"messages": messages, "tools": list(tools), "tool_choice": tool_choice,
                 "parallel_tool_calls": allow_parallel_tool_calls and self.parallel_tool_calls, **kwargs}
-
-    def _validate_chat_with_tools_response(
-        self,
-        response: ChatResponse,
-        tools: Sequence[BaseTool],
-        allow_parallel_tool_calls: bool = False,
-        **kwargs: Any,
-    ) -> ChatResponse:
-        """Keep only the first call when parallel calls are off (the grammar already ensures it when constrained)."""
-        if not (allow_parallel_tool_calls and self.parallel_tool_calls):
-            blocks = response.message.blocks
-            calls = [b for b in blocks if isinstance(b, ToolCallBlock)]
-            if len(calls) > 1:
-                response.message.blocks = [b for b in blocks if not isinstance(b, ToolCallBlock)] + calls[:1]
-                response.message.additional_kwargs["tool_calls"] = response.message.additional_kwargs["tool_calls"][:1]
-        return response
 
     def get_tool_calls_from_response(
         self,
@@ -420,20 +368,18 @@ def to_engine_message(message: ChatMessage) -> Message:
 
 
 def to_engine_messages(messages: Sequence[ChatMessage]) -> list[Message]:
-    """A LlamaIndex conversation as engine messages, each tool result named after its call.
+    """A LlamaIndex conversation as engine messages.
 
-    LlamaIndex's tool messages carry only ``tool_call_id``; the name comes from the call it answers.
+    LlamaIndex's tool messages carry only ``tool_call_id``; the engine links each result to the
+    call it answers by that id (and names it after that call where it tells results in words).
 
     Example:
         >>> history = [ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="c1", tool_name="ping")]),
         ...            ChatMessage(role="tool", content="pong", additional_kwargs={"tool_call_id": "c1"})]
-        >>> to_engine_messages(history)[1].name
-        'ping'
+        >>> [(m.role, m.tool_call_id) for m in to_engine_messages(history)][1]
+        ('tool', 'c1')
     """
-    converted = [to_engine_message(m) for m in messages]
-    names = {c.id: c.name for m in converted for c in m.tool_calls}
-    return [m.model_copy(update={"name": names[m.tool_call_id]})
-            if m.role == "tool" and not m.name and m.tool_call_id in names else m for m in converted]
+    return [to_engine_message(m) for m in messages]
 
 
 def to_engine_tool(tool: Any) -> Any:
@@ -484,62 +430,33 @@ def _assistant(text: str, calls: Sequence[ToolCall], invalid: Sequence[InvalidTo
     return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks, additional_kwargs=extra)
 
 
-@dataclass
-class _Call:
-    """One chat call, converted: what the engine gets, and how to read what it streams."""
-
-    messages: list[Message]
-    tools: list[Any]
-    tool_choice: Any
-    options: dict[str, Any]
-    sampling: dict[str, Any]
-    writes_calls: bool  # the first pass writes Hammer's call list, not prose
-    answered: frozenset[str] | None  # set after tool results under "auto": repeats of these end the turn
-    answer_now: bool  # max_tool_rounds reached: skip the call pass, answer from the results
-
-
 class _Turn:
-    """Engine events in, ``ChatResponse`` chunks out; each chunk carries every call so far."""
+    """Engine events in, ``ChatResponse`` chunks out; each chunk carries every call so far.
 
-    def __init__(self, call: _Call) -> None:
-        self.call = call
-        self.answering = call.answer_now  # in (or bound for) the tool-free answer pass
-        self.prose = self.answering or not call.writes_calls
+    Prose (the engine's ``"prose"`` channel, already trimmed so it adds up to the final text) is
+    content and streams in ``delta``; Hammer's call syntax (the ``"call"`` channel) is not: it stays
+    out of ``delta``, visible in ``raw["delta"]``, and each call arrives as a ``ToolCallBlock``.
+    """
+
+    def __init__(self) -> None:
         self.text = ""
         self.calls: list[ToolCall] = []
-        self.first: HammerResponse | None = None  # the call pass, when an answer pass follows it
 
-    def feed(self, event: TextDelta | ToolCallDelta | HammerResponse) -> ChatResponse | None:
+    def feed(self, event: TextDelta | ToolCallDelta | HammerResponse) -> ChatResponse:
+        """The chunk for one engine event; the final answer's chunk is the whole response."""
         if isinstance(event, TextDelta):
-            if self.prose:
+            if event.channel == "prose":
                 self.text += event.text
                 return ChatResponse(message=_assistant(self.text, self.calls), delta=event.text)
-            # Call-list syntax is not content: it stays out of delta, visible in raw.
             return ChatResponse(message=_assistant(self.text, self.calls), delta="", raw={"delta": event.text})
         if isinstance(event, ToolCallDelta):
-            if self.call.answered is not None and is_answered(event.call, self.call.answered):
-                return None
             self.calls.append(event.call)
             return ChatResponse(message=_assistant(self.text, self.calls), delta="")
-        return self._final(event)
-
-    def _final(self, response: HammerResponse) -> ChatResponse | None:
-        answered = self.call.answered
-        if not self.answering and answered is not None:
-            kept = [c for c in response.tool_calls if not is_answered(c, answered)]
-            if not kept and (response.kind == "refusal" or response.tool_calls):
-                self.first, self.answering, self.prose = response, True, True
-                return None
-            response = response.model_copy(update={"tool_calls": kept})
-        elif self.first is not None:
-            response = response.model_copy(update={"usage": self.first.usage + response.usage})
-        text = response.text
-        delta = text[len(self.text):] if text.startswith(self.text) else ""
-        usage = response.usage
+        usage = event.usage
         return ChatResponse(
-            message=_assistant(text, response.tool_calls, response.invalid_tool_calls),
-            delta=delta,
-            raw=response.model_dump(mode="json"),
+            message=_assistant(event.text, event.tool_calls, event.invalid_tool_calls),
+            delta=event.text.removeprefix(self.text),  # a refusal text or prose around calls: not streamed
+            raw=event.model_dump(mode="json"),
             additional_kwargs={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                                "total_tokens": usage.total_tokens},
         )

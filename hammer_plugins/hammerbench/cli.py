@@ -1,0 +1,95 @@
+"""``hammer eval hammerbench``: the command line of the evaluator.
+
+``hammer_plugins.cli.build_parser`` wires it with one line, ``add_eval_parser(sub)``; until then
+``python -m hammer_plugins.hammerbench ...`` takes the same options.
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="hammer")
+    >>> add_eval_parser(parser.add_subparsers(dest="command"))
+    >>> args = parser.parse_args(["eval", "hammerbench", "--data", "d", "--limit", "3", "--files", "Based", "IS"])
+    >>> args.limit, args.files, args.func is run_hammerbench
+    (3, ['Based', 'IS'], True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..engine import HammerEngine
+from ..snapshots import SNAPSHOT_HINT
+
+
+def add_eval_parser(sub: Any) -> None:
+    """Add ``eval`` with its ``hammerbench`` subcommand to ``sub`` (an argparse subparsers object)."""
+    evaluation = sub.add_parser("eval", help="evaluate a model on a benchmark")
+    benchmarks = evaluation.add_subparsers(dest="benchmark", required=True)
+    hb = benchmarks.add_parser(
+        "hammerbench", help="HammerBench: single- and multi-turn slot filling (Acc, Func.Acc, PHR, PMR, PR, SR)",
+        description="Run a model (or read a predictions file) over HammerBench files and write results.json, "
+                    "table.md, scores.jsonl and PNG charts.",
+    )
+    hb.add_argument("--data", required=True, help="the HammerBench folder holding single-turn/ and multi-turn/ (e.g. .../en)")
+    hb.add_argument("--files", nargs="+", metavar="NAME",
+                    help="file stems, short names or data types (Based, SO, IS, ST_Perfect, Irrelevant ...); default: all")
+    hb.add_argument("--limit", type=int, help="first N records of each file")
+    hb.add_argument("--output", default="hammerbench-results", help="folder for the results (default: %(default)s)")
+    hb.add_argument("--predictions", help="score this predictions file (JSON Lines) instead of running a model")
+    hb.add_argument("--name", help="the row label in the table (default: the model name)")
+    hb.add_argument("--mode", choices=["official", "all"], default="official",
+                    help="official: each file's scoring mode (SO/External listed snapshots, IS last); all: every snapshot")
+    hb.add_argument("--layout", choices=["transcript", "chat"], default="transcript",
+                    help="history as role:content lines in one turn (the authors' layout) or one turn per message")
+    hb.add_argument("--snapshot-hint", action="store_true",
+                    help="show an instruction to leave unmentioned parameters out (not in the authors' Hammer prompt)")
+    hb.add_argument("--full-grammar", action="store_true",
+                    help="keep required parameters required in the grammar (default: all optional, so partial calls parse)")
+    hb.add_argument("--language", choices=["en", "zh"], default="en", help="ROUGE-L tokenization (default: en)")
+    hb.add_argument("--resume", action="store_true", help="keep the predictions already in --output and do the rest")
+    hb.add_argument("--no-progress", action="store_true", help="no progress bar")
+    hb.add_argument("--model-path", help="a .gguf file (or checkpoint directory); default: the embedded model")
+    hb.add_argument("--model", help="a Hugging Face hub id or local directory (transformers backend)")
+    hb.add_argument("--backend", default="llama_cpp", choices=["llama_cpp", "transformers"])
+    hb.add_argument("--prompt-format", default="hammer2.1", choices=["hammer2.1", "hammer2.0", "hammer1.0"])
+    hb.add_argument("--no-constrained", action="store_true", help="turn constrained decoding off")
+    hb.add_argument("--mask-names", action="store_true", help="mask function and parameter names")
+    hb.add_argument("--max-tokens", type=int, default=256, help="per snapshot (default: %(default)s)")
+    hb.add_argument("--n-ctx", type=int, default=8192)
+    hb.set_defaults(func=run_hammerbench)
+
+
+def run_hammerbench(args: argparse.Namespace) -> int:
+    """Run the evaluation the parsed ``args`` describe; print the table; 0 on success."""
+    from .evaluation import evaluate
+    from .report import percent
+    from .runner import RunnerConfig
+
+    engine = None
+    if args.predictions is None:
+        engine = HammerEngine(
+            model_path=args.model_path, model=args.model, backend=args.backend, prompt_format=args.prompt_format,
+            constrained=not args.no_constrained, mask_names=args.mask_names, max_tokens=args.max_tokens,
+            n_ctx=args.n_ctx,
+        )
+    runner = RunnerConfig(layout=args.layout, hint=SNAPSHOT_HINT if args.snapshot_hint else None,
+                          relax_required=not args.full_grammar)
+    result = evaluate(
+        args.data, engine=engine, predictions=args.predictions, files=args.files, limit=args.limit,
+        mode=None if args.mode == "official" else "all", runner=runner, language=args.language,
+        output_dir=args.output, progress=not args.no_progress, resume=args.resume, name=args.name,
+    )
+    out = Path(args.output)
+    print((out / "table.md").read_text(encoding="utf-8"))
+    print(f"results in {out}/: table.md, results.json, scores.jsonl, accuracy.png, progress.png, snapshots.png"
+          + (", predictions.jsonl" if args.predictions is None else ""), file=sys.stderr)
+    if result.missing_predictions:
+        print(f"warning: {len(result.missing_predictions)} records had no prediction: "
+              f"{', '.join(result.missing_predictions[:5])}...", file=sys.stderr)
+    if result.timing is not None:
+        t = result.timing
+        print(f"{t.snapshots} snapshots, {t.wall_seconds:.0f} s wall, {t.seconds_per_snapshot or 0:.2f} s per snapshot; "
+              f"overall {percent(result.overall)}", file=sys.stderr)
+    return 0

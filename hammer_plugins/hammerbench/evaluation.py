@@ -1,0 +1,205 @@
+"""One HammerBench evaluation: load files, predict (or read predictions), score, report.
+
+Example:
+    >>> from hammer_plugins.hammerbench import evaluate
+    >>> # result = evaluate("/data/hammerbench/en", engine=HammerEngine(), files=["Based"], limit=3,
+    >>> #                   output_dir="hb-out")
+    >>> # print(result.overall)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ..engine import HammerEngine
+from .data import FILE_SPECS, BenchRecord, ScoringMode, available_files, load_file
+from .metrics import Language, Metrics, RecordScore, aggregate, score_record
+from .report import known_file_order, markdown_table, overall, write_charts, write_json
+from .runner import RecordPrediction, RunnerConfig, load_predictions, predict_record, write_prediction
+
+
+class Timing(BaseModel):
+    """Where the time went, and what the whole files would take at the measured speed."""
+
+    wall_seconds: float
+    model_seconds: float
+    snapshots: int
+    seconds_per_snapshot: float | None = None
+    per_file_seconds_per_snapshot: dict[str, float] = Field(default_factory=dict)
+    full_snapshots: int = 0
+    estimated_full_seconds: float | None = None
+    all_files_snapshots: int = 0
+    estimated_all_files_seconds: float | None = None
+
+
+class EvalResult(BaseModel):
+    """Everything one run produced: metrics per file, per data type, overall, and per record."""
+
+    name: str
+    model: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    files: list[str]
+    limit: int | None = None
+    per_file: dict[str, Metrics]
+    per_type: dict[str, Metrics]
+    overall: float | None
+    records: list[RecordScore] = Field(default_factory=list)
+    missing_predictions: list[str] = Field(default_factory=list)
+    timing: Timing | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON written to ``results.json`` (per-record verdicts go to ``scores.jsonl``)."""
+        return self.model_dump(mode="json", exclude={"records"})
+
+
+def evaluate(
+    data_dir: str | Path,
+    *,
+    engine: HammerEngine | None = None,
+    predictions: str | Path | Mapping[tuple[str, int], RecordPrediction] | None = None,
+    files: Sequence[str] | None = None,
+    limit: int | None = None,
+    mode: ScoringMode | None = None,
+    runner: RunnerConfig | None = None,
+    language: Language = "en",
+    output_dir: str | Path | None = None,
+    progress: bool = True,
+    resume: bool = False,
+    name: str | None = None,
+) -> EvalResult:
+    """Evaluate ``engine`` (or a predictions file) on HammerBench files under ``data_dir``.
+
+    ``files``: stems, short names or data types (default: every file present); ``limit``: first N
+    records per file; ``mode``: ``"all"`` scores every snapshot of every file (default: each file's
+    official mode). With ``output_dir`` the model's answers are written to ``predictions.jsonl``
+    as they come (``resume`` skips records already there) and the reports are written at the end.
+    """
+    if engine is None and predictions is None:
+        raise ValueError("evaluate needs an engine or a predictions file")
+    started = time.perf_counter()
+    stems = known_file_order(available_files(data_dir, files))
+    records = [r for stem in stems for r in load_file(data_dir, stem, limit, mode)]
+    runner = runner or RunnerConfig()
+    out = Path(output_dir) if output_dir is not None else None
+    if predictions is not None:
+        preds = dict(predictions) if isinstance(predictions, Mapping) else load_predictions(predictions)
+    else:
+        assert engine is not None
+        preds = _predict(engine, records, runner, out, progress, resume)
+    scores: list[RecordScore] = []
+    missing: list[str] = []
+    for record in records:
+        found = preds.get((record.file, record.index))
+        if found is None:
+            missing.append(f"{record.file}#{record.index}")
+            continue
+        scores.append(score_record(record, found.predictions, language))
+    per_file = {stem: aggregate([s for s in scores if s.file == stem]) for stem in stems}
+    types = list(dict.fromkeys(FILE_SPECS[s].data_type for s in stems))
+    per_type = {t: aggregate([s for s in scores if s.data_type == t]) for t in types}
+    model = engine.model_name if engine is not None else None
+    result = EvalResult(
+        name=name or model or (Path(str(predictions)).stem if predictions is not None and not isinstance(predictions, Mapping)
+                               else "predictions"),
+        model=model, config=_config(engine, runner, mode, language, predictions), files=stems, limit=limit,
+        per_file=per_file, per_type=per_type, overall=overall(per_type), records=scores, missing_predictions=missing,
+        timing=_timing(data_dir, stems, records, preds, time.perf_counter() - started) if engine is not None else None,
+    )
+    if out is not None:
+        write_results(result, out)
+    return result
+
+
+def _predict(engine: HammerEngine, records: list[BenchRecord], runner: RunnerConfig, out: Path | None,
+             progress: bool, resume: bool) -> dict[tuple[str, int], RecordPrediction]:
+    from tqdm.auto import tqdm
+
+    preds: dict[tuple[str, int], RecordPrediction] = {}
+    path = out / "predictions.jsonl" if out is not None else None
+    if path is not None and resume and path.is_file():
+        done = load_predictions(path)
+        wanted = {(r.file, r.index) for r in records}
+        preds.update({k: v for k, v in done.items() if k in wanted})
+    todo = [r for r in records if (r.file, r.index) not in preds]
+    total = sum(r.n_snapshots for r in todo)
+    with contextlib.ExitStack() as stack:
+        stream = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            stream = stack.enter_context(path.open("a" if resume else "w", encoding="utf-8"))
+        bar = stack.enter_context(tqdm(total=total, unit="snapshot", disable=not progress, dynamic_ncols=True))
+        for record in todo:
+            bar.set_description(record.file.removeprefix("HammerBench_"))
+            prediction = predict_record(engine, record, runner, on_snapshot=lambda _: bar.update(1))
+            preds[(record.file, record.index)] = prediction
+            if stream is not None:
+                write_prediction(stream, prediction)
+    return preds
+
+
+def _config(engine: HammerEngine | None, runner: RunnerConfig, mode: ScoringMode | None, language: str,
+            predictions: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {"mode": mode or "official", "language": language}
+    if engine is not None:
+        config.update({
+            "runner": runner.model_dump(), "prompt_format": engine.prompt_format, "constrained": engine.constrained,
+            "mask_names": engine.mask_names if runner.mask_names is None else runner.mask_names,
+            "max_tokens": runner.max_tokens or engine.settings.max_tokens, "backend": engine.backend_name,
+        })
+    elif predictions is not None and not isinstance(predictions, Mapping):
+        config["predictions"] = str(predictions)
+    return config
+
+
+def _timing(data_dir: str | Path, stems: list[str], records: list[BenchRecord],
+            preds: Mapping[tuple[str, int], RecordPrediction], wall: float) -> Timing:
+    per_file: dict[str, list[float]] = {}
+    for record in records:
+        found = preds.get((record.file, record.index))
+        if found is not None and found.details:
+            per_file.setdefault(record.file, []).extend(d.seconds for d in found.details)
+    all_times = [t for times in per_file.values() for t in times]
+    mean = sum(all_times) / len(all_times) if all_times else None
+    file_means = {stem: sum(times) / len(times) for stem, times in per_file.items() if times}
+    full_counts = {stem: sum(r.n_snapshots for r in load_file(data_dir, stem)) for stem in stems}
+    every = {stem: sum(r.n_snapshots for r in load_file(data_dir, stem)) for stem in available_files(data_dir)}
+    estimate = sum(n * file_means.get(stem, mean or 0.0) for stem, n in full_counts.items()) if mean else None
+    return Timing(
+        wall_seconds=wall, model_seconds=sum(all_times), snapshots=len(all_times), seconds_per_snapshot=mean,
+        per_file_seconds_per_snapshot=file_means, full_snapshots=sum(full_counts.values()),
+        estimated_full_seconds=estimate, all_files_snapshots=sum(every.values()),
+        estimated_all_files_seconds=mean * sum(every.values()) if mean else None,
+    )
+
+
+def write_results(result: EvalResult, output_dir: str | Path) -> dict[str, Path]:
+    """Write ``results.json``, ``scores.jsonl``, ``table.md`` and the PNG charts into ``output_dir``."""
+    import json
+
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"results": write_json(out / "results.json", result.summary())}
+    scores = out / "scores.jsonl"
+    with scores.open("w", encoding="utf-8") as stream:
+        for record in result.records:
+            stream.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n")
+    paths["scores"] = scores
+    notes = [f"files: {', '.join(result.files)}" + (f" (first {result.limit} records each)" if result.limit else "")]
+    if result.missing_predictions:
+        notes.append(f"{len(result.missing_predictions)} records had no prediction and were not scored")
+    if result.timing is not None and result.timing.seconds_per_snapshot is not None:
+        notes.append(f"{result.timing.snapshots} snapshots in {result.timing.model_seconds:.0f} s of model time "
+                     f"({result.timing.seconds_per_snapshot:.2f} s each); all records of these files: "
+                     f"~{result.timing.estimated_full_seconds or 0:.0f} s")
+    table = out / "table.md"
+    table.write_text(markdown_table(result.name, result.per_type, result.per_file, notes), encoding="utf-8")
+    paths["table"] = table
+    for chart in write_charts(result.per_type, out, title=result.name):
+        paths[chart.stem] = chart
+    return paths
