@@ -1,4 +1,4 @@
-"""The ``hammer`` command: ``call``, ``chat`` and ``info`` (``eval`` and ``bench`` come with their issues).
+"""The ``hammer`` command: ``call``, ``chat``, ``eval hammerbench`` and ``info``.
 
 Examples::
 
@@ -209,6 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--max-steps", type=int, default=1, help="tool rounds per user turn before a plain answer")
     _add_model_options(chat)
     chat.set_defaults(func=cmd_chat)
+
+    from .hammerbench.cli import add_eval_parser
+
+    add_eval_parser(sub)
 
     info = sub.add_parser("info", help="model, backend and versions")
     _add_model_options(info)

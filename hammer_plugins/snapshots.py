@@ -102,7 +102,8 @@ class Snapshot(BaseModel):
     ``arguments`` holds the known slots (empty strings and ``None`` mean "not given"; string
     values are stripped), after carrying over values the model left out (``carried``).
     ``model_arguments`` is what the model emitted. ``hallucinated`` lists argument names that are
-    not in the schema (they are kept out of ``arguments``). ``changed`` lists overridden values
+    not in the schema (they are kept out of ``arguments``). ``ungrounded`` lists new values with no
+    support in what the user said (likely invented). ``changed`` lists overridden values
     relative to the previous snapshot of the same function, or to the executed call when
     ``after_execution``. ``state`` is the conversation state after this turn.
 
@@ -121,6 +122,7 @@ class Snapshot(BaseModel):
     missing_required: list[str] = Field(default_factory=list)
     missing_optional: list[str] = Field(default_factory=list)
     hallucinated: list[str] = Field(default_factory=list)
+    ungrounded: list[str] = Field(default_factory=list)
     added: list[str] = Field(default_factory=list)
     changed: list[SlotChange] = Field(default_factory=list)
     carried: list[str] = Field(default_factory=list)
@@ -524,6 +526,10 @@ class SlotFiller:
         relax_required: make every parameter optional in the grammar (default on).
         mask_names: per-call override of the engine's name masking.
         question_builder: ``(tool, missing) -> str`` to phrase follow-up questions yourself.
+        grounding: ``"report"`` (default) lists new values that share no word with the user's
+            messages in ``Snapshot.ungrounded``; ``"enforce"`` also treats them as missing (asked
+            for), which stops invented values but can re-ask when the model reformats an answer
+            ("2023-04-01" for "April 1"); ``"off"``.
 
     Example:
         >>> from hammer_plugins.backends.scripted import ScriptedBackend
@@ -548,6 +554,7 @@ class SlotFiller:
         relax_required: bool = True,
         mask_names: bool | None = None,
         question_builder: QuestionBuilder | None = None,
+        grounding: Literal["report", "enforce", "off"] = "report",
     ) -> None:
         if ask not in ("one", "all"):
             raise ValueError(f"ask must be 'one' or 'all', got {ask!r}")
@@ -566,6 +573,9 @@ class SlotFiller:
         self.relax_required = relax_required
         self.mask_names = mask_names
         self.question_builder = question_builder
+        if grounding not in ("report", "enforce", "off"):
+            raise ValueError(f"grounding must be 'report', 'enforce' or 'off', got {grounding!r}")
+        self.grounding = grounding
 
     # ------------------------------------------------------------- history
     @staticmethod
@@ -625,7 +635,9 @@ class SlotFiller:
             # With only the current tool shown the model can say "not this one" but not what else:
             # ask again with every tool to tell a switch from an abandoned task.
             response = self.generate(messages, self.tools)
-        snapshot = self.interpret(response, previous, turn=previous.user_turns - 1, in_progress=in_progress)
+        said = "\n".join(m.content for m in messages if m.role == "user")
+        snapshot = self.interpret(response, previous, turn=previous.user_turns - 1, in_progress=in_progress,
+                                  user_text=said)
         return self._decide(snapshot, response)
 
     async def astep(self, history: Sequence[Message | Mapping[str, Any]]) -> SlotFillingStep:
@@ -639,8 +651,11 @@ class SlotFiller:
                                  relax_required=self.relax_required)
 
     def interpret(self, response: HammerResponse, previous: ConversationState, turn: int,
-                  in_progress: bool | None = None) -> Snapshot:
-        """Compare the model's call with the schema and the previous state: the rules, no model call."""
+                  in_progress: bool | None = None, user_text: str | None = None) -> Snapshot:
+        """Compare the model's call with the schema and the previous state: the rules, no model call.
+
+        ``user_text`` (what the user said so far) enables the grounding check.
+        """
         if in_progress is None:
             in_progress = previous.state in ("collecting", "ready")
         call = response.tool_calls[0] if response.tool_calls else None
@@ -660,6 +675,15 @@ class SlotFiller:
         emitted = clean_arguments(call.arguments)
         hallucinated = [k for k in emitted if k not in props]
         known = {k: v for k, v in emitted.items() if k in props}
+        ungrounded: list[str] = []
+        if self.grounding != "off" and user_text is not None:
+            # Only values that are new or changed need support; accepted ones stay accepted.
+            accepted = previous.arguments if previous.function == call.name else {}
+            ungrounded = [k for k, v in known.items()
+                          if not (k in accepted and _same_value(accepted[k], v)) and not is_grounded(v, user_text)]
+            if self.grounding == "enforce":
+                for key in ungrounded:
+                    known.pop(key)
         after_execution = previous.state == "executed" and previous.function == call.name
         same_task = previous.function == call.name and previous.state in ("collecting", "ready", "executed")
         base = dict(previous.arguments) if same_task else {}
@@ -681,7 +705,7 @@ class SlotFiller:
         snapshot = Snapshot(
             turn=turn, function=call.name, arguments=ordered, model_arguments=dict(call.arguments),
             filled=list(ordered), missing_required=missing_required, missing_optional=missing_optional,
-            hallucinated=hallucinated, added=added, changed=changed, carried=carried,
+            hallucinated=hallucinated, ungrounded=ungrounded, added=added, changed=changed, carried=carried,
             state="collecting" if missing_required else "ready", shift=shift,
             after_execution=after_execution, output_kind=kind, raw=response.raw,
         )
@@ -712,6 +736,29 @@ class SlotFiller:
         return SlotFillingStep(action=action, snapshot=snapshot, message=message, response=response)
 
 
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def is_grounded(value: Any, said: str) -> bool:
+    """Whether a slot value is supported by what the user said: a substring, or half its words.
+
+    Booleans always count as grounded (users rarely say "true"). Example:
+        >>> is_grounded("Yue B88888", "My plate number is yue b88888."), is_grounded("1234567890", "Pay my fine")
+        (True, False)
+    """
+    if isinstance(value, bool) or value is None:
+        return True
+    text = str(value).strip().casefold()
+    haystack = said.casefold()
+    if not text or text in haystack:
+        return True
+    words = _WORD.findall(text)
+    if not words:
+        return True
+    spoken = set(_WORD.findall(haystack))
+    return sum(w in spoken for w in words) * 2 >= len(words)
+
+
 def _same_value(a: Any, b: Any) -> bool:
     if isinstance(a, str) and isinstance(b, str):
         return a.strip().casefold() == b.strip().casefold()
@@ -731,6 +778,7 @@ __all__ = [
     "clean_arguments",
     "dump_history",
     "follow_up_question",
+    "is_grounded",
     "load_history",
     "relaxed_tool",
     "render_transcript",

@@ -47,6 +47,8 @@ def add_eval_parser(sub: Any) -> None:
                     help="show an instruction to leave unmentioned parameters out (not in the authors' Hammer prompt)")
     hb.add_argument("--full-grammar", action="store_true",
                     help="keep required parameters required in the grammar (default: all optional, so partial calls parse)")
+    hb.add_argument("--ground-values", action="store_true",
+                    help="drop argument values the user never said (the SlotFiller rule): scores model plus rules")
     hb.add_argument("--language", choices=["en", "zh"], default="en", help="ROUGE-L tokenization (default: en)")
     hb.add_argument("--resume", action="store_true", help="keep the predictions already in --output and do the rest")
     hb.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -75,7 +77,7 @@ def run_hammerbench(args: argparse.Namespace) -> int:
             n_ctx=args.n_ctx,
         )
     runner = RunnerConfig(layout=args.layout, hint=SNAPSHOT_HINT if args.snapshot_hint else None,
-                          relax_required=not args.full_grammar)
+                          relax_required=not args.full_grammar, ground_values=args.ground_values)
     result = evaluate(
         args.data, engine=engine, predictions=args.predictions, files=args.files, limit=args.limit,
         mode=None if args.mode == "official" else "all", runner=runner, language=args.language,

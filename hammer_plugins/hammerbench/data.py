@@ -104,7 +104,13 @@ class LabelCall(BaseModel):
 
 
 class BenchTurn(BaseModel):
-    """One snapshot to predict: the history so far, the tools shown, and the label."""
+    """One snapshot to predict: the history so far, the tools shown, and the label.
+
+    Example:
+        >>> BenchTurn(index=0, history=[{"role": "user", "content": "hi"}], tools=[],
+        ...           label=LabelCall(name="f", arguments={"a": "1"})).label.expects_call
+        True
+    """
 
     index: int
     history: list[dict[str, str]]

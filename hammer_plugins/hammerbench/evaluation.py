@@ -25,7 +25,12 @@ from .runner import RecordPrediction, RunnerConfig, load_predictions, predict_re
 
 
 class Timing(BaseModel):
-    """Where the time went, and what the whole files would take at the measured speed."""
+    """Where the time went, and what the whole files would take at the measured speed.
+
+    Example:
+        >>> Timing(wall_seconds=10, model_seconds=8, snapshots=4, seconds_per_snapshot=2).seconds_per_snapshot
+        2.0
+    """
 
     wall_seconds: float
     model_seconds: float
@@ -39,7 +44,12 @@ class Timing(BaseModel):
 
 
 class EvalResult(BaseModel):
-    """Everything one run produced: metrics per file, per data type, overall, and per record."""
+    """Everything one run produced: metrics per file, per data type, overall, and per record.
+
+    Example:
+        >>> EvalResult(name="x", files=[], per_file={}, per_type={}, overall=None).summary()["name"]
+        'x'
+    """
 
     name: str
     model: str | None = None

@@ -182,7 +182,12 @@ class Prediction(BaseModel):
 
 
 class SnapshotScore(BaseModel):
-    """How one snapshot was judged."""
+    """How one snapshot was judged.
+
+    Example:
+        >>> score_snapshot(0, "f", {"a": "1"}, Prediction.from_any({"name": "f", "arguments": {}}), True).missing
+        ['a']
+    """
 
     index: int
     scored: bool
@@ -261,6 +266,10 @@ class Metrics(BaseModel):
     ``headline`` is the value the summary table shows: Acc, or for Irrelevant the share of
     correct refusals. ``no_call_acc`` is the share of snapshots labelled "no call" answered without
     a call (irrelevance, and intent-shift detection regardless of the first name).
+
+    Example:
+        >>> Metrics(acc=0.5, headline=0.5).pr is None
+        True
     """
 
     records: int = 0

@@ -108,7 +108,8 @@ def write_charts(per_type: dict[str, Metrics], output_dir: str | Path, title: st
         written.append(_grouped(plt, multi, {"PR": [per_type[t].pr for t in multi], "SR": [per_type[t].sr for t in multi]},
                                 f"Progress rate (PR) and success rate (SR) per multi-turn type{suffix}",
                                 out / "progress.png"))
-    snap_types = [t for t in types if per_type[t].phr_first is not None]
+    # Undefined rates (no conversation with the right first function) show as "-" bars of height 0.
+    snap_types = [t for t in types if per_type[t].acc is not None]
     if snap_types:
         series = {
             "PHR first": [per_type[t].phr_first for t in snap_types],
@@ -127,7 +128,8 @@ def _grouped(plt: Any, groups: list[str], series: dict[str, list[float | None]],
     for k, (label, values) in enumerate(series.items()):
         xs = [i + (k - (len(series) - 1) / 2) * width for i in range(len(groups))]
         bars = ax.bar(xs, [100 * (v or 0.0) for v in values], width, label=label)
-        ax.bar_label(bars, labels=[percent(v) for v in values], fontsize=6, padding=1, rotation=90)
+        ax.bar_label(bars, labels=[percent(v) if v is not None else "n/a" for v in values], fontsize=6, padding=1,
+                     rotation=90)
     ax.set_xticks(range(len(groups)), [_tick(g) for g in groups], rotation=30, ha="right", fontsize=8)
     ax.set_xlim(-0.6, len(groups) - 0.4)
     ax.set_ylim(0, 115)

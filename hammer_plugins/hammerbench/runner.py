@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from ..engine import HammerEngine
 from ..messages import Message
-from ..snapshots import Layout, snapshot_generate, snapshot_messages
+from ..snapshots import Layout, is_grounded, snapshot_generate, snapshot_messages
 from .data import BenchRecord, BenchTurn, to_bench_tools
 
 
@@ -41,6 +41,8 @@ class RunnerConfig(BaseModel):
     the authors' layout) or ``"chat"`` (one turn per message). ``hint``: an instruction shown
     before the history (off by default: the authors' Hammer prompt has none). ``relax_required``:
     every parameter optional in the grammar. ``mask_names``: override the engine's masking.
+    ``ground_values``: drop argument values with no support in the user's turns so far (the
+    :class:`~hammer_plugins.snapshots.SlotFiller` grounding rule), measuring model plus rules.
 
     Example:
         >>> RunnerConfig(layout="chat", relax_required=False).relax_required
@@ -52,10 +54,16 @@ class RunnerConfig(BaseModel):
     relax_required: bool = True
     mask_names: bool | None = None
     max_tokens: int | None = None
+    ground_values: bool = False
 
 
 class SnapshotPrediction(BaseModel):
-    """One model answer: the call (real names), or none, with the raw text and its cost."""
+    """One model answer: the call (real names), or none, with the raw text and its cost.
+
+    Example:
+        >>> SnapshotPrediction(output="no_call", raw="[]").answer is None
+        True
+    """
 
     output: Literal["call", "no_call", "invalid"]
     call: dict[str, Any] | None = None
@@ -76,7 +84,12 @@ class SnapshotPrediction(BaseModel):
 
 
 class RecordPrediction(BaseModel):
-    """A record's answers, one per snapshot, as a predictions-file line."""
+    """A record's answers, one per snapshot, as a predictions-file line.
+
+    Example:
+        >>> RecordPrediction(file="ST_Perfect", index=0, predictions=["[]"]).seconds
+        0
+    """
 
     file: str
     index: int
@@ -108,7 +121,11 @@ def predict_turn(engine: HammerEngine, turn: BenchTurn, config: RunnerConfig | N
               "completion_tokens": response.usage.completion_tokens}
     if response.tool_calls:
         first = response.tool_calls[0]
-        return SnapshotPrediction(output="call", call={"name": first.name, "arguments": first.arguments}, **common)
+        arguments = dict(first.arguments)
+        if config.ground_values:
+            said = "\n".join(h["content"] for h in turn.history if h["role"] == "user")
+            arguments = {k: v for k, v in arguments.items() if is_grounded(v, said)}
+        return SnapshotPrediction(output="call", call={"name": first.name, "arguments": arguments}, **common)
     if response.kind == "invalid":
         reasons = "; ".join(c.reason for c in response.invalid_tool_calls) or "invalid output"
         return SnapshotPrediction(output="invalid", reason=reasons, **common)
