@@ -21,6 +21,8 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 "${pip[@]}" install "torch==2.13.0"
 started=$(date +%s)
 "${pip[@]}" install -e ".[all,dev]"
+# BFCL's data and AST checker for `hammer bench`, without its heavy dependency tree.
+"${pip[@]}" install --no-deps "bfcl-eval==2026.3.23"
 echo "install: $(( $(date +%s) - started ))s for the project and its extras" >&2
 # Assemble and verify the embedded default model now, so the first call does not pay for it.
 "$VENV/bin/python" -c "from hammer_plugins.model_source import default_model_path as p; print('default model:', p())" >&2
