@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .agent_turn import after_tool_results
 from .calls import InvalidToolCall, ToolCall
 from .engine import HammerEngine, to_message
 from .grammar import build_grammar
@@ -250,6 +251,25 @@ def snapshot_of(message: Message | Mapping[str, Any]) -> Snapshot | None:
                     return found
     return None
 
+
+
+def with_snapshots(messages: Sequence[Message], metadata: Sequence[Mapping[str, Any] | None]) -> list[Message]:
+    """Engine messages with the snapshots their framework messages carried in ``metadata``.
+
+    Adapters pass each message's metadata dict (LangChain ``response_metadata``, LlamaIndex
+    ``additional_kwargs``; ``None`` for messages that cannot carry one).
+
+    Example:
+        >>> history = with_snapshots([Message.user("Pay my fine"), Message.assistant("Which city?")],
+        ...                          [None, {"hammer_snapshot": {"turn": 0, "state": "collecting"}}])
+        >>> history[1].snapshot.state
+        'collecting'
+    """
+    out: list[Message] = []
+    for message, meta in zip(messages, metadata, strict=True):
+        snap = snapshot_of(meta) if meta is not None and message.role == "assistant" else None
+        out.append(SnapshotMessage(**message.model_dump(), snapshot=snap) if snap is not None else message)
+    return out
 
 def relaxed_tool(tool: Tool) -> Tool:
     """The same tool with no required parameters: a snapshot may omit slots the user has not given.
@@ -576,6 +596,25 @@ class SlotFiller:
         if grounding not in ("report", "enforce", "off"):
             raise ValueError(f"grounding must be 'report', 'enforce' or 'off', got {grounding!r}")
         self.grounding = grounding
+
+    @classmethod
+    def for_turn(cls, engine: HammerEngine, tools: Sequence[Any], history: Sequence[Message],
+                 setting: bool | Mapping[str, Any] | None) -> SlotFiller | None:
+        """The filler for this call, or None when slot filling is off or the turn goes on after tool results.
+
+        ``setting`` is what adapters take from their users: ``True`` or a dict of options. After tool
+        results the normal path answers from them (the engine's end-of-turn rules); taking the
+        snapshot again there would repeat the call.
+
+        Example:
+            >>> from hammer_plugins.backends.scripted import ScriptedBackend
+            >>> engine = HammerEngine(backend=ScriptedBackend())
+            >>> SlotFiller.for_turn(engine, [{"name": "f", "parameters": {}}], [Message.user("hi")], {"ask": "all"}).ask
+            'all'
+        """
+        if not setting or after_tool_results(history):
+            return None
+        return cls(engine, tools, **({} if setting is True else dict(setting)))
 
     # ------------------------------------------------------------- history
     @staticmethod

@@ -4,6 +4,7 @@ Example:
     >>> from langchain_hammer import ChatHammer
     >>> llm = ChatHammer(n_ctx=4096)   # the embedded default model; nothing loads until the first call
     >>> # llm.bind_tools([get_weather]).invoke("Weather in Paris?").tool_calls
+    >>> # llm.bind_tools(tools, slot_filling=True): ask for missing arguments over several turns
 """
 
 from __future__ import annotations
@@ -11,5 +12,7 @@ from __future__ import annotations
 from hammer_plugins import __version__
 
 from .chat_models import ChatHammer, to_engine_messages
+from .slot_filling import ACTION_METADATA_KEY, snapshot_from_message, to_snapshot_history
 
-__all__ = ["ChatHammer", "__version__", "to_engine_messages"]
+__all__ = ["ACTION_METADATA_KEY", "ChatHammer", "__version__", "snapshot_from_message", "to_engine_messages",
+           "to_snapshot_history"]

@@ -62,6 +62,14 @@ from hammer_plugins import (
     normalize_tool_choice,
     to_tool,
 )
+from hammer_plugins.snapshots import SlotFiller
+
+from .slot_filling import (
+    SLOT_FILLING_KEY,
+    step_chunk,
+    step_result,
+    to_snapshot_history,
+)
 
 # LangChain passes these through the call kwargs for its own bookkeeping; every other per-call
 # argument goes to the engine, which raises TypeError for one it does not know.
@@ -256,21 +264,49 @@ class ChatHammer(BaseChatModel):
         call["stop"] = list(stop if stop is not None else self.stop or [])
         return self._engine(override), to_engine_messages(messages), call, override
 
+    def _slot_filling(self, messages: list[BaseMessage],
+                      kwargs: dict[str, Any]) -> tuple[SlotFiller, list[Message], str] | None:
+        """Filler, snapshot-carrying history and model label when this call is a slot-filling turn.
+
+        Removes ``slot_filling`` from ``kwargs`` either way, so that after tool results (when the
+        normal path answers from them) the engine never sees it.
+        """
+        setting, override = kwargs.pop(SLOT_FILLING_KEY, None), kwargs.get("model") or None
+        converted = to_engine_messages(messages) if setting else []
+        filler = SlotFiller.for_turn(self._engine(override), kwargs.get("tools") or [], converted, setting)
+        return None if filler is None else (filler, to_snapshot_history(messages, converted), self._model_label(override))
+
     # ---------------------------------------------------------------- generation
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        filling = self._slot_filling(messages, kwargs)
+        if filling is not None:
+            filler, history, label = filling
+            return step_result(filler.step(history), label)
         engine, msgs, call, override = self._prepare(messages, stop, kwargs)
         response = engine.generate(msgs, **call)
         return _result(response, self._model_label(override))
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                          run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        filling = self._slot_filling(messages, kwargs)
+        if filling is not None:
+            filler, history, label = filling
+            return step_result(await filler.astep(history), label)
         engine, msgs, call, override = self._prepare(messages, stop, kwargs)
         response = await engine.agenerate(msgs, **call)
         return _result(response, self._model_label(override))
 
     def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                 run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        filling = self._slot_filling(messages, kwargs)
+        if filling is not None:
+            filler, history, label = filling
+            chunk = step_chunk(filler.step(history), label)
+            if run_manager:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+            return
         engine, msgs, call, override = self._prepare(messages, stop, kwargs)
         converter = _StreamConverter(self._model_label(override))
         for event in engine.stream(msgs, **call):
@@ -282,6 +318,14 @@ class ChatHammer(BaseChatModel):
     async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                        run_manager: AsyncCallbackManagerForLLMRun | None = None,
                        **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+        filling = self._slot_filling(messages, kwargs)
+        if filling is not None:
+            filler, history, label = filling
+            chunk = step_chunk(await filler.astep(history), label)
+            if run_manager:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+            return
         engine, msgs, call, override = self._prepare(messages, stop, kwargs)
         converter = _StreamConverter(self._model_label(override))
         async for event in engine.astream(msgs, **call):
@@ -312,7 +356,11 @@ class ChatHammer(BaseChatModel):
             strict: accepted for OpenAI compatibility; constrained decoding already keeps every call
                 within its schema (``constrained=True``).
             kwargs: more arguments for the call (e.g. ``mask_names``, ``on_refusal``, ``max_tool_rounds``,
-                ``max_tokens``).
+                ``max_tokens``). ``slot_filling=True`` (or a dict of
+                :class:`~hammer_plugins.snapshots.SlotFiller` options such as ``{"ask": "all"}``) turns
+                each user turn into a slot-filling step: the reply is the follow-up question or the
+                complete call, with the snapshot in ``response_metadata["hammer_snapshot"]``; after
+                tool results the model answers from them as usual (see docs/langchain.md, Slot filling).
 
         Example:
             >>> from langchain_hammer import ChatHammer
@@ -327,6 +375,13 @@ class ChatHammer(BaseChatModel):
         formatted = [_openai_tool(t) for t in tools]
         # Convert now so an unrenderable schema or an unknown tool_choice fails here, not mid-run.
         names = [to_tool(t).name for t in formatted]
+        setting = kwargs.get(SLOT_FILLING_KEY)
+        if setting:
+            if tool_choice not in (None, "auto"):
+                raise ValueError(f"slot_filling=True decides itself whether to call a tool; tool_choice={tool_choice!r} "
+                                 "cannot be combined with it. Fix: leave tool_choice unset")
+            # Build one now so a wrong option fails at bind time, with the filler's own message.
+            SlotFiller(self._engine(), formatted, **({} if setting is True else setting))
         if tool_choice is not None:
             normalize_tool_choice(tool_choice, names)
             kwargs["tool_choice"] = tool_choice

@@ -7,5 +7,13 @@ Example:
 """
 
 from llama_index.llms.hammer.base import HammerLLM, to_engine_message, to_engine_messages, to_engine_tool
+from llama_index.llms.hammer.slot_filling import (
+    ACTION_KEY,
+    SlotFillingResult,
+    SlotFillingWorkflow,
+    snapshot_from_message,
+    to_snapshot_history,
+)
 
-__all__ = ["HammerLLM", "to_engine_message", "to_engine_messages", "to_engine_tool"]
+__all__ = ["ACTION_KEY", "HammerLLM", "SlotFillingResult", "SlotFillingWorkflow", "snapshot_from_message",
+           "to_engine_message", "to_engine_messages", "to_engine_tool", "to_snapshot_history"]

@@ -62,6 +62,9 @@ from hammer_plugins import (
     ToolCallDelta,
     to_message,
 )
+from hammer_plugins.snapshots import SlotFiller, SlotFillingStep
+
+from .slot_filling import SLOT_FILLING_KEY, step_response, to_snapshot_history
 
 if TYPE_CHECKING:
     from llama_index.core.program.utils import FlexibleModel
@@ -235,14 +238,42 @@ class HammerLLM(FunctionCallingLLM):
         return self._astream_chat(messages, **kwargs)
 
     def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Iterator[ChatResponse]:
+        filling = self._slot_filling(messages, kwargs)
+        if filling is not None:
+            filler, history = filling
+            yield self._step_response(filler.step(history))
+            return
         turn = _Turn()
         for event in self.engine.stream(to_engine_messages(messages), **self._options(kwargs)):
             yield turn.feed(event)
 
     async def _astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> AsyncIterator[ChatResponse]:
+        filling = self._slot_filling(messages, kwargs)
+        if filling is not None:
+            filler, history = filling
+            yield self._step_response(await filler.astep(history))
+            return
         turn = _Turn()
         async for event in self.engine.astream(to_engine_messages(messages), **self._options(kwargs)):
             yield turn.feed(event)
+
+    def _slot_filling(self, messages: Sequence[ChatMessage],
+                      kwargs: dict[str, Any]) -> tuple[SlotFiller, list[Message]] | None:
+        """Filler and snapshot-carrying history when this call is a slot-filling turn.
+
+        Removes ``slot_filling`` from ``kwargs`` either way, so that after tool results (when the
+        normal path answers from them) the engine never sees it.
+        """
+        setting = kwargs.pop(SLOT_FILLING_KEY, None)
+        converted = to_engine_messages(messages) if setting else []
+        tools = [to_engine_tool(t) for t in kwargs.get("tools") or []] if setting else []
+        filler = SlotFiller.for_turn(self.engine, tools, converted, setting)
+        return None if filler is None else (filler, to_snapshot_history(messages, converted))
+
+    @staticmethod
+    def _step_response(step: SlotFillingStep) -> ChatResponse:
+        calls = [step.call] if step.call is not None else []
+        return step_response(step, _assistant(step.message.content, calls))
 
     def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The engine's call arguments: tools converted, the ``parallel_tool_calls`` field as the default.

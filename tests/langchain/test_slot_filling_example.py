@@ -1,0 +1,37 @@
+"""The LangGraph slot-filling example end to end on the embedded default model (a weak stand-in: plumbing only)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_hammer import snapshot_from_message, to_engine_messages, to_snapshot_history
+
+from hammer_plugins.snapshots import SlotFiller
+
+pytestmark = pytest.mark.real_model
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "langgraph_slot_filling.py"
+
+
+def test_example_asks_for_missing_slots_then_calls_the_tool_and_the_messages_hold_the_state(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = importlib.util.spec_from_file_location("langgraph_slot_filling_example", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    messages = example.run()
+    questions = [m for m in messages if isinstance(m, AIMessage) and m.response_metadata.get("slot_filling_action") == "ask"]
+    assert questions, "a turn with missing information returns a question"
+    snap = snapshot_from_message(questions[-1])
+    assert snap is not None and snap.missing_required and questions[-1].content == snap.question
+    calls = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
+    assert calls and calls[-1].tool_calls[0]["name"] == "Navigation.TrafficViolations.queryViolation"
+    assert set(calls[-1].tool_calls[0]["args"]) == {"plate_number", "city", "time"}  # complete: all required slots
+    assert any(isinstance(m, ToolMessage) and "speeding" in str(m.content) for m in messages)
+    # A restart needs the messages only: the state is rebuilt without a model call.
+    state = SlotFiller.rebuild(to_snapshot_history(messages, to_engine_messages(messages)))
+    assert state.state == "executed" and state.function == "Navigation.TrafficViolations.queryViolation"
+    assert "calls Navigation.TrafficViolations.queryViolation" in capsys.readouterr().out
