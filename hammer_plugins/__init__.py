@@ -33,6 +33,7 @@ from .errors import (
     ModelChecksumError,
     ModelNotFoundError,
     SchemaConversionError,
+    ServerError,
     UnknownToolError,
 )
 from .masking import NameMask
@@ -62,6 +63,7 @@ __all__ = [
     "ParsedOutput",
     "RefusalError",
     "SchemaConversionError",
+    "ServerError",
     "TextDelta",
     "Tool",
     "ToolBinding",

@@ -20,13 +20,13 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from .agent_turn import after_tool_results, answered_calls, call_key, tool_rounds
-from .backends.base import Backend, GenerationSettings
+from .backends.base import Backend, GenerationChunk, GenerationSettings
 from .calls import InvalidToolCall, ToolCall
 from .errors import ContextWindowExceededError, HammerError, UnknownToolError
 from .grammar import build_grammar, build_json_grammar
@@ -189,7 +189,9 @@ class HammerEngine:
     Args:
         model_path: a ``.gguf`` file (llama.cpp) or checkpoint directory (transformers).
         model: a hub id or local directory (transformers), or a ``.gguf`` path.
-        backend: ``"llama_cpp"`` (default), ``"transformers"``, or a :class:`Backend` instance.
+        backend: ``"llama_cpp"`` (default), ``"transformers"``, ``"server"`` (an OpenAI-compatible
+            inference server: pass ``base_url=``, and ``api_key=``, ``timeout=``, ... as for
+            :class:`~hammer_plugins.backends.server.OpenAICompatibleBackend`), or a :class:`Backend` instance.
         prompt_format: ``"hammer2.1"`` (default) or ``"hammer2.0"`` / ``"hammer1.0"``.
         constrained: constrain decoding with a grammar built from the tools (default on).
         mask_names: replace function and parameter names with opaque strings in the prompt.
@@ -239,8 +241,8 @@ class HammerEngine:
             raise ValueError(f"unknown prompt_format {prompt_format!r}; use one of {PROMPT_FORMATS}")
         if on_refusal not in ("message", "answer", "raise"):
             raise ValueError(f"on_refusal must be 'message', 'answer' or 'raise', got {on_refusal!r}")
-        if isinstance(backend, str) and backend not in ("llama_cpp", "llama.cpp", "transformers"):
-            raise ValueError(f"unknown backend {backend!r}; use 'llama_cpp', 'transformers' or a Backend instance")
+        if isinstance(backend, str) and backend not in ("llama_cpp", "llama.cpp", "transformers", "server"):
+            raise ValueError(f"unknown backend {backend!r}; use 'llama_cpp', 'transformers', 'server' or a Backend instance")
         self.model_path = model_path
         self.model = model
         self.backend_name = backend if isinstance(backend, str) else backend.name
@@ -281,6 +283,12 @@ class HammerEngine:
 
     def _new_backend(self) -> Backend:
         opts = self._backend_options
+        if self.backend_name == "server":
+            from .backends.server import OpenAICompatibleBackend
+
+            # n_ctx & co. configure in-process runtimes; a server reports its own context window.
+            extra = {k: v for k, v in opts.items() if k not in ("n_ctx", "n_threads", "n_gpu_layers", "device", "dtype")}
+            return OpenAICompatibleBackend(model=self.model, **extra)
         if self.backend_name == "transformers":
             from .backends.transformers import TransformersBackend
 
@@ -396,9 +404,12 @@ class HammerEngine:
         plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
                           response_format)
         rounds_cap = self.max_tool_rounds if max_tool_rounds == "default" else _check_rounds(max_tool_rounds)
-        return self._run(plan, rounds_cap, on_refusal)
+        return self._drive(self._run(plan, rounds_cap, on_refusal))
 
-    def _run(self, plan: _Plan, rounds_cap: int | None, on_refusal: RefusalMode | None) -> Iterator[StreamEvent]:
+    def _run(self, plan: _Plan, rounds_cap: int | None, on_refusal: RefusalMode | None) -> Generator[Any, Any, None]:
+        """The logic of :meth:`stream`, free of I/O: it yields events for the caller and requests
+        (:class:`_Fit`, :class:`_Generate`, ``_NEXT``) that a driver (:meth:`_drive`, :meth:`_adrive`)
+        answers from the backend, so the sync and the native async paths share every rule."""
         started = time.perf_counter()
         ending_turn = plan.tool_choice == "auto" and after_tool_results(plan.messages)
         if ending_turn and rounds_cap is not None and tool_rounds(plan.messages) >= rounds_cap:
@@ -415,7 +426,8 @@ class HammerEngine:
         timings: dict[str, float] = {}
         scanner = CallScanner() if plan.grammar is not None else None
         streamed: list[ToolCall] = []
-        for chunk in self.backend.stream(plan.prompt, plan.settings, plan.grammar):
+        chunk = yield _Generate(plan.prompt, plan.settings, plan.grammar)
+        while chunk is not _END:
             if chunk.text:
                 raw_parts.append(chunk.text)
                 yield TextDelta(chunk.text)
@@ -430,6 +442,7 @@ class HammerEngine:
                 usage = Usage(prompt_tokens=chunk.usage.prompt_tokens, completion_tokens=chunk.usage.completion_tokens)
                 finish = chunk.finish_reason or "stop"
                 timings = dict(chunk.timings)
+            chunk = yield _NEXT
         raw = "".join(raw_parts)
         response = self._finish(plan, raw, usage, finish, timings)
         if answered:
@@ -455,17 +468,18 @@ class HammerEngine:
         yield response
 
     def _answer_in_prose(self, plan: _Plan, base: HammerResponse, started: float, prompt: str | None = None,
-                         grammar: str | None = None) -> Iterator[StreamEvent]:
+                         grammar: str | None = None) -> Generator[Any, Any, None]:
         """A tool-free pass; its prose becomes ``text`` of ``base`` (usage of both passes summed)."""
         prompt = prompt if prompt is not None else render_chat(plan.messages)
         settings = plan.settings.model_copy()
-        settings.max_tokens = self._fit(prompt, settings.max_tokens)
+        settings.max_tokens = yield _Fit(prompt, settings.max_tokens)
         parts: list[str] = []
         usage = base.usage
         finish = "stop"
         timings: dict[str, float] = dict(base.timings)
         pending = ""  # whitespace held back until more text follows, so deltas add up to the stripped text
-        for chunk in self.backend.stream(prompt, settings, grammar):
+        chunk = yield _Generate(prompt, settings, grammar)
+        while chunk is not _END:
             if chunk.text:
                 parts.append(chunk.text)
                 text = pending + chunk.text
@@ -480,6 +494,7 @@ class HammerEngine:
                                       completion_tokens=chunk.usage.completion_tokens)
                 finish = chunk.finish_reason or "stop"
                 timings.update(chunk.timings)
+            chunk = yield _NEXT
         raw = "".join(parts)
         text = raw.strip()
         if base.kind == "refusal" and not text:
@@ -490,14 +505,102 @@ class HammerEngine:
             update["raw"] = raw
         yield base.model_copy(update=update)
 
+    def _drive(self, core: Generator[Any, Any, None]) -> Iterator[StreamEvent]:
+        """Run :meth:`_run` on the backend's sync API."""
+        chunks: Iterator[GenerationChunk] | None = None
+        reply: Any = None
+        try:
+            while True:
+                try:
+                    item = core.send(reply)
+                except StopIteration:
+                    return
+                reply = None
+                if isinstance(item, _Fit):
+                    reply = self._fit(item.prompt, item.max_tokens)
+                elif isinstance(item, _Generate):
+                    chunks = iter(self.backend.stream(item.prompt, item.settings, item.grammar))
+                    reply = next(chunks, _END)
+                elif item is _NEXT:
+                    reply = next(chunks, _END)  # type: ignore[arg-type]
+                else:
+                    yield item
+        finally:
+            core.close()
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()  # a caller that stopped early ends the generation (a server drops the request)
+
+    async def _adrive(self, core: Generator[Any, Any, None]) -> AsyncIterator[StreamEvent]:
+        """Run :meth:`_run` on a native-async backend (``astream``, ``acount_tokens``, ``aload``): no worker
+        thread and no lock, so concurrent calls really run concurrently."""
+        backend: Any = self.backend
+        chunks: Any = None
+        reply: Any = None
+        try:
+            while True:
+                try:
+                    item = core.send(reply)
+                except StopIteration:
+                    return
+                reply = None
+                if isinstance(item, _Fit):
+                    reply = await self._afit(item.prompt, item.max_tokens)
+                elif isinstance(item, _Generate):
+                    chunks = backend.astream(item.prompt, item.settings, item.grammar)
+                    reply = await anext(chunks, _END)
+                elif item is _NEXT:
+                    reply = await anext(chunks, _END)
+                else:
+                    yield item
+        finally:
+            core.close()
+            if chunks is not None:
+                await chunks.aclose()
+
+    async def _astream_native(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        tools: Sequence[Any] | None = None,
+        tool_choice: Any = "auto",
+        *,
+        mask_names: bool | None = None,
+        constrained: bool | None = None,
+        parallel_tool_calls: bool = True,
+        on_refusal: RefusalMode | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        max_tool_rounds: int | None | Literal["default"] = "default",
+        **settings: Any,
+    ) -> AsyncIterator[StreamEvent]:
+        """:meth:`stream` on a native-async backend: planned the same way, fitted with awaited token counts."""
+        plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
+                          response_format, fit=False)
+        plan.settings.max_tokens = await self._afit(plan.prompt, plan.settings.max_tokens)
+        rounds_cap = self.max_tool_rounds if max_tool_rounds == "default" else _check_rounds(max_tool_rounds)
+        async for event in self._adrive(self._run(plan, rounds_cap, on_refusal)):
+            yield event
+
     async def agenerate(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
                         tool_choice: Any = "auto", **kwargs: Any) -> HammerResponse:
-        """Async :meth:`generate`; runs in a worker thread so the event loop stays free."""
-        return await asyncio.to_thread(self.generate, messages, tools, tool_choice, **kwargs)
+        """Async :meth:`generate`: on the event loop for native-async backends (the server backend),
+        otherwise in a worker thread so the event loop stays free."""
+        if not getattr(self.backend, "native_async", False):
+            return await asyncio.to_thread(self.generate, messages, tools, tool_choice, **kwargs)
+        final: HammerResponse | None = None
+        async for event in self._astream_native(messages, tools, tool_choice, **kwargs):
+            if isinstance(event, HammerResponse):
+                final = event
+        assert final is not None
+        return final
 
     async def astream(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
                       tool_choice: Any = "auto", **kwargs: Any) -> AsyncIterator[StreamEvent]:
-        """Async :meth:`stream`: one worker thread generates, events arrive through a queue."""
+        """Async :meth:`stream`. Native-async backends (the server backend) stream on the event loop, with
+        no lock; for the others one worker thread generates and events arrive through a queue."""
+        if getattr(self.backend, "native_async", False):
+            async for event in self._astream_native(messages, tools, tool_choice, **kwargs):
+                yield event
+            return
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         stop = threading.Event()
@@ -529,7 +632,8 @@ class HammerEngine:
     # ------------------------------------------------------------- planning
     def _plan(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
               mask_names: bool | None, constrained: bool | None, parallel: bool,
-              overrides: Mapping[str, Any] | None, response_format: Mapping[str, Any] | None = None) -> _Plan:
+              overrides: Mapping[str, Any] | None, response_format: Mapping[str, Any] | None = None,
+              fit: bool = True) -> _Plan:
         msgs = [to_message(m) for m in messages]
         if not msgs:
             raise ValueError("messages is empty. Fix: pass at least one user message")
@@ -552,7 +656,8 @@ class HammerEngine:
             prompt = render_prompt(rendered, binding.prompt_tools, self.prompt_format, prefix=binding.prefix)
             use_grammar = self.constrained if constrained is None else constrained
             grammar = binding.grammar(choice, parallel) if use_grammar else None
-        settings.max_tokens = self._fit(prompt, settings.max_tokens)
+        if fit:  # the native async path fits with an awaited token count instead
+            settings.max_tokens = self._fit(prompt, settings.max_tokens)
         return _Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
                      settings=settings, parallel=parallel)
 
@@ -578,7 +683,16 @@ class HammerEngine:
     def _fit(self, prompt: str, max_tokens: int) -> int:
         """Check the prompt fits; shrink ``max_tokens`` to the room left when that is enough."""
         window = self.backend.context_window
-        prompt_tokens = self.backend.count_tokens(prompt)
+        return self._room(self.backend.count_tokens(prompt), max_tokens, window)
+
+    async def _afit(self, prompt: str, max_tokens: int) -> int:
+        """:meth:`_fit` on a native-async backend: loads and counts without blocking the event loop."""
+        backend: Any = self.backend
+        await backend.aload()
+        return self._room(await backend.acount_tokens(prompt), max_tokens, backend.context_window)
+
+    @staticmethod
+    def _room(prompt_tokens: int, max_tokens: int, window: int) -> int:
         room = window - prompt_tokens
         if room < min(max_tokens, _MIN_ANSWER_TOKENS):
             raise ContextWindowExceededError(prompt_tokens, max_tokens, window)
@@ -615,6 +729,27 @@ class HammerEngine:
         )
         response.timings["parse"] = time.perf_counter() - parse_started
         return response
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """:meth:`HammerEngine._run` asks its driver for ``max_tokens`` fitted to the context window."""
+
+    prompt: str
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class _Generate:
+    """:meth:`HammerEngine._run` asks its driver to start a generation; the reply is its first chunk."""
+
+    prompt: str
+    settings: GenerationSettings
+    grammar: str | None
+
+
+_NEXT = object()  # _run asks for the next chunk of the running generation
+_END = object()  # the driver's reply once the generation has ended
 
 
 @dataclass

@@ -68,3 +68,62 @@ class ContextWindowExceededError(HammerError, ValueError):
             "conversation or the tool list, lower max_tokens, or load the model with a larger "
             "n_ctx (e.g. n_ctx=8192)."
         )
+
+
+class ServerError(HammerError):
+    """Something went wrong talking to an inference server (base class of the server errors).
+
+    Attributes:
+        url: the server's base URL.
+        status_code: the HTTP status, when there was one.
+    """
+
+    def __init__(self, message: str, *, url: str = "", status_code: int | None = None) -> None:
+        self.url = url
+        self.status_code = status_code
+        super().__init__(message)
+
+
+class ServerUnavailableError(ServerError, ConnectionError):
+    """The server could not be reached, refused the connection, or kept answering 502/503/504."""
+
+
+class ServerTimeoutError(ServerError, TimeoutError):
+    """No data arrived within ``timeout`` seconds. ``partial_text`` holds what had streamed by then."""
+
+    def __init__(self, message: str, *, url: str = "", partial_text: str = "") -> None:
+        self.partial_text = partial_text
+        super().__init__(message, url=url)
+
+
+class ServerHTTPError(ServerError):
+    """The server answered with an HTTP error (``status_code``); ``detail`` is its message."""
+
+    def __init__(self, message: str, *, url: str = "", status_code: int | None = None, detail: str = "") -> None:
+        self.detail = detail
+        super().__init__(message, url=url, status_code=status_code)
+
+
+class ServerAuthenticationError(ServerHTTPError, PermissionError):
+    """HTTP 401/403: the API key is missing or wrong."""
+
+
+class ServerModelNotFoundError(ServerError, LookupError):
+    """The server does not serve the model asked for. ``available`` lists what it serves."""
+
+    def __init__(self, message: str, *, url: str = "", model: str | None = None, available: list[str] | None = None) -> None:
+        self.model = model
+        self.available = list(available or [])
+        super().__init__(message, url=url)
+
+
+class ServerStreamError(ServerError):
+    """The stream ended before the answer finished. ``partial_text`` holds what had streamed."""
+
+    def __init__(self, message: str, *, url: str = "", partial_text: str = "") -> None:
+        self.partial_text = partial_text
+        super().__init__(message, url=url)
+
+
+class GrammarNotSupportedError(ServerError):
+    """The server ignored or rejected the grammar under every protocol tried."""

@@ -46,7 +46,7 @@ from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
 from langchain_core.utils.pydantic import is_basemodel_subclass
-from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
 from hammer_plugins import (
     DEFAULT_REFUSAL_TEXT,
@@ -130,8 +130,16 @@ class ChatHammer(BaseChatModel):
     """A ``.gguf`` file or checkpoint directory; with ``model`` unset too, the embedded default."""
     model: str | None = None
     """A Hugging Face id, local directory or ``.gguf`` path."""
-    backend: Literal["llama_cpp", "transformers"] | Backend = "llama_cpp"
-    """Which runtime runs the model."""
+    backend: Literal["llama_cpp", "transformers", "server"] | Backend = "llama_cpp"
+    """Which runtime runs the model; ``"server"`` is an OpenAI-compatible inference server (docs/server.md)."""
+    base_url: str | None = None
+    """``backend="server"``: the server's URL (e.g. ``http://127.0.0.1:8000/v1``)."""
+    api_key: SecretStr | None = None
+    """``backend="server"``: its bearer token."""
+    timeout: float | None = None
+    """``backend="server"``: the longest silence allowed, in seconds."""
+    max_retries: int | None = None
+    """``backend="server"``: retries of connection failures and 429/502/503/504."""
     prompt_format: Literal["hammer2.1", "hammer2.0", "hammer1.0"] = "hammer2.1"
     """The prompt layout the checkpoint was trained on."""
     constrained: bool = True
@@ -183,6 +191,10 @@ class ChatHammer(BaseChatModel):
                 warnings.warn(f"ChatHammer ignores {unknown}: it runs a local model, and these are not among "
                               "its parameters (see ChatHammer's docstring).", stacklevel=4)
                 values = {k: v for k, v in values.items() if k in known}
+            remote = sorted(k for k in ("base_url", "api_key", "timeout", "max_retries") if values.get(k) is not None)
+            if remote and values.get("backend", "llama_cpp") != "server":
+                warnings.warn(f"ChatHammer ignores {remote} unless backend='server': a local model needs no "
+                              "server settings.", stacklevel=4)
         return values
 
     # ------------------------------------------------------------------ identity
@@ -245,6 +257,10 @@ class ChatHammer(BaseChatModel):
             "n_threads": self.n_threads, "n_gpu_layers": self.n_gpu_layers, "device": self.device,
             "dtype": self.dtype, **self.model_kwargs,
         }
+        if self.backend == "server":
+            remote = {"base_url": self.base_url, "api_key": self.api_key, "timeout": self.timeout,
+                      "max_retries": self.max_retries}
+            config.update({k: v for k, v in remote.items() if v is not None})
         key = repr(sorted((k, v if isinstance(v, str | int | float | bool | None) else id(v)) for k, v in config.items()))
         engine = self._engines.get(key)
         if engine is None:

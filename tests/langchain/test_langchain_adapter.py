@@ -89,9 +89,23 @@ def test_construction_is_lazy_and_errors_surface_on_first_call() -> None:
 
 
 def test_remote_only_parameters_warn_instead_of_vanishing() -> None:
-    with pytest.warns(UserWarning, match=r"ignores \['api_key', 'timeout'\]"):
+    with pytest.warns(UserWarning, match=r"ignores \['api_key', 'timeout'\] unless backend='server'"):
         llm = ChatHammer(api_key="x", timeout=3, max_tokens=7)
     assert llm.max_tokens == 7
+    with pytest.warns(UserWarning, match=r"ignores \['organization'\]"):
+        ChatHammer(organization="acme")
+
+
+def test_server_settings_reach_the_server_backend() -> None:
+    from hammer_plugins.backends.server import OpenAICompatibleBackend
+
+    llm = ChatHammer(backend="server", base_url="http://127.0.0.1:9/v1", api_key="k", timeout=7, max_retries=0,
+                     model="hammer")
+    backend = llm._engine().backend  # built lazily, nothing contacted yet
+    assert isinstance(backend, OpenAICompatibleBackend)
+    assert backend.base_url == "http://127.0.0.1:9"
+    assert backend.settings.timeout == 7 and backend.settings.max_retries == 0
+    assert backend.settings.api_key is not None and backend.settings.api_key.get_secret_value() == "k"
 
 
 def test_invalid_options_are_rejected_at_construction() -> None:

@@ -1,0 +1,18 @@
+"""``hammer bench``: BFCL accuracy side by side with the alternatives, robustness to names, and speed.
+
+The package imports no LangChain at import time: the runners that compare ChatHammer and
+ChatLlamaCpp import it inside their constructors.
+
+Example:
+    >>> from hammer_plugins.bench.bfcl import bfcl_type_to_json_schema
+    >>> bfcl_type_to_json_schema({"type": "dict", "properties": {"x": {"type": "float"}}})
+    {'type': 'object', 'properties': {'x': {'type': 'number'}}}
+"""
+
+from __future__ import annotations
+
+CATEGORIES: tuple[str, ...] = (
+    "simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance",
+    "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance", "live_relevance",
+)
+"""The BFCL v4 single-turn Python categories ``hammer bench`` scores."""

@@ -1,0 +1,181 @@
+"""BFCL v4 data, its conversion to our tools, and scoring with bfcl-eval's own AST checker.
+
+bfcl-eval is installed without its dependency tree (``pip install --no-deps bfcl-eval``): importing
+its checker the normal way imports every vendor SDK, so :func:`load_checker` provides the one heavy
+module it needs (``bfcl_eval.constants.model_config``) with the single entry the checker reads.
+
+Example:
+    >>> entry = BfclEntry(id="simple_python_1", category="simple_python",
+    ...     question=[{"role": "user", "content": "5!"}],
+    ...     functions=[{"name": "math.factorial", "description": "n!",
+    ...                 "parameters": {"type": "dict", "properties": {"number": {"type": "integer"}},
+    ...                                "required": ["number"]}}],
+    ...     ground_truth=[{"math.factorial": {"number": [5]}}])
+    >>> score(entry, [{"math.factorial": {"number": 5}}]).correct
+    True
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sys
+import types
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+CHECKER_MODEL_NAME = "MadeAgents/Hammer2.1-7b"
+"""The model name passed to the checker: its BFCL config keeps dots in function names."""
+
+ANSWER_KEY_DEFECTS: dict[str, str] = {
+    "parallel_multiple_26": "its own ground truth fails bfcl-eval's checker",
+    "live_multiple_507-149-4": "its own ground truth fails bfcl-eval's checker",
+    "live_multiple_862-181-3": "its own ground truth fails bfcl-eval's checker",
+    "live_multiple_964-207-0": "its own ground truth fails bfcl-eval's checker",
+    "live_simple_106-63-0": "its own ground truth fails bfcl-eval's checker",
+    "live_simple_112-68-0": "its own ground truth fails bfcl-eval's checker",
+}
+"""Entries whose ground truth does not pass bfcl-eval's own checker (GUIDE section 6): excluded."""
+
+_TYPE_MAP = {"dict": "object", "float": "number", "tuple": "array", "list": "array", "int": "integer",
+             "str": "string", "bool": "boolean", "String": "string", "Boolean": "boolean"}
+
+
+class BfclEntry(BaseModel):
+    """One BFCL question: its conversation, the functions offered, and the possible answers."""
+
+    id: str
+    category: str
+    question: list[dict[str, Any]]
+    functions: list[dict[str, Any]]
+    ground_truth: list[dict[str, Any]] = Field(default_factory=list)
+
+    @property
+    def is_relevance_test(self) -> bool:
+        """Irrelevance (expect no call) and live_relevance (expect some call) use the relevance rule."""
+        return "relevance" in self.category
+
+
+class Score(BaseModel):
+    """The verdict on one answer."""
+
+    correct: bool
+    error: str = ""
+
+
+def data_dir() -> Path:
+    """The ``data`` folder of the installed bfcl-eval (found without importing it)."""
+    spec = importlib.util.find_spec("bfcl_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("bfcl-eval is not installed. Fix: pip install --no-deps bfcl-eval==2026.3.23")
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def load_category(category: str, sample: int | None = None, seed: int = 0,
+                  root: Path | None = None) -> tuple[list[BfclEntry], list[str]]:
+    """The category's entries (single-turn: the first turn), minus the answer-key defects.
+
+    ``sample`` draws that many entries at random (seeded) in file order; ``None`` keeps all.
+    Returns the entries and the ids excluded as answer-key defects.
+    """
+    base = root or data_dir()
+    rows = _read_jsonl(base / f"BFCL_v4_{category}.json")
+    answers_file = base / "possible_answer" / f"BFCL_v4_{category}.json"
+    answers = {row["id"]: row["ground_truth"] for row in _read_jsonl(answers_file)} if answers_file.exists() else {}
+    excluded = [row["id"] for row in rows if row["id"] in ANSWER_KEY_DEFECTS]
+    rows = [row for row in rows if row["id"] not in ANSWER_KEY_DEFECTS]
+    if sample is not None and sample < len(rows):
+        keep = set(random.Random(f"{seed}:{category}").sample(range(len(rows)), sample))
+        rows = [row for i, row in enumerate(rows) if i in keep]
+    entries = [BfclEntry(id=row["id"], category=category, question=row["question"][0], functions=row["function"],
+                         ground_truth=answers.get(row["id"], [])) for row in rows]
+    return entries, excluded
+
+
+def bfcl_type_to_json_schema(schema: Any) -> Any:
+    """BFCL's Python-flavoured types as JSON Schema: dict→object, float→number, tuple→array, any→no type.
+
+    Example:
+        >>> bfcl_type_to_json_schema({"type": "tuple", "items": {"type": "any"}})
+        {'type': 'array', 'items': {}}
+    """
+    if isinstance(schema, list):
+        return [bfcl_type_to_json_schema(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "type":
+            if value == "any":
+                continue
+            out["type"] = _TYPE_MAP.get(value, value) if isinstance(value, str) else value
+        elif key == "properties" and isinstance(value, Mapping):
+            out["properties"] = {name: bfcl_type_to_json_schema(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf"):
+            out[key] = bfcl_type_to_json_schema(value)
+        else:
+            out[key] = value
+    return out
+
+
+def to_tool_spec(function: Mapping[str, Any]) -> dict[str, Any]:
+    """A BFCL function description as a bare OpenAI-style ``{name, description, parameters}``.
+
+    Names keep their dots: our grammar escapes every name literally and the prompt shows it as is.
+    """
+    parameters = bfcl_type_to_json_schema(function.get("parameters") or {"type": "object", "properties": {}})
+    parameters.setdefault("type", "object")
+    parameters.setdefault("properties", {})
+    return {"name": function["name"], "description": function.get("description", ""), "parameters": parameters}
+
+
+def to_bfcl_output(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, dict[str, Any]]]:
+    """Calls as BFCL's ``[{func_name: {arg: value}}]``."""
+    return [{name: dict(arguments)} for name, arguments in calls]
+
+
+def load_checker() -> Callable[..., dict[str, Any]]:
+    """bfcl-eval's ``ast_checker``, imported offline without its vendor SDKs."""
+    name = "bfcl_eval.constants.model_config"
+    if name not in sys.modules:
+        module = types.ModuleType(name)
+        config = types.SimpleNamespace(model_name=CHECKER_MODEL_NAME, underscore_to_dot=False, is_fc_model=True)
+        module.MODEL_CONFIG_MAPPING = {CHECKER_MODEL_NAME: config}  # type: ignore[attr-defined]
+        sys.modules[name] = module
+    from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
+
+    return ast_checker  # type: ignore[no-any-return]
+
+
+def score(entry: BfclEntry, output: list[dict[str, dict[str, Any]]]) -> Score:
+    """Score one answer: BFCL's relevance rule for (ir)relevance categories, its AST checker otherwise.
+
+    ``output`` is the decoded answer in BFCL's format; an empty list means "no call" (including
+    output that could not be decoded, as BFCL counts it).
+    """
+    if "irrelevance" in entry.category:
+        return Score(correct=not output, error="" if not output else "irrelevance_error:decoder_success")
+    if entry.category == "live_relevance":
+        return Score(correct=bool(output), error="" if output else "relevance_error:decoder_failed")
+    if not output:
+        return Score(correct=False, error="no call")
+    from bfcl_eval.constants.enums import Language
+
+    checker = load_checker()
+    try:
+        result = checker(entry.functions, output, entry.ground_truth, Language.PYTHON, entry.category,
+                         CHECKER_MODEL_NAME)
+    except Exception as exc:  # noqa: BLE001 - a checker crash on odd output is a wrong answer
+        return Score(correct=False, error=f"checker error: {type(exc).__name__}: {exc}")
+    if result.get("valid"):
+        return Score(correct=True)
+    errors = result.get("error") or [result.get("error_type", "invalid")]
+    return Score(correct=False, error=str(errors[0])[:300])

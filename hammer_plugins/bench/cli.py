@@ -1,0 +1,156 @@
+"""``hammer bench``: accuracy, robustness and speed runs, and the report over their results.
+
+Examples::
+
+    hammer bench accuracy --model default --sample 5 --out results/default
+    hammer bench robustness --model default --sample 5 --out results/default
+    hammer bench speed --model default --repeats 5 --out results/default
+    hammer bench report --out results/default
+    hammer bench all --model smollm2 --sample 5 --out results/smollm2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import CATEGORIES
+from .machine import machine_info, resolve_model
+from .runners import RUNNERS
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+
+
+def _command(args: argparse.Namespace) -> str:
+    import sys
+
+    return str(getattr(args, "argv_text", "") or " ".join(["hammer", *sys.argv[1:]]))
+
+
+def cmd_accuracy(args: argparse.Namespace) -> int:
+    from .accuracy import excluded_defects, load_entries, run_accuracy, summarize
+
+    label, path = resolve_model(args.model)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    categories = args.categories.split(",") if args.categories else list(CATEGORIES)
+    entries, _ = load_entries(categories, args.sample, args.seed)
+    records_file = out / "accuracy_records.jsonl"
+    records_file.unlink(missing_ok=True)
+    started = time.perf_counter()
+    machine_before = machine_info()
+    _write_json(out / "accuracy_run.json", {"model": label, "model_path": path, "command": _command(args),
+                                            "questions": len(entries), "machine_before": machine_before})
+    records = run_accuracy(path, args.runners.split(","), entries, max_tokens=args.max_tokens, n_ctx=args.n_ctx,
+                           n_threads=args.threads, records_file=records_file)
+    _write_json(out / "accuracy.json", {
+        "model": label, "model_path": path, "command": _command(args), "categories": categories,
+        "sample_per_category": args.sample, "seed": args.seed, "max_tokens": args.max_tokens, "threads": args.threads,
+        "questions": len(entries), "excluded_answer_key_defects": excluded_defects(categories),
+        "wall_s": round(time.perf_counter() - started, 1), "machine_before": machine_before,
+        "machine_after": machine_info(), "summary": summarize(records),
+    })
+    print(f"wrote {out / 'accuracy.json'}")
+    return 0
+
+
+def cmd_robustness(args: argparse.Namespace) -> int:
+    from .robustness import run_robustness
+
+    label, path = resolve_model(args.model)
+    out = Path(args.out)
+    categories = args.categories.split(",") if args.categories else ["simple_python", "multiple"]
+    started = time.perf_counter()
+    machine_before = machine_info()
+    result = run_robustness(path, categories, args.sample, args.seed, max_tokens=args.max_tokens, n_ctx=args.n_ctx,
+                            n_threads=args.threads, records_file=out / "robustness_records.jsonl")
+    _write_json(out / "robustness.json", {
+        "model": label, "model_path": path, "command": _command(args), "categories": categories,
+        "sample_per_category": args.sample, "seed": args.seed, "wall_s": round(time.perf_counter() - started, 1),
+        "machine_before": machine_before, "machine_after": machine_info(), **result,
+    })
+    print(f"wrote {out / 'robustness.json'}")
+    return 0
+
+
+def cmd_speed(args: argparse.Namespace) -> int:
+    from .speed import run_speed
+
+    label, path = resolve_model(args.model)
+    out = Path(args.out)
+    started = time.perf_counter()
+    machine_before = machine_info()
+    result = run_speed(path, repeats=args.repeats, n_tools=args.tools, max_tokens=args.max_tokens, n_ctx=args.n_ctx,
+                       n_threads=args.threads)
+    _write_json(out / "speed.json", {
+        "model": label, "model_path": path, "command": _command(args), "wall_s": round(time.perf_counter() - started, 1),
+        "machine_before": machine_before, "machine_after": machine_info(), **result,
+    })
+    print(f"wrote {out / 'speed.json'}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    path = write_report(Path(args.out))
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_all(args: argparse.Namespace) -> int:
+    for step in (cmd_accuracy, cmd_robustness, cmd_speed, cmd_report):
+        code = step(args)
+        if code:
+            return code
+    return 0
+
+
+def _common(parser: argparse.ArgumentParser, *, sample: int | None = 5) -> None:
+    parser.add_argument("--model", default="default", help="'default', 'smollm2', or a .gguf path")
+    parser.add_argument("--out", default="bench-results", help="results directory (JSON, Markdown, PNG)")
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--n-ctx", type=int, default=8192)
+    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads, the same for every runner")
+    parser.add_argument("--sample", type=lambda s: None if s == "all" else int(s), default=sample,
+                        help="questions per category ('all' for full runs)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--categories", default="", help=f"comma-separated; default: {','.join(CATEGORIES)}")
+
+
+def add_bench_parser(sub: Any) -> None:
+    """Add ``hammer bench`` to the ``hammer`` command's subparsers."""
+    bench = sub.add_parser("bench", help="BFCL accuracy side by side, robustness to names, speed; writes a report")
+    steps = bench.add_subparsers(dest="bench_command", required=True)
+    for name, func, helptext in (
+        ("accuracy", cmd_accuracy, "BFCL AST accuracy of ChatHammer and the alternatives on the same questions"),
+        ("robustness", cmd_robustness, "BFCL with random and misleading names, masking on and off"),
+        ("speed", cmd_speed, "time to first token cold vs warm, overhead share, peak memory"),
+        ("report", cmd_report, "Markdown summary and PNG charts from the JSON results in --out"),
+        ("all", cmd_all, "accuracy, robustness, speed, then the report"),
+    ):
+        parser = steps.add_parser(name, help=helptext)
+        _common(parser)
+        parser.add_argument("--runners", default=",".join(RUNNERS), help=f"comma-separated from {','.join(RUNNERS)}")
+        parser.add_argument("--repeats", type=int, default=5, help="speed: runs per measurement (medians)")
+        parser.add_argument("--tools", type=int, default=20, help="speed: tools in the block")
+        parser.set_defaults(func=func)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``hammer bench ...`` without the rest of the ``hammer`` command (used by benchmarks/ scripts)."""
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="hammer")
+    add_bench_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["bench", *argv])
+    args.argv_text = "hammer bench " + " ".join(argv)
+    return int(args.func(args))
