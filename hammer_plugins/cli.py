@@ -1,4 +1,4 @@
-"""The ``hammer`` command: ``call``, ``chat``, ``eval hammerbench`` and ``info``.
+"""The ``hammer`` command: ``call``, ``chat``, ``eval hammerbench``, ``bench`` and ``info``.
 
 Examples::
 
@@ -210,9 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_options(chat)
     chat.set_defaults(func=cmd_chat)
 
+    from .bench.cli import add_bench_parser
     from .hammerbench.cli import add_eval_parser
 
     add_eval_parser(sub)
+    add_bench_parser(sub)
 
     info = sub.add_parser("info", help="model, backend and versions")
     _add_model_options(info)

@@ -154,3 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(["bench", *argv])
     args.argv_text = "hammer bench " + " ".join(argv)
     return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -102,13 +102,14 @@ def charts(out: Path, accuracy: dict[str, Any] | None, robustness: dict[str, Any
     if accuracy:
         summary = accuracy["summary"]
         runners = list(summary)
+        labels = [r.replace(" (", "\n(").replace(", ", ",\n").replace(" + ", "\n+ ") for r in runners]
         metrics = [("overall AST", "overall_ast"), ("irrelevance", "irrelevance"), ("malformed", "malformed_share")]
         fig, ax = plt.subplots(figsize=(10, 4.5))
         width = 0.8 / len(metrics)
         for i, (label, key) in enumerate(metrics):
             values = [100 * (summary[r][key] or 0) for r in runners]
             ax.bar([x + i * width for x in range(len(runners))], values, width, label=label)
-        ax.set_xticks([x + width for x in range(len(runners))], [r.replace(" (", "\n(") for r in runners], fontsize=7)
+        ax.set_xticks([x + width for x in range(len(runners))], labels, fontsize=7)
         ax.set_ylabel("%")
         ax.set_ylim(0, 105)
         ax.set_title(f"BFCL accuracy, {accuracy.get('model', '')} ({accuracy.get('questions', '?')} questions)", fontsize=9)
@@ -119,7 +120,7 @@ def charts(out: Path, accuracy: dict[str, Any] | None, robustness: dict[str, Any
         written.append("accuracy.png")
         fig, ax = plt.subplots(figsize=(10, 3.5))
         ax.bar(range(len(runners)), [summary[r]["median_latency_s"] for r in runners], color="tab:gray")
-        ax.set_xticks(range(len(runners)), [r.replace(" (", "\n(") for r in runners], fontsize=7)
+        ax.set_xticks(range(len(runners)), labels, fontsize=7)
         ax.set_ylabel("median latency per question (s)")
         ax.set_title("Latency per BFCL question (shared, busy machine: see load average)", fontsize=9)
         fig.tight_layout()
