@@ -401,16 +401,29 @@ class HammerEngine:
         Bad arguments (unknown tool choice, settings, a prompt over the context window) raise here,
         at the call, not at the first iteration.
         """
+        return self._drive(self._prepare(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
+                                         parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
+                                         response_format=response_format, max_tool_rounds=max_tool_rounds,
+                                         **settings))
+
+    def _prepare(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
+                 *, mask_names: bool | None = None, constrained: bool | None = None, parallel_tool_calls: bool = True,
+                 on_refusal: RefusalMode | None = None, response_format: Mapping[str, Any] | None = None,
+                 max_tool_rounds: int | None | Literal["default"] = "default", fit: bool = True,
+                 **settings: Any) -> Generator[Any, Any, None]:
+        """Plan a call (validating every argument now) and return the I/O-free core that runs it."""
         plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
-                          response_format)
+                          response_format, fit=fit)
         rounds_cap = self.max_tool_rounds if max_tool_rounds == "default" else _check_rounds(max_tool_rounds)
-        return self._drive(self._run(plan, rounds_cap, on_refusal))
+        return self._run(plan, rounds_cap, on_refusal)
 
     def _run(self, plan: _Plan, rounds_cap: int | None, on_refusal: RefusalMode | None) -> Generator[Any, Any, None]:
         """The logic of :meth:`stream`, free of I/O: it yields events for the caller and requests
         (:class:`_Fit`, :class:`_Generate`, ``_NEXT``) that a driver (:meth:`_drive`, :meth:`_adrive`)
         answers from the backend, so the sync and the native async paths share every rule."""
         started = time.perf_counter()
+        if not plan.fitted:  # the native async path counts tokens with an awaited call
+            plan.settings.max_tokens = yield _Fit(plan.prompt, plan.settings.max_tokens)
         ending_turn = plan.tool_choice == "auto" and after_tool_results(plan.messages)
         if ending_turn and rounds_cap is not None and tool_rounds(plan.messages) >= rounds_cap:
             yield from self._answer_in_prose(plan, HammerResponse(kind="text", model=self.backend.model_name), started)
@@ -558,26 +571,11 @@ class HammerEngine:
             if chunks is not None:
                 await chunks.aclose()
 
-    async def _astream_native(
-        self,
-        messages: Sequence[Message | Mapping[str, Any]],
-        tools: Sequence[Any] | None = None,
-        tool_choice: Any = "auto",
-        *,
-        mask_names: bool | None = None,
-        constrained: bool | None = None,
-        parallel_tool_calls: bool = True,
-        on_refusal: RefusalMode | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        max_tool_rounds: int | None | Literal["default"] = "default",
-        **settings: Any,
-    ) -> AsyncIterator[StreamEvent]:
+    async def _astream_native(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+                              tool_choice: Any = "auto", **kwargs: Any) -> AsyncIterator[StreamEvent]:
         """:meth:`stream` on a native-async backend: planned the same way, fitted with awaited token counts."""
-        plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
-                          response_format, fit=False)
-        plan.settings.max_tokens = await self._afit(plan.prompt, plan.settings.max_tokens)
-        rounds_cap = self.max_tool_rounds if max_tool_rounds == "default" else _check_rounds(max_tool_rounds)
-        async for event in self._adrive(self._run(plan, rounds_cap, on_refusal)):
+        core = self._prepare(messages, tools, tool_choice, fit=False, **kwargs)
+        async for event in self._adrive(core):
             yield event
 
     async def agenerate(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
@@ -659,7 +657,7 @@ class HammerEngine:
         if fit:  # the native async path fits with an awaited token count instead
             settings.max_tokens = self._fit(prompt, settings.max_tokens)
         return _Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
-                     settings=settings, parallel=parallel)
+                     settings=settings, parallel=parallel, fitted=fit)
 
     @staticmethod
     def _json_grammar(response_format: Mapping[str, Any]) -> str:
@@ -761,3 +759,4 @@ class _Plan:
     grammar: str | None
     settings: GenerationSettings
     parallel: bool = True
+    fitted: bool = True  # max_tokens already checked against the context window

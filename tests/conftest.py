@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,3 +43,33 @@ def qwen_lltokenizer(default_model_path: str) -> Iterator[Any]:
     # The tokenizer calls back into llama.cpp's vocabulary: keep the model alive while it is used.
     yield llguidance.llamacpp.lltokenizer_from_vocab(vocab)
     del llama
+
+
+class LoopTicker:
+    """Counts event-loop turns while a call runs: ticks prove the call did not block the loop.
+
+    Usage: ``async with LoopTicker(0.01) as ticker: await ...; assert ticker.ticks >= 10``.
+    """
+
+    def __init__(self, interval: float = 0.01) -> None:
+        self.interval = interval
+        self.ticks = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            self.ticks += 1
+
+    async def __aenter__(self) -> LoopTicker:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+@pytest.fixture
+def loop_ticker() -> type[LoopTicker]:
+    return LoopTicker

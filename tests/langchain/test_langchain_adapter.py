@@ -6,7 +6,6 @@ the engine sent, so these tests pin what the adapter passes and what it builds f
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -543,26 +542,17 @@ def test_structured_output_rejects_unknown_arguments() -> None:
 
 
 # --------------------------------------------------------------------- async
-async def test_async_invoke_and_stream_do_not_block_the_event_loop() -> None:
+async def test_async_invoke_and_stream_do_not_block_the_event_loop(loop_ticker: Any) -> None:
     def slow(prompt: str) -> str:
         time.sleep(0.4)  # a model thinking, in a worker thread
         return answer(call("get_weather", city="Paris"))
 
     llm, _ = chat(responder=slow)
     bound = llm.bind_tools([get_weather])
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.02)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    message = await bound.ainvoke("Paris?")
-    chunks = [c async for c in bound.astream("Paris?")]
-    task.cancel()
-    assert ticks >= 20  # the loop kept running through ~0.8 s of generation
+    async with loop_ticker(0.02) as ticker:
+        message = await bound.ainvoke("Paris?")
+        chunks = [c async for c in bound.astream("Paris?")]
+    assert ticker.ticks >= 20  # the loop kept running through ~0.8 s of generation
     assert [c["args"] for c in message.tool_calls] == [{"city": "Paris"}]
     same_calls(merged(chunks), message)
 

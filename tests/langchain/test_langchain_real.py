@@ -6,7 +6,6 @@ constrained decoding carries its tool calls. Prompts here are ones it was measur
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -95,17 +94,8 @@ def test_stop_sequence_cuts_the_answer(llm: ChatHammer) -> None:
     assert str(message.content).startswith("1, 2, 3") and "5" not in str(message.content)
 
 
-async def test_ainvoke_leaves_the_event_loop_free(llm: ChatHammer) -> None:
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    message = await llm.bind_tools([get_weather]).ainvoke("What's the weather in Rome?")
-    task.cancel()
+async def test_ainvoke_leaves_the_event_loop_free(llm: ChatHammer, loop_ticker: Any) -> None:
+    async with loop_ticker(0.01) as ticker:
+        message = await llm.bind_tools([get_weather]).ainvoke("What's the weather in Rome?")
     assert [(name, args["city"]) for name, args in calls(message)] == [("get_weather", "Rome")]
-    assert ticks >= 10  # generation took well over 0.1 s, and the loop kept ticking through it
+    assert ticker.ticks >= 10  # generation took well over 0.1 s, and the loop kept ticking through it

@@ -6,7 +6,6 @@ LlamaIndex rule (tool_required, parallel calls, refusals, streaming, ids, agents
 
 from __future__ import annotations
 
-import asyncio
 import doctest
 import json
 import re
@@ -359,24 +358,15 @@ def test_streamed_refusal_and_answer_after_results() -> None:
     assert "".join(c.delta or "" for c in chunks) == chunks[-1].message.content == "Sunny in Paris."
 
 
-async def test_async_variants_match_and_leave_the_loop_free() -> None:
+async def test_async_variants_match_and_leave_the_loop_free(loop_ticker: Any) -> None:
     def slow(prompt: str) -> str:
         time.sleep(0.4)
         return calls_text(("get_weather", {"city": "Paris"})) if "AVAILABLE TOOLS" in prompt else "Hi!"
 
     llm = HammerLLM(backend=ScriptedBackend(responder=slow))
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.02)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    response = await llm.achat_with_tools([WEATHER], user_msg="Paris?")
-    task.cancel()
-    assert ticks >= 10  # the loop kept running during the 0.4 s generation
+    async with loop_ticker(0.02) as ticker:
+        response = await llm.achat_with_tools([WEATHER], user_msg="Paris?")
+    assert ticker.ticks >= 10  # the loop kept running during the 0.4 s generation
     assert llm.get_tool_calls_from_response(response)[0].tool_kwargs == {"city": "Paris"}
     chunks = [c async for c in await llm.astream_chat_with_tools([WEATHER], user_msg="Paris?")]
     assert [b.tool_kwargs for b in block_calls(chunks[-1])] == [{"city": "Paris"}]

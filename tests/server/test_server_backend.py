@@ -198,24 +198,13 @@ async def test_the_engines_native_async_path_is_not_bounded_by_worker_threads(
     assert backend.stats.peak_in_flight == 8
 
 
-async def test_backend_astream_is_native(backend: OpenAICompatibleBackend) -> None:
+async def test_backend_astream_is_native(backend: OpenAICompatibleBackend, loop_ticker: Any) -> None:
     """The backend's own async stream runs on the loop: another task keeps running while it waits."""
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    try:
+    async with loop_ticker(0.01) as ticker:
         prompt = "<|im_start|>user\nCount from 1 to 5.<|im_end|>\n<|im_start|>assistant\n"
         chunks = [c async for c in backend.astream(prompt, GenerationSettings(max_tokens=24))]
-    finally:
-        task.cancel()
     assert chunks[-1].finish_reason in ("stop", "length") and chunks[-1].usage is not None
-    assert "".join(c.text for c in chunks) and ticks > 3
+    assert "".join(c.text for c in chunks) and ticker.ticks > 3
 
 
 def test_per_call_settings_reach_the_server(llama_server: LlamaCppPythonServer) -> None:
