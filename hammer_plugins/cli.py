@@ -180,14 +180,15 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_model_options(parser: argparse.ArgumentParser) -> None:
+def add_model_options(parser: argparse.ArgumentParser, max_tokens: int = 512) -> None:
+    """The model and decoding options every subcommand shares."""
     parser.add_argument("--model-path", help="a .gguf file (or checkpoint directory); default: the embedded model")
     parser.add_argument("--model", help="a Hugging Face hub id or local directory (transformers backend)")
     parser.add_argument("--backend", default="llama_cpp", choices=["llama_cpp", "transformers"])
     parser.add_argument("--prompt-format", default="hammer2.1", choices=["hammer2.1", "hammer2.0", "hammer1.0"])
     parser.add_argument("--no-constrained", action="store_true", help="turn constrained decoding off")
     parser.add_argument("--mask-names", action="store_true", help="mask function and parameter names")
-    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--max-tokens", type=int, default=max_tokens, help="default: %(default)s")
     parser.add_argument("--n-ctx", type=int, default=8192)
 
 
@@ -201,13 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--tools", help=".json schemas or .py functions; default: the demo tools")
     call.add_argument("--tool-choice", default="auto", help="auto, required, none, or a tool name")
     call.add_argument("-v", "--verbose", action="store_true", help="print usage and timings to stderr")
-    _add_model_options(call)
+    add_model_options(call)
     call.set_defaults(func=cmd_call)
 
     chat = sub.add_parser("chat", help="interactive multi-turn chat that runs the tools it calls")
     chat.add_argument("--tools", help=".py functions (executed) or .json schemas; default: the demo tools")
     chat.add_argument("--max-steps", type=int, default=1, help="tool rounds per user turn before a plain answer")
-    _add_model_options(chat)
+    add_model_options(chat)
     chat.set_defaults(func=cmd_chat)
 
     from .bench.cli import add_bench_parser
@@ -217,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub)
 
     info = sub.add_parser("info", help="model, backend and versions")
-    _add_model_options(info)
+    add_model_options(info)
     info.set_defaults(func=cmd_info)
     return parser
 

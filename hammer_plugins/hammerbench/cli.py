@@ -52,14 +52,9 @@ def add_eval_parser(sub: Any) -> None:
     hb.add_argument("--language", choices=["en", "zh"], default="en", help="ROUGE-L tokenization (default: en)")
     hb.add_argument("--resume", action="store_true", help="keep the predictions already in --output and do the rest")
     hb.add_argument("--no-progress", action="store_true", help="no progress bar")
-    hb.add_argument("--model-path", help="a .gguf file (or checkpoint directory); default: the embedded model")
-    hb.add_argument("--model", help="a Hugging Face hub id or local directory (transformers backend)")
-    hb.add_argument("--backend", default="llama_cpp", choices=["llama_cpp", "transformers"])
-    hb.add_argument("--prompt-format", default="hammer2.1", choices=["hammer2.1", "hammer2.0", "hammer1.0"])
-    hb.add_argument("--no-constrained", action="store_true", help="turn constrained decoding off")
-    hb.add_argument("--mask-names", action="store_true", help="mask function and parameter names")
-    hb.add_argument("--max-tokens", type=int, default=256, help="per snapshot (default: %(default)s)")
-    hb.add_argument("--n-ctx", type=int, default=8192)
+    from ..cli import add_model_options
+
+    add_model_options(hb, max_tokens=256)  # short answers: one snapshot call each
     hb.set_defaults(func=run_hammerbench)
 
 
