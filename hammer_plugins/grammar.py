@@ -6,8 +6,8 @@ Markdown fence (```` ``` ```` or ```` ```json ````) around the list. The measure
 project GUIDE (section 2) showed that forbidding the newline after ``[`` turns correct answers
 into ``[]``.
 
-One grammar text serves both backends: llama.cpp compiles it natively (``LlamaGrammar``), the
-transformers backend through llguidance, which reads GBNF.
+One grammar text serves both backends through llguidance (``backends.token_mask``), which reads
+GBNF; the text is also valid for llama.cpp's own ``LlamaGrammar`` (tested).
 
 Modes (``tool_choice``):
 

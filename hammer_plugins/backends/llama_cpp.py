@@ -1,8 +1,10 @@
-"""llama.cpp backend (llama-cpp-python): a local GGUF file, GBNF grammars, KV prefix reuse.
+"""llama.cpp backend (llama-cpp-python): a local GGUF file, grammars through llguidance, KV prefix reuse.
 
 llama-cpp-python keeps the tokens of the previous call and re-evaluates only what differs, so
 consecutive turns of one conversation (same tools block, longer history) skip the shared prefix.
-One ``Llama`` instance is not re-entrant: calls are serialized by the backend lock.
+One ``Llama`` instance is not re-entrant: calls are serialized by the backend lock. Grammars are
+applied as an llguidance token mask (``token_mask``), not llama.cpp's own grammar sampler, which
+is slower by about 15 ms a token on Qwen2.5's vocabulary.
 
 Example:
     >>> from hammer_plugins.backends.llama_cpp import LlamaCppBackend
@@ -16,13 +18,13 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Iterator
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ..errors import BackendNotInstalledError, InvalidModelFileError
 from ..model_source import ModelSource, check_gguf, resolve_model
 from .base import Backend, GenerationChunk, GenerationSettings, Usage
+from .token_mask import LogitsMask, TokenMask, import_llguidance
 
 _STOP = ["<|im_end|>", "<|endoftext|>", "<|im_start|>"]
 
@@ -35,13 +37,6 @@ def _import_llama_cpp() -> Any:
             "the llama.cpp backend needs llama-cpp-python. Fix: pip install 'hammer-plugins[llama-cpp]'"
         ) from exc
     return llama_cpp
-
-
-@lru_cache(maxsize=64)
-def _compiled_grammar(text: str) -> Any:
-    """Parsing a grammar costs milliseconds; a tool set reuses its grammar across calls."""
-    llama_cpp = _import_llama_cpp()
-    return llama_cpp.LlamaGrammar.from_string(text, verbose=False)
 
 
 class LlamaCppBackend(Backend):
@@ -79,6 +74,7 @@ class LlamaCppBackend(Backend):
         self.n_gpu_layers = n_gpu_layers
         self.llama_kwargs = llama_kwargs
         self._llama: Any = None
+        self._ll_tokenizer: Any = None
         self.load_seconds: float | None = None
 
     @property
@@ -130,6 +126,17 @@ class LlamaCppBackend(Backend):
         # runs too late then and prints a TypeError traceback.
         weakref.finalize(self, self._llama.close)
 
+    def _token_mask(self, grammar: str) -> TokenMask:
+        if self._ll_tokenizer is None:
+            # Reading the 152k-entry vocabulary takes about a second: once per loaded model.
+            import_llguidance()
+            from llguidance.llamacpp import lltokenizer_from_vocab
+
+            llama_cpp = _import_llama_cpp()
+            vocab = llama_cpp.llama_model_get_vocab(self.llama.model)
+            self._ll_tokenizer = lltokenizer_from_vocab(vocab, n_vocab=self.llama.n_vocab())
+        return TokenMask(self._ll_tokenizer, grammar)
+
     def count_tokens(self, text: str) -> int:
         return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
@@ -159,7 +166,8 @@ class LlamaCppBackend(Backend):
         if settings.seed is not None:
             kwargs["seed"] = settings.seed
         if grammar is not None:
-            kwargs["grammar"] = _compiled_grammar(grammar)
+            processor = LogitsMask(self._token_mask(grammar), len(prompt_tokens))
+            kwargs["logits_processor"] = _import_llama_cpp().LogitsProcessorList([processor])
         for chunk in llama.create_completion(prompt_tokens, **kwargs):
             choice = chunk["choices"][0]
             text = choice.get("text") or ""

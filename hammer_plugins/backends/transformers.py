@@ -26,6 +26,7 @@ from typing import Any
 from ..errors import BackendNotInstalledError, InvalidModelFileError, ModelNotFoundError
 from ..model_source import ModelSource, cache_dir, check_gguf, resolve_model
 from .base import Backend, GenerationChunk, GenerationSettings, Usage
+from .token_mask import TokenMask, import_llguidance
 
 _STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 
@@ -75,7 +76,6 @@ class TransformersBackend(Backend):
         self._model: Any = None
         self._tokenizer: Any = None
         self._ll_tokenizer: Any = None
-        self._matchers: dict[str, str] = {}
         self._cache: Any = None
         self._cached_ids: list[int] = []
         self.load_seconds: float | None = None
@@ -187,26 +187,14 @@ class TransformersBackend(Backend):
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     # ------------------------------------------------------------- grammar
-    def _matcher(self, grammar: str) -> Any:
-        try:
-            import llguidance
-            import llguidance.hf
-        except ImportError as exc:
-            raise BackendNotInstalledError(
-                "constrained decoding with transformers needs llguidance. Fix: pip install "
-                "'hammer-plugins[transformers]', or pass constrained=False"
-            ) from exc
+    def _token_mask(self, grammar: str) -> TokenMask:
         if self._ll_tokenizer is None:
+            import_llguidance()
+            from llguidance.hf import from_tokenizer
+
             vocab = int(self._model.get_output_embeddings().weight.shape[0])
-            self._ll_tokenizer = llguidance.hf.from_tokenizer(self._tokenizer, n_vocab=vocab)
-        compiled = self._matchers.get(grammar)
-        if compiled is None:
-            compiled = llguidance.grammar_from("gbnf", grammar)
-            self._matchers[grammar] = compiled
-        matcher = llguidance.LLMatcher(self._ll_tokenizer, compiled)
-        if matcher.is_error():
-            raise ValueError(f"llguidance rejected the grammar: {matcher.get_error()}")
-        return matcher
+            self._ll_tokenizer = from_tokenizer(self._tokenizer, n_vocab=vocab)
+        return TokenMask(self._ll_tokenizer, grammar)
 
     # ----------------------------------------------------------- generation
     def _stop_ids(self) -> set[int]:
@@ -222,10 +210,7 @@ class TransformersBackend(Backend):
         self.load()
         tokenizer, model = self._tokenizer, self._model
         prompt_ids: list[int] = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        matcher = self._matcher(grammar) if grammar is not None else None
-        if matcher is not None:
-            import llguidance.numpy as llnp
-            import numpy as np
+        mask = self._token_mask(grammar) if grammar is not None else None
         stop_ids = self._stop_ids()
         generator = torch.Generator(device="cpu")
         if settings.seed is not None:
@@ -253,7 +238,6 @@ class TransformersBackend(Backend):
         generated: list[int] = []
         emitted = ""
         finish = "length"
-        bitmask = None
         with torch.inference_mode():
             for _ in range(settings.max_tokens):
                 inputs = torch.tensor([feed], device=self._device_name)
@@ -266,16 +250,11 @@ class TransformersBackend(Backend):
                     picked = logits[recent]
                     logits[recent] = torch.where(picked > 0, picked / settings.repeat_penalty,
                                                  picked * settings.repeat_penalty)
-                if matcher is not None:
-                    if bitmask is None:
-                        bitmask = llnp.allocate_token_bitmask(1, logits.shape[0])
-                    llnp.fill_next_token_bitmask(matcher, bitmask, 0)
-                    # One bit per token, least significant first; numpy unpacks 150k bits in microseconds.
-                    bits = np.unpackbits(bitmask[0].view(np.uint8), bitorder="little")[: logits.shape[0]]
-                    logits = logits.masked_fill(torch.from_numpy(bits == 0), float("-inf"))
+                if mask is not None:
+                    logits = logits.masked_fill(torch.from_numpy(~mask.allowed(logits.shape[0])), float("-inf"))
                 token = self._sample(torch, logits, settings, generator)
-                if matcher is not None:
-                    matcher.consume_token(token)
+                if mask is not None:
+                    mask.consume([token])
                 ids.append(token)
                 if token in stop_ids:
                     finish = "stop"
@@ -290,7 +269,7 @@ class TransformersBackend(Backend):
                         first = time.perf_counter()
                     yield GenerationChunk(text=text[len(emitted):])
                     emitted = text
-                if finish == "stop" or (matcher is not None and matcher.is_stopped()):
+                if finish == "stop" or (mask is not None and mask.stopped):
                     finish = "stop"
                     break
                 feed = [token]

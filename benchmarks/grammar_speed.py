@@ -1,0 +1,70 @@
+"""Constrained decoding speed on llama.cpp: llama.cpp's own grammar sampler vs the llguidance mask.
+
+Both decode the same HammerBench snapshots greedily with the same GBNF grammar; the prompt is
+evaluated before the clock starts, so only generation is timed. Prints milliseconds per generated
+token for each and whether the two outputs are identical.
+
+    .venv/bin/python benchmarks/grammar_speed.py --data ../shared/data/hammerbench/en --records 3 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import llama_cpp
+
+from hammer_plugins import HammerEngine
+from hammer_plugins.backends.token_mask import LogitsMask
+from hammer_plugins.hammerbench.data import load_file, to_bench_tools
+from hammer_plugins.hammerbench.runner import RunnerConfig, snapshot_prompt
+from hammer_plugins.snapshots import _snapshot_grammar
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--records", type=int, default=3, help="records of ST_Perfect and of HammerBench_Based")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--model-path", default=None)
+    args = parser.parse_args()
+
+    engine = HammerEngine(model_path=args.model_path, n_threads=args.threads)
+    backend = engine.backend
+    llama = backend.llama
+    config = RunnerConfig()
+    per_token: dict[str, list[float]] = {"llama.cpp grammar": [], "llguidance mask": []}
+    same = 0
+    total = 0
+    for stem in ["ST_Perfect", "HammerBench_Based"]:
+        for record in load_file(args.data, stem, limit=args.records):
+            for turn in record.turns:
+                prompt = snapshot_prompt(engine, turn, config)
+                grammar = _snapshot_grammar(engine.bind(to_bench_tools(turn.tools), None).prompt_tools, True)
+                tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+                texts = {}
+                for label in per_token:
+                    llama.reset()
+                    llama.eval(tokens)  # the prompt is not what we time
+                    kwargs: dict = {"max_tokens": 256, "temperature": 0.0, "stop": ["<|im_end|>", "<|endoftext|>"]}
+                    if label == "llama.cpp grammar":
+                        kwargs["grammar"] = llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)
+                    else:
+                        kwargs["logits_processor"] = llama_cpp.LogitsProcessorList(
+                            [LogitsMask(backend._token_mask(grammar), len(tokens))])
+                    started = time.perf_counter()
+                    out = llama.create_completion(tokens, **kwargs)
+                    seconds = time.perf_counter() - started
+                    n = max(1, out["usage"]["completion_tokens"])
+                    per_token[label].append(1000 * seconds / n)
+                    texts[label] = out["choices"][0]["text"]
+                total += 1
+                same += len(set(texts.values())) == 1
+    for label, values in per_token.items():
+        print(f"{label:18s} median {statistics.median(values):6.1f} ms/token over {len(values)} snapshots")
+    print(f"identical output: {same}/{total}")
+
+
+if __name__ == "__main__":
+    main()
