@@ -1,6 +1,6 @@
 """``hammer eval hammerbench``: the command line of the evaluator.
 
-``hammer_plugins.cli.build_parser`` wires it with one line, ``add_eval_parser(sub)``; until then
+``hammer_plugins.cli.build_parser`` wires it with ``add_eval_parser(sub)``;
 ``python -m hammer_plugins.hammerbench ...`` takes the same options.
 
 Example:
@@ -8,8 +8,8 @@ Example:
     >>> parser = argparse.ArgumentParser(prog="hammer")
     >>> add_eval_parser(parser.add_subparsers(dest="command"))
     >>> args = parser.parse_args(["eval", "hammerbench", "--data", "d", "--limit", "3", "--files", "Based", "IS"])
-    >>> args.limit, args.files, args.func is run_hammerbench
-    (3, ['Based', 'IS'], True)
+    >>> args.limit, args.files, args.order, args.func is run_hammerbench
+    (3, ['Based', 'IS'], 'prefix', True)
 """
 
 from __future__ import annotations
@@ -49,8 +49,15 @@ def add_eval_parser(sub: Any) -> None:
                     help="keep required parameters required in the grammar (default: all optional, so partial calls parse)")
     hb.add_argument("--ground-values", action="store_true",
                     help="drop argument values the user never said (the SlotFiller rule): scores model plus rules")
+    hb.add_argument("--order", choices=["prefix", "data"], default="prefix",
+                    help="run order of the snapshots. prefix (default): sorted by prompt text, so each prompt shares "
+                         "a long prefix with the one before and llama.cpp reuses its KV cache instead of re-evaluating "
+                         "it (about 2.6x less prompt text to evaluate over all files); data: file by file, record by "
+                         "record. Each snapshot is still its own prompt: the order changes speed, not prompts")
     hb.add_argument("--language", choices=["en", "zh"], default="en", help="ROUGE-L tokenization (default: en)")
-    hb.add_argument("--resume", action="store_true", help="keep the predictions already in --output and do the rest")
+    hb.add_argument("--resume", action="store_true",
+                    help="keep the answers already in --output (predictions.jsonl and the snapshots.jsonl journal) "
+                         "and do the rest")
     hb.add_argument("--no-progress", action="store_true", help="no progress bar")
     from ..cli import add_model_options
 
@@ -72,7 +79,7 @@ def run_hammerbench(args: argparse.Namespace) -> int:
             n_ctx=args.n_ctx,
         )
     runner = RunnerConfig(layout=args.layout, hint=SNAPSHOT_HINT if args.snapshot_hint else None,
-                          relax_required=not args.full_grammar, ground_values=args.ground_values)
+                          relax_required=not args.full_grammar, ground_values=args.ground_values, order=args.order)
     result = evaluate(
         args.data, engine=engine, predictions=args.predictions, files=args.files, limit=args.limit,
         mode=None if args.mode == "official" else "all", runner=runner, language=args.language,

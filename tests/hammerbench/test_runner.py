@@ -104,7 +104,8 @@ def test_masked_names_are_mapped_back(hb_data: Path, tmp_path: Path) -> None:
     records = load_file(hb_data, "ST_Imperfect", limit=3) + load_file(hb_data, "HammerBench_Based", limit=3)
     backend = ScriptedBackend(label_answers(records, mask=True))
     engine = HammerEngine(backend=backend, mask_names=True)
-    result = evaluate(hb_data, engine=engine, files=["ST_Imperfect", "Based"], limit=3, progress=False)
+    result = evaluate(hb_data, engine=engine, files=["ST_Imperfect", "Based"], limit=3, progress=False,
+                      runner=RunnerConfig(order="data"))  # the scripted answers are in data order
     assert result.per_type["sQsA"].acc == 1.0 and result.per_type["Imperfect"].acc == 1.0
     assert all(GOLD not in p for p in backend.prompts) and result.config["mask_names"] is True
 
@@ -114,7 +115,8 @@ def test_evaluate_with_an_engine_writes_everything_and_resumes(hb_data: Path, tm
     answers = label_answers(records)
     answers[1] = '[{"name": "Finance.Funds.purchaseFund", "arguments": {}}]'   # one wrong irrelevance answer
     result = evaluate(hb_data, engine=HammerEngine(backend=ScriptedBackend(answers)), files=["IS", "ir_ST_External"],
-                      limit=2, output_dir=tmp_path, progress=False, name="scripted")
+                      limit=2, output_dir=tmp_path, progress=False, name="scripted",
+                      runner=RunnerConfig(order="data"))  # the scripted answers are in data order
     assert result.per_type["IS"].acc == 1.0 and result.per_type["Irrelevant"].no_call_acc == 0.5
     assert {p.name for p in tmp_path.iterdir()} >= {"predictions.jsonl", "results.json", "scores.jsonl", "table.md",
                                                      "accuracy.png", "progress.png", "snapshots.png"}
