@@ -68,7 +68,7 @@ def _engine(args: argparse.Namespace) -> HammerEngine:
     return HammerEngine(
         model_path=args.model_path, model=args.model, backend=args.backend, prompt_format=args.prompt_format,
         constrained=not args.no_constrained, mask_names=args.mask_names, max_tokens=args.max_tokens,
-        n_ctx=args.n_ctx, on_refusal=getattr(args, "on_refusal", "message"),
+        n_ctx=args.n_ctx, n_threads=args.threads, on_refusal=getattr(args, "on_refusal", "message"),
     )
 
 
@@ -77,7 +77,8 @@ def _calls_json(response: HammerResponse) -> str:
 
 
 def _report(response: HammerResponse, seconds: float) -> None:
-    timing = ", ".join(f"{k}={v:.3f}s" for k, v in response.timings.items())
+    # Timings are seconds except the token count the backend reports alongside them.
+    timing = ", ".join(f"{k}={int(v)}" if k.endswith("_tokens") else f"{k}={v:.3f}s" for k, v in response.timings.items())
     print(f"[{response.kind}] {response.usage.prompt_tokens} prompt + {response.usage.completion_tokens} "
           f"completion tokens, {seconds:.2f}s wall ({timing})", file=sys.stderr)
 
@@ -190,6 +191,8 @@ def add_model_options(parser: argparse.ArgumentParser, max_tokens: int = 512) ->
     parser.add_argument("--mask-names", action="store_true", help="mask function and parameter names")
     parser.add_argument("--max-tokens", type=int, default=max_tokens, help="default: %(default)s")
     parser.add_argument("--n-ctx", type=int, default=8192)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="llama.cpp CPU threads (default: llama-cpp-python's choice, half the cores for generation)")
 
 
 def build_parser() -> argparse.ArgumentParser:

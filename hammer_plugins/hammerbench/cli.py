@@ -76,7 +76,7 @@ def run_hammerbench(args: argparse.Namespace) -> int:
         engine = HammerEngine(
             model_path=args.model_path, model=args.model, backend=args.backend, prompt_format=args.prompt_format,
             constrained=not args.no_constrained, mask_names=args.mask_names, max_tokens=args.max_tokens,
-            n_ctx=args.n_ctx,
+            n_ctx=args.n_ctx, n_threads=args.threads,
         )
     runner = RunnerConfig(layout=args.layout, hint=SNAPSHOT_HINT if args.snapshot_hint else None,
                           relax_required=not args.full_grammar, ground_values=args.ground_values, order=args.order)

@@ -1,0 +1,21 @@
+"""The shared model options reach the engine (no model is loaded: the engine is lazy)."""
+
+from __future__ import annotations
+
+from hammer_plugins.cli import _engine, build_parser
+
+
+def test_threads_reach_the_llama_cpp_backend() -> None:
+    args = build_parser().parse_args(["call", "hi", "--threads", "2", "--n-ctx", "2048"])
+    engine = _engine(args)
+    assert engine._backend_options["n_threads"] == 2 and engine._backend_options["n_ctx"] == 2048
+    assert not engine.is_loaded
+
+
+def test_threads_default_to_llama_cpps_choice() -> None:
+    assert _engine(build_parser().parse_args(["call", "hi"]))._backend_options["n_threads"] is None
+
+
+def test_hammerbench_accepts_threads() -> None:
+    args = build_parser().parse_args(["eval", "hammerbench", "--data", "x", "--threads", "2"])
+    assert args.threads == 2
