@@ -8,53 +8,22 @@ messages alone.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, messages_from_dict, messages_to_dict
 from langchain_hammer import ChatHammer, snapshot_from_message
 from langgraph.checkpoint.memory import InMemorySaver, MemorySaver
+from shared_data import hammerbench_record, label_replay, load_example
 
 from hammer_plugins.backends.scripted import ScriptedBackend
 
-DATA = Path("/work/shared/data/hammerbench/en/multi-turn")
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "langgraph_slot_filling.py"
 VIOLATION = "Navigation.TrafficViolations.queryViolation"
 
-
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("langgraph_slot_filling_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-example = load_example()
-
-
-def record(name: str, index: int = 0) -> dict[str, Any]:
-    path = DATA / f"HammerBench_{name}.json"
-    if not path.exists():
-        pytest.skip(f"HammerBench data not found at {path}")
-    return json.loads(path.read_text())[index]
-
-
-def script(rec: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """The user turns and, per turn, the labelled snapshot as Hammer output (``[]`` for none)."""
-    users: list[str] = []
-    outputs: list[str] = []
-    for message in rec["messages"]:
-        if message["role"] == "user":
-            users.append(message["content"])
-            outputs.append("[]")
-        elif message["role"] == "function call":
-            outputs[-1] = json.dumps([message["content"]], ensure_ascii=False)
-    return users, outputs
+example = load_example("langgraph_slot_filling.py")
+record = hammerbench_record
+script = label_replay
 
 
 def graph_for(outputs: list[str], rec: dict[str, Any], checkpointer: Any) -> tuple[Any, ScriptedBackend]:

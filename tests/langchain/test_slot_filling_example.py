@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_hammer import snapshot_from_message, to_engine_messages, to_snapshot_history
+from shared_data import load_example
 
 from hammer_plugins.snapshots import SlotFiller
 
 pytestmark = pytest.mark.real_model
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "langgraph_slot_filling.py"
-
-
 def test_example_asks_for_missing_slots_then_calls_the_tool_and_the_messages_hold_the_state(
         capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location("langgraph_slot_filling_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("langgraph_slot_filling.py")
     messages = example.run()
     questions = [m for m in messages if isinstance(m, AIMessage) and m.response_metadata.get("slot_filling_action") == "ask"]
     assert questions, "a turn with missing information returns a question"

@@ -3,50 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.workflow import Context
 from llama_index.llms.hammer import HammerLLM, SlotFillingResult, SlotFillingWorkflow, snapshot_from_message
+from shared_data import hammerbench_record, label_replay, load_example
 
 from hammer_plugins.backends.scripted import ScriptedBackend
 
-DATA = Path("/work/shared/data/hammerbench/en/multi-turn")
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama_index_slot_filling.py"
 # LlamaIndex's OpenAI form of a tool name turns dots into underscores; that is the name the model sees.
 VIOLATION = "Navigation_TrafficViolations_queryViolation"
 
-
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("llama_index_slot_filling_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-example = load_example()
+example = load_example("llama_index_slot_filling.py")
 
 
 def script(name: str) -> tuple[list[str], list[str]]:
-    path = DATA / f"HammerBench_{name}.json"
-    if not path.exists():
-        pytest.skip(f"HammerBench data not found at {path}")
-    users: list[str] = []
-    outputs: list[str] = []
-    for message in json.loads(path.read_text())[0]["messages"]:
-        if message["role"] == "user":
-            users.append(message["content"])
-            outputs.append("[]")
-        elif message["role"] == "function call":
-            call = {**message["content"], "name": message["content"]["name"].replace(".", "_")}
-            outputs[-1] = json.dumps([call], ensure_ascii=False)
-    return users, outputs
+    """The first record's user turns and labelled snapshots, with the names LlamaIndex shows the model."""
+    return label_replay(hammerbench_record(name), rename=lambda name: name.replace(".", "_"))
 
 
 def test_chat_with_tools_replays_an_override_and_the_snapshot_survives_json() -> None:

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from shared_data import load_example
 
 pytestmark = pytest.mark.real_model
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama_index_slot_filling.py"
-
-
 def test_example_asks_for_missing_slots_and_records_snapshots(capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location("llama_index_slot_filling_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("llama_index_slot_filling.py")
     results = example.run()
     assert len(results) == 3
     asks = [r for r in results if r.action == "ask"]
