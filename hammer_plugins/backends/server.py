@@ -43,9 +43,9 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -365,6 +365,80 @@ class _CompletionReader:
         )
 
 
+# ------------------------------------------------------------------------- sans-I/O requests
+# Each server operation is written once, as a generator free of I/O (a "core", like HammerEngine._run):
+# it yields the requests below and GenerationChunks for the caller, and gets each request's result back
+# from send(), or its exception from throw(), so that the core's own except clauses map httpx errors.
+# OpenAICompatibleBackend._drive carries the requests out with httpx.Client and time.sleep, _adrive with
+# the loop's httpx.AsyncClient and asyncio.sleep: retries, error mapping and stream decoding exist once.
+_T = TypeVar("_T")
+_Core = Generator[Any, Any, _T]
+
+
+@dataclass(frozen=True)
+class _Send:
+    """Send a request; the reply is the response, its body not read yet.
+
+    The driver closes every response it opened once the core has ended or been abandoned.
+    """
+
+    method: str
+    path: str
+    body: Any = None
+
+
+@dataclass(frozen=True)
+class _Read:
+    """Read the whole body (the reply, bytes), then close the response."""
+
+    response: httpx.Response
+
+
+@dataclass
+class _Lines:
+    """The next line of the body (the reply), or None after the last one, the response then closed.
+
+    The core yields the same object for every line of a response: it holds the driver's line iterator.
+    """
+
+    response: httpx.Response
+    iterator: Any = None
+
+
+@dataclass(frozen=True)
+class _Sleep:
+    """Wait before a retry."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """A one-off blocking step (discovery, the grammar probe) run under the setup lock that sync callers share.
+
+    The async driver runs it in a worker thread: held across awaits, that threading lock could block the
+    event loop, or deadlock it if sync code on the loop's thread asked for it.
+    """
+
+    step: Callable[[], Any]
+
+
+_DONE = object()  # _advance's answer once a core has returned
+
+
+def _advance(core: _Core[Any], reply: Any, failure: Exception | None) -> Any:
+    """The core's next request or chunk, given the last request's result (or exception); _DONE at its end."""
+    try:
+        return core.throw(failure) if failure is not None else core.send(reply)
+    except StopIteration:
+        return _DONE
+
+
+def _keep_result(core: _Core[_T], result: list[_T]) -> _Core[None]:
+    """``core``, storing what it returns (async generators, hence the drivers, cannot return a value)."""
+    result.append((yield from core))
+
+
 # -------------------------------------------------------------------------------------- backend
 class OpenAICompatibleBackend(Backend):
     """Hammer on an OpenAI-compatible server (vLLM, llama-server, llama-cpp-python), over ``/v1/completions``.
@@ -546,6 +620,113 @@ class OpenAICompatibleBackend(Backend):
             if field == "in_flight":
                 self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
 
+    # ---------------------------------------------------------------------------------- drivers
+    def _drive(self, core: _Core[Any]) -> Iterator[GenerationChunk]:
+        """Run a core on the sync client, in the calling thread; pass its chunks on."""
+        opened: list[httpx.Response] = []
+        reply: Any = None
+        failure: Exception | None = None
+        try:
+            while (item := _advance(core, reply, failure)) is not _DONE:
+                reply, failure = None, None
+                if isinstance(item, GenerationChunk):
+                    yield item
+                    continue
+                try:
+                    reply = self._execute(item, opened)
+                except Exception as exc:  # thrown into the core: its except clauses map or retry it
+                    failure = exc
+        finally:
+            core.close()
+            for response in opened:
+                response.close()  # a caller that stopped reading drops the connection: the server cancels
+
+    async def _adrive(self, core: _Core[Any]) -> AsyncIterator[GenerationChunk]:
+        """Run a core on the event loop's async client, with no worker thread; pass its chunks on."""
+        opened: list[httpx.Response] = []
+        reply: Any = None
+        failure: Exception | None = None
+        try:
+            while (item := _advance(core, reply, failure)) is not _DONE:
+                reply, failure = None, None
+                if isinstance(item, GenerationChunk):
+                    yield item
+                    continue
+                try:
+                    reply = await self._aexecute(item, opened)
+                except Exception as exc:  # thrown into the core: its except clauses map or retry it
+                    failure = exc
+        finally:
+            core.close()
+            for response in opened:
+                await response.aclose()  # a caller that stopped reading drops the connection: the server cancels
+
+    def _execute(self, item: object, opened: list[httpx.Response]) -> Any:
+        """Carry out one request of a core, blocking."""
+        match item:
+            case _Send(method, path, body):
+                client = self._sync_client()
+                response = client.send(client.build_request(method, self.base_url + path, json=body), stream=True)
+                opened.append(response)
+                return response
+            case _Read(response):
+                try:
+                    return response.read()
+                finally:
+                    response.close()
+            case _Lines() as lines:
+                lines.iterator = lines.iterator or lines.response.iter_lines()
+                if (line := next(lines.iterator, None)) is None:
+                    lines.response.close()
+                return line
+            case _Sleep(seconds):
+                time.sleep(seconds)
+            case _Setup(step):
+                return step()
+            case _:
+                raise TypeError(f"not a request: {item!r}")
+        return None
+
+    async def _aexecute(self, item: object, opened: list[httpx.Response]) -> Any:
+        """Carry out one request of a core, on the event loop."""
+        match item:
+            case _Send(method, path, body):
+                client = self._async_client()
+                response = await client.send(client.build_request(method, self.base_url + path, json=body), stream=True)
+                opened.append(response)
+                return response
+            case _Read(response):
+                try:
+                    return await response.aread()
+                finally:
+                    await response.aclose()
+            case _Lines() as lines:
+                lines.iterator = lines.iterator or lines.response.aiter_lines()
+                if (line := await anext(lines.iterator, None)) is None:
+                    await lines.response.aclose()
+                return line
+            case _Sleep(seconds):
+                await asyncio.sleep(seconds)
+            case _Setup(step):
+                return await asyncio.to_thread(step)
+            case _:
+                raise TypeError(f"not a request: {item!r}")
+        return None
+
+    def _call(self, core: _Core[_T]) -> _T:
+        """Run a core that streams nothing (a JSON request, a token count); return its result."""
+        result: list[_T] = []
+        for _ in self._drive(_keep_result(core, result)):
+            pass
+        return result[0]
+
+    async def _acall(self, core: _Core[_T]) -> _T:
+        """Async :meth:`_call`, on the event loop."""
+        result: list[_T] = []
+        async for _ in self._adrive(_keep_result(core, result)):
+            pass
+        return result[0]
+
     # ---------------------------------------------------------------------- sending, retries
     def _backoff(self, attempt: int, retry_after: str | None) -> float:
         told = _retry_after(retry_after)
@@ -580,120 +761,50 @@ class OpenAICompatibleBackend(Backend):
         return _http_error(status, body, self.base_url, path, self._model)
 
     def _send(self, method: str, path: str, body: Any = None, *, allow: tuple[int, ...] = (),
-              max_tokens: int = 0) -> httpx.Response:
-        """Send with the retry policy; return a streaming response (2xx or ``allow``ed) the caller closes."""
+              max_tokens: int = 0) -> _Core[httpx.Response]:
+        """Send with the retry policy; return the response (2xx or ``allow``ed), its body still to read."""
         httpx = _import_httpx()
-        client = self._sync_client()
         attempt = 0
         while True:
             self._count("requests")
+            retry_after: str | None = None
             try:
-                request = client.build_request(method, self.base_url + path, json=body)
-                response = client.send(request, stream=True)
+                response = yield _Send(method, path, body)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                if attempt < self.settings.max_retries:
-                    self._count("retries")
-                    time.sleep(self._backoff(attempt, None))
-                    attempt += 1
-                    continue
-                raise self._unreachable(path, exc, attempt + 1) from exc
+                if attempt >= self.settings.max_retries:
+                    raise self._unreachable(path, exc, attempt + 1) from exc
             except httpx.TimeoutException as exc:
                 raise self._timed_out(path, exc) from exc
             except httpx.TransportError as exc:
                 # Closed before one byte of answer: most often a pooled keep-alive connection the server
                 # had already dropped. Completions have no side effects, so sending again is safe.
-                if attempt < self.settings.max_retries:
-                    self._count("retries")
-                    time.sleep(self._backoff(attempt, None))
-                    attempt += 1
-                    continue
-                raise self._broken(path, exc, attempt + 1) from exc
-            if response.status_code < 400 or response.status_code in allow:
-                return response
-            try:
-                text = response.read().decode("utf-8", errors="replace")
-            except httpx.HTTPError:
-                text = ""
-            finally:
-                response.close()
-            if response.status_code in _RETRY_STATUSES and attempt < self.settings.max_retries:
-                self._count("retries")
-                time.sleep(self._backoff(attempt, response.headers.get("retry-after")))
-                attempt += 1
-                continue
-            raise self._fail(response.status_code, text, path, max_tokens)
+                if attempt >= self.settings.max_retries:
+                    raise self._broken(path, exc, attempt + 1) from exc
+            else:
+                if response.status_code < 400 or response.status_code in allow:
+                    return response
+                try:
+                    text = (yield _Read(response)).decode("utf-8", errors="replace")
+                except httpx.HTTPError:
+                    text = ""
+                if response.status_code not in _RETRY_STATUSES or attempt >= self.settings.max_retries:
+                    raise self._fail(response.status_code, text, path, max_tokens)
+                retry_after = response.headers.get("retry-after")
+            # Here only when a retry is due (every other way raised or returned above).
+            self._count("retries")
+            yield _Sleep(self._backoff(attempt, retry_after))
+            attempt += 1
 
-    async def _asend(self, method: str, path: str, body: Any = None, *, allow: tuple[int, ...] = (),
-                     max_tokens: int = 0) -> httpx.Response:
-        """Async :meth:`_send`: the same policy, on the running event loop."""
+    def _json(self, method: str, path: str, body: Any = None, *, allow: tuple[int, ...] = ()) -> _Core[tuple[int, Any]]:
+        """Send and read the whole answer: its status and JSON (None if it has none)."""
         httpx = _import_httpx()
-        client = self._async_client()
-        attempt = 0
-        while True:
-            self._count("requests")
-            try:
-                request = client.build_request(method, self.base_url + path, json=body)
-                response = await client.send(request, stream=True)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                if attempt < self.settings.max_retries:
-                    self._count("retries")
-                    await asyncio.sleep(self._backoff(attempt, None))
-                    attempt += 1
-                    continue
-                raise self._unreachable(path, exc, attempt + 1) from exc
-            except httpx.TimeoutException as exc:
-                raise self._timed_out(path, exc) from exc
-            except httpx.TransportError as exc:
-                # Closed before one byte of answer: most often a pooled keep-alive connection the server
-                # had already dropped. Completions have no side effects, so sending again is safe.
-                if attempt < self.settings.max_retries:
-                    self._count("retries")
-                    await asyncio.sleep(self._backoff(attempt, None))
-                    attempt += 1
-                    continue
-                raise self._broken(path, exc, attempt + 1) from exc
-            if response.status_code < 400 or response.status_code in allow:
-                return response
-            try:
-                text = (await response.aread()).decode("utf-8", errors="replace")
-            except httpx.HTTPError:
-                text = ""
-            finally:
-                await response.aclose()
-            if response.status_code in _RETRY_STATUSES and attempt < self.settings.max_retries:
-                self._count("retries")
-                await asyncio.sleep(self._backoff(attempt, response.headers.get("retry-after")))
-                attempt += 1
-                continue
-            raise self._fail(response.status_code, text, path, max_tokens)
-
-    def _json(self, method: str, path: str, body: Any = None, *, allow: tuple[int, ...] = ()) -> tuple[int, Any]:
-        httpx = _import_httpx()
-        response = self._send(method, path, body, allow=allow)
+        response = yield from self._send(method, path, body, allow=allow)
         try:
-            content = response.read()
+            content = yield _Read(response)
         except httpx.TimeoutException as exc:
             raise self._timed_out(path, exc) from exc
         except httpx.TransportError as exc:
             raise self._broken(path, exc) from exc
-        finally:
-            response.close()
-        try:
-            return response.status_code, json.loads(content) if content else None
-        except ValueError:
-            return response.status_code, None
-
-    async def _ajson(self, method: str, path: str, body: Any = None, *, allow: tuple[int, ...] = ()) -> tuple[int, Any]:
-        httpx = _import_httpx()
-        response = await self._asend(method, path, body, allow=allow)
-        try:
-            content = await response.aread()
-        except httpx.TimeoutException as exc:
-            raise self._timed_out(path, exc) from exc
-        except httpx.TransportError as exc:
-            raise self._broken(path, exc) from exc
-        finally:
-            await response.aclose()
         try:
             return response.status_code, json.loads(content) if content else None
         except ValueError:
@@ -706,7 +817,7 @@ class OpenAICompatibleBackend(Backend):
             return
         with self._setup_lock:
             if not self._loaded:
-                self._discover()
+                self._call(self._discover())
                 self._loaded = True
 
     async def aload(self) -> None:
@@ -714,8 +825,9 @@ class OpenAICompatibleBackend(Backend):
         if not self._loaded:
             await asyncio.to_thread(self.load)
 
-    def _discover(self) -> None:
-        status, payload = self._json("GET", "/v1/models", allow=(404, 405))
+    def _discover(self) -> _Core[None]:
+        """The core of :meth:`load`."""
+        status, payload = yield from self._json("GET", "/v1/models", allow=(404, 405))
         entries = [e for e in payload.get("data", []) if isinstance(e, dict)] if isinstance(payload, dict) else []
         ids = [str(e.get("id")) for e in entries]
         wanted = self.settings.model
@@ -746,19 +858,19 @@ class OpenAICompatibleBackend(Backend):
             elif owner == "llamacpp":
                 self._kind = "llama_server"
             else:
-                props = self._props()
+                props = yield from self._props()
                 if props is not None:
                     self._kind = "llama_server"
                 else:
-                    count_status, _ = self._json("POST", "/extras/tokenize/count", {"input": "x"},
-                                                 allow=(404, 405, 422))
+                    count_status, _ = yield from self._json("POST", "/extras/tokenize/count", {"input": "x"},
+                                                            allow=(404, 405, 422))
                     self._kind = "llama_cpp_python" if count_status == 200 else "openai"
         if self._window is None:
             window: Any = None
             if self._kind == "vllm":
                 window = entry.get("max_model_len")
             elif self._kind == "llama_server":
-                props = props if props is not None else self._props()
+                props = props if props is not None else (yield from self._props())
                 settings = (props or {}).get("default_generation_settings") or {}
                 window = settings.get("n_ctx") or (props or {}).get("n_ctx")
             if isinstance(window, int) and window > 0:
@@ -766,8 +878,8 @@ class OpenAICompatibleBackend(Backend):
         self._tokenize_path = {"vllm": "/tokenize", "llama_server": "/tokenize",
                                "llama_cpp_python": "/extras/tokenize/count"}.get(self._kind)
 
-    def _props(self) -> dict[str, Any] | None:
-        status, payload = self._json("GET", "/props", allow=(404, 405))
+    def _props(self) -> _Core[dict[str, Any] | None]:
+        status, payload = yield from self._json("GET", "/props", allow=(404, 405))
         return payload if status == 200 and isinstance(payload, dict) else None
 
     def _learn_window(self, window: int) -> None:
@@ -815,28 +927,24 @@ class OpenAICompatibleBackend(Backend):
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` from the server's tokenizer (cached), or an estimate where it has none."""
-        cached = self._cached_count(text)
-        if cached is not None:
-            return cached
-        self.load()
-        route = self._tokenize_request()
-        if route is None:
-            return estimate_tokens(text)
-        path, extra = route
-        status, payload = self._json("POST", path, self._tokenize_body(extra, text), allow=(404, 405, 422))
-        return self._read_count(status, payload, text)
+        return self._call(self._count_tokens(text))
 
     async def acount_tokens(self, text: str) -> int:
         """Async :meth:`count_tokens`, on the event loop."""
+        return await self._acall(self._count_tokens(text))
+
+    def _count_tokens(self, text: str) -> _Core[int]:
+        """The core of :meth:`count_tokens` and :meth:`acount_tokens`."""
         cached = self._cached_count(text)
         if cached is not None:
             return cached
-        await self.aload()
+        if not self._loaded:
+            yield _Setup(self.load)
         route = self._tokenize_request()
         if route is None:
             return estimate_tokens(text)
         path, extra = route
-        status, payload = await self._ajson("POST", path, self._tokenize_body(extra, text), allow=(404, 405, 422))
+        status, payload = yield from self._json("POST", path, self._tokenize_body(extra, text), allow=(404, 405, 422))
         return self._read_count(status, payload, text)
 
     # ------------------------------------------------------------------------------- grammars
@@ -891,15 +999,10 @@ class OpenAICompatibleBackend(Backend):
         settings = GenerationSettings(max_tokens=32, temperature=0.0)
         body = self._completion_body(_PROBE_PROMPT, settings, self._grammar_fields(protocol, _PROBE_GRAMMAR))
         try:
-            text = "".join(chunk.text for chunk in self._completion(body, _PROBE_PROMPT, settings))
+            text = "".join(chunk.text for chunk in self._drive(self._completion(body, _PROBE_PROMPT, settings)))
         except ServerHTTPError as exc:
             return f"HTTP {exc.status_code}: {exc.detail[:200]}"
         return None if text.strip() == _PROBE_TEXT else f"answered {text[:60]!r}, ignoring the grammar"
-
-    async def _aprotocol(self) -> GrammarProtocol:
-        if self._protocol is not None:
-            return self._protocol
-        return await asyncio.to_thread(self.resolve_grammar_protocol)
 
     # ----------------------------------------------------------------------------- completions
     def _completion_body(self, prompt: str, settings: GenerationSettings, grammar_fields: dict[str, Any]) -> dict[str, Any]:
@@ -929,38 +1032,48 @@ class OpenAICompatibleBackend(Backend):
         return self._stream(prompt, settings, grammar)
 
     def _stream(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> Iterator[GenerationChunk]:
-        self.load()
-        protocol = self.resolve_grammar_protocol() if grammar is not None else None
+        return self._drive(self._generate(prompt, settings, grammar))
+
+    def astream(self, prompt: str, settings: GenerationSettings,
+                grammar: str | None = None) -> AsyncIterator[GenerationChunk]:
+        """Native async :meth:`stream`: runs on the event loop, concurrently with other calls."""
+        return self._adrive(self._generate(prompt, settings, grammar))
+
+    def _generate(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> _Core[None]:
+        """The core of :meth:`stream` and :meth:`astream`: the one-off setup if still due, then the completion."""
+        if not self._loaded:
+            yield _Setup(self.load)
+        protocol: GrammarProtocol | None = None
+        if grammar is not None:
+            protocol = self._protocol if self._protocol is not None else (yield _Setup(self.resolve_grammar_protocol))
         body = self._completion_body(prompt, settings, self._grammar_fields(protocol, grammar))
         yield from self._completion(body, prompt, settings)
 
-    def _completion(self, body: dict[str, Any], prompt: str, settings: GenerationSettings) -> Iterator[GenerationChunk]:
+    def _completion(self, body: dict[str, Any], prompt: str, settings: GenerationSettings) -> _Core[None]:
+        """One completion: its text as it streams, then a closing chunk with usage and finish reason."""
         httpx = _import_httpx()
         path = "/v1/completions"
         reader = _CompletionReader(self.base_url)
         decoder = _SSEDecoder()
         self._count("in_flight")
         try:
-            response = self._send("POST", path, body, max_tokens=settings.max_tokens)
-            try:
-                if not _is_event_stream(response):
-                    reader.on_payload(json.loads(response.read() or b"null"))
-                    if reader.text:
-                        yield GenerationChunk(text=reader.text)
-                else:
-                    for line in response.iter_lines():
-                        event = decoder.feed(line)
-                        text = reader.on_event(*event) if event else ""
-                        if text:
-                            yield GenerationChunk(text=text)
-                    event = decoder.flush()
-                    if event:
-                        text = reader.on_event(*event)
-                        if text:
-                            yield GenerationChunk(text=text)
-            finally:
-                # Closing mid-stream (the caller stopped reading) drops the connection: the server cancels.
-                response.close()
+            response = yield from self._send("POST", path, body, max_tokens=settings.max_tokens)
+            if not _is_event_stream(response):
+                reader.on_payload(json.loads((yield _Read(response)) or b"null"))
+                if reader.text:
+                    yield GenerationChunk(text=reader.text)
+            else:
+                lines = _Lines(response)
+                while (line := (yield lines)) is not None:
+                    event = decoder.feed(line)
+                    text = reader.on_event(*event) if event else ""
+                    if text:
+                        yield GenerationChunk(text=text)
+                event = decoder.flush()
+                if event:
+                    text = reader.on_event(*event)
+                    if text:
+                        yield GenerationChunk(text=text)
         except httpx.TimeoutException as exc:
             self._count("errors")
             raise self._timed_out(path, exc, reader.text) from exc
@@ -973,59 +1086,9 @@ class OpenAICompatibleBackend(Backend):
         finally:
             self._count("in_flight", -1)
         if reader.events == 0:
-            self._diagnose(body, settings.max_tokens)
+            yield from self._diagnose(body, settings.max_tokens)
         usage = reader.usage or {}
-        prompt_tokens = None if isinstance(usage.get("prompt_tokens"), int) else self.count_tokens(prompt)
-        final = self._final(reader, prompt_tokens, settings.max_tokens)
-        yield final
-
-    async def astream(self, prompt: str, settings: GenerationSettings,
-                      grammar: str | None = None) -> AsyncIterator[GenerationChunk]:
-        """Native async :meth:`stream`: runs on the event loop, concurrently with other calls."""
-        httpx = _import_httpx()
-        await self.aload()
-        protocol = await self._aprotocol() if grammar is not None else None
-        body = self._completion_body(prompt, settings, self._grammar_fields(protocol, grammar))
-        path = "/v1/completions"
-        reader = _CompletionReader(self.base_url)
-        decoder = _SSEDecoder()
-        self._count("in_flight")
-        try:
-            response = await self._asend("POST", path, body, max_tokens=settings.max_tokens)
-            try:
-                if not _is_event_stream(response):
-                    reader.on_payload(json.loads(await response.aread() or b"null"))
-                    if reader.text:
-                        yield GenerationChunk(text=reader.text)
-                else:
-                    async for line in response.aiter_lines():
-                        event = decoder.feed(line)
-                        text = reader.on_event(*event) if event else ""
-                        if text:
-                            yield GenerationChunk(text=text)
-                    event = decoder.flush()
-                    if event:
-                        text = reader.on_event(*event)
-                        if text:
-                            yield GenerationChunk(text=text)
-            finally:
-                # Closing mid-stream (the caller stopped reading) drops the connection: the server cancels.
-                await response.aclose()
-        except httpx.TimeoutException as exc:
-            self._count("errors")
-            raise self._timed_out(path, exc, reader.text) from exc
-        except httpx.TransportError as exc:
-            self._count("errors")
-            raise self._stream_broke(exc, reader) from exc
-        except HammerError:
-            self._count("errors")
-            raise
-        finally:
-            self._count("in_flight", -1)
-        if reader.events == 0:
-            await self._adiagnose(body, settings.max_tokens)
-        usage = reader.usage or {}
-        prompt_tokens = None if isinstance(usage.get("prompt_tokens"), int) else await self.acount_tokens(prompt)
+        prompt_tokens = None if isinstance(usage.get("prompt_tokens"), int) else (yield from self._count_tokens(prompt))
         yield self._final(reader, prompt_tokens, settings.max_tokens)
 
     # An empty stream (200, then not one event) means the server failed after it had started streaming:
@@ -1040,19 +1103,9 @@ class OpenAICompatibleBackend(Backend):
     def _with_max_tokens(error: ContextWindowExceededError, max_tokens: int) -> ContextWindowExceededError:
         return ContextWindowExceededError(error.prompt_tokens, max_tokens, error.context_window)
 
-    def _diagnose(self, body: dict[str, Any], max_tokens: int) -> None:
+    def _diagnose(self, body: dict[str, Any], max_tokens: int) -> _Core[None]:
         try:
-            self._json("POST", "/v1/completions", self._diagnostic_body(body))
-        except ContextWindowExceededError as exc:
-            self._count("errors")
-            raise self._with_max_tokens(exc, max_tokens) from None
-        except ServerError:
-            self._count("errors")
-            raise
-
-    async def _adiagnose(self, body: dict[str, Any], max_tokens: int) -> None:
-        try:
-            await self._ajson("POST", "/v1/completions", self._diagnostic_body(body))
+            yield from self._json("POST", "/v1/completions", self._diagnostic_body(body))
         except ContextWindowExceededError as exc:
             self._count("errors")
             raise self._with_max_tokens(exc, max_tokens) from None

@@ -1,0 +1,202 @@
+"""The server backend's I/O-free cores and its two drivers, without a server.
+
+A core is driven by hand here (the requests it yields, the replies sent back), and both drivers run
+against httpx's MockTransport, so each rule, written once in a core, is seen to act the same sync and async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from hammer_plugins import ContextWindowExceededError
+from hammer_plugins.backends.base import GenerationChunk, GenerationSettings
+from hammer_plugins.backends.server import (
+    OpenAICompatibleBackend,
+    ServerAuthenticationError,
+    ServerStreamError,
+    ServerUnavailableError,
+    _Read,
+    _Send,
+    _Sleep,
+)
+
+EVENTS = [b'data: {"choices": [{"index": 0, "text": "Hel", "finish_reason": null}]}\n\n',
+          b'data: {"choices": [{"index": 0, "text": "lo", "finish_reason": "stop"}]}\n\n', b"data: [DONE]\n\n"]
+SSE = {"content-type": "text/event-stream"}
+MODELS = {"data": [{"id": "m", "owned_by": "me"}]}
+OVERFLOW = {"error": {"message": "This model's maximum context length is 2048 tokens, however you requested 3000 "
+                                 "tokens (2990 in your prompt; 10 for the completion).", "code": "context_length_exceeded"}}
+
+
+class Body(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A response body for both clients that can break after its parts, and records whether it was closed."""
+
+    def __init__(self, parts: list[bytes], error: Exception | None = None) -> None:
+        self.parts, self.error, self.closed = parts, error, False
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.parts
+        if self.error is not None:
+            raise self.error
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            yield part
+        if self.error is not None:
+            raise self.error
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+class Mocked(OpenAICompatibleBackend):
+    """The backend with both of its clients on a MockTransport; records the thread each request came from."""
+
+    def __init__(self, completions: list[httpx.Response], **options: Any) -> None:
+        options = {"model": "m", "server_kind": "llama_cpp_python", "retry_backoff": 0.001,
+                   "token_counting": "estimate", **options}
+        super().__init__("http://testserver/v1", **options)
+        self.completions = completions
+        self.threads: list[tuple[str, int]] = []
+        self._transport = httpx.MockTransport(self._answer)
+
+    def _answer(self, request: httpx.Request) -> httpx.Response:
+        self.threads.append((request.url.path, threading.get_ident()))
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json=MODELS)
+        return self.completions.pop(0)
+
+    def _client_options(self) -> dict[str, Any]:
+        return {**super()._client_options(), "transport": self._transport}
+
+
+def collect(backend: OpenAICompatibleBackend, mode: str, max_tokens: int = 16) -> list[GenerationChunk]:
+    """All chunks of one completion, on the sync or on the async driver."""
+    settings = GenerationSettings(max_tokens=max_tokens)
+    if mode == "sync":
+        return list(backend.stream("PROMPT", settings))
+
+    async def run() -> list[GenerationChunk]:
+        try:
+            return [chunk async for chunk in backend.astream("PROMPT", settings)]
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(run())
+
+
+def raised(call: Callable[[], object]) -> BaseException:
+    with pytest.raises(Exception) as caught:
+        call()
+    return caught.value
+
+
+# ------------------------------------------------------------------------- a core by hand
+def test_the_send_core_retries_and_maps_errors_without_doing_any_io() -> None:
+    backend = OpenAICompatibleBackend("http://testserver", max_retries=2, retry_backoff=0.5, max_backoff=4)
+    core = backend._send("POST", "/v1/completions", {"prompt": "p"})
+    assert next(core) == _Send("POST", "/v1/completions", {"prompt": "p"})
+    delay = core.throw(httpx.ConnectError("refused"))  # the driver's exception, mapped by the core
+    assert isinstance(delay, _Sleep) and 0.5 <= delay.seconds <= 0.625
+    assert core.send(None) == _Send("POST", "/v1/completions", {"prompt": "p"})
+    busy = httpx.Response(503, headers={"Retry-After": "3"})
+    assert core.send(busy) == _Read(busy)  # the error body, for the message
+    assert core.send(b'{"error": {"message": "Loading model"}}') == _Sleep(3.0)  # Retry-After wins
+    assert core.send(None) == _Send("POST", "/v1/completions", {"prompt": "p"})
+    assert core.send(busy) == _Read(busy)
+    with pytest.raises(ServerUnavailableError, match="HTTP 503 .*Loading model.*still after the retries"):
+        core.send(b'{"error": {"message": "Loading model"}}')
+    assert (backend.stats.requests, backend.stats.retries) == (3, 2)
+
+
+# ----------------------------------------------------------------- both drivers, same rules
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_both_drivers_retry_then_stream_the_same_chunks(mode: str) -> None:
+    backend = Mocked([httpx.Response(503, json={"error": {"message": "Loading model"}}),
+                      httpx.Response(200, headers=SSE, stream=Body(EVENTS))])
+    chunks = collect(backend, mode)
+    assert [c.text for c in chunks] == ["Hel", "lo", ""]
+    final = chunks[-1]
+    assert final.finish_reason == "stop" and final.usage is not None and final.usage.completion_tokens == 3
+    stats = backend.stats
+    assert (stats.requests, stats.retries, stats.completions, stats.errors, stats.in_flight) == (3, 1, 1, 0, 0)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_async_driver_sends_from_the_loop_and_only_setup_leaves_it(mode: str) -> None:
+    backend = Mocked([httpx.Response(200, headers=SSE, stream=Body(EVENTS))])
+    collect(backend, mode)
+    here = threading.get_ident()
+    threads = dict(backend.threads)
+    assert threads["/v1/completions"] == here  # the completion itself: no worker thread
+    assert (threads["/v1/models"] == here) == (mode == "sync")  # discovery: a one-off step in a worker thread
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_both_drivers_raise_the_same_errors(mode: str) -> None:
+    denied = Mocked([httpx.Response(401, json={"detail": "Invalid API key"})], max_retries=3)
+    assert isinstance(raised(lambda: collect(denied, mode)), ServerAuthenticationError)
+    assert denied.stats.retries == 0 and denied.stats.errors == 1
+    cut = Mocked([httpx.Response(200, headers=SSE, stream=Body(EVENTS[:1], httpx.ReadError("reset")))], max_retries=3)
+    error = raised(lambda: collect(cut, mode))
+    assert isinstance(error, ServerStreamError) and "broke mid-stream" in str(error) and error.partial_text == "Hel"
+    assert cut.stats.retries == 0 and cut.stats.in_flight == 0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_empty_stream_is_diagnosed_by_asking_again(mode: str) -> None:
+    backend = Mocked([httpx.Response(200, headers=SSE, stream=Body([])), httpx.Response(400, json=OVERFLOW)])
+    error = raised(lambda: collect(backend, mode, max_tokens=77))
+    assert isinstance(error, ContextWindowExceededError)
+    assert (error.prompt_tokens, error.max_new_tokens, error.context_window) == (2990, 77, 2048)
+    assert backend.stats.errors == 1 and backend.context_window == 2048  # learned from the answer
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_caller_that_stops_reading_closes_the_response(mode: str) -> None:
+    body = Body(EVENTS * 20)
+    backend = Mocked([httpx.Response(200, headers=SSE, stream=body)])
+    settings = GenerationSettings(max_tokens=64)
+    if mode == "sync":
+        chunks = backend.stream("PROMPT", settings)
+        assert next(iter(chunks)).text == "Hel"
+        chunks.close()  # type: ignore[attr-defined]
+    else:
+        async def stop_early() -> None:
+            chunks = backend.astream("PROMPT", settings)
+            assert (await anext(chunks)).text == "Hel"
+            await chunks.aclose()  # type: ignore[attr-defined]
+            await backend.aclose()
+
+        asyncio.run(stop_early())
+    assert body.closed and backend.stats.in_flight == 0 and backend.stats.completions == 0
+
+
+def test_token_counts_are_asked_once_whichever_driver_asks() -> None:
+    counted: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json=MODELS)
+        counted.append(request.content.decode())
+        return httpx.Response(200, json={"count": 7})
+
+    backend = Mocked([], token_counting="server")
+    backend._transport = httpx.MockTransport(answer)
+
+    async def twice() -> list[int]:
+        counts = [await backend.acount_tokens("hello"), await backend.acount_tokens("hello")]
+        await backend.aclose()
+        return counts
+
+    assert asyncio.run(twice()) == [7, 7] and backend.count_tokens("hello") == 7
+    assert len(counted) == 1 and '"input":"hello"' in counted[0].replace(" ", "")
