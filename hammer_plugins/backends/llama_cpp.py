@@ -134,7 +134,11 @@ class LlamaCppBackend(Backend):
 
             llama_cpp = _import_llama_cpp()
             vocab = llama_cpp.llama_model_get_vocab(self.llama.model)
-            self._ll_tokenizer = lltokenizer_from_vocab(vocab, n_vocab=self.llama.n_vocab())
+            n_vocab = self.llama.n_vocab()
+            # Every end-of-generation token may end a complete answer (as with llama.cpp's own
+            # grammar sampler), not only the GGUF's EOS: a base-model GGUF's EOS is <|endoftext|>.
+            ends = [t for t in range(llama_cpp.llama_vocab_n_tokens(vocab)) if llama_cpp.llama_vocab_is_eog(vocab, t)]
+            self._ll_tokenizer = lltokenizer_from_vocab(vocab, n_vocab=n_vocab, eos_token=ends or None)
         return TokenMask(self._ll_tokenizer, grammar)
 
     def count_tokens(self, text: str) -> int:
@@ -165,10 +169,13 @@ class LlamaCppBackend(Backend):
         }
         if settings.seed is not None:
             kwargs["seed"] = settings.seed
+        processor: LogitsMask | None = None
         if grammar is not None:
             processor = LogitsMask(self._token_mask(grammar), len(prompt_tokens))
             kwargs["logits_processor"] = _import_llama_cpp().LogitsProcessorList([processor])
         for chunk in llama.create_completion(prompt_tokens, **kwargs):
+            if processor is not None:
+                processor.check()
             choice = chunk["choices"][0]
             text = choice.get("text") or ""
             if text:
@@ -178,6 +185,8 @@ class LlamaCppBackend(Backend):
                 yield GenerationChunk(text=text)
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
+        if processor is not None:
+            processor.check()
         done = time.perf_counter()
         completion = "".join(pieces)
         n_completion = settings.max_tokens if finish == "length" else len(

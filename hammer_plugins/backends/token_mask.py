@@ -82,9 +82,11 @@ class TokenMask:
         return out
 
     def consume(self, tokens: Sequence[int]) -> None:
-        """Advance past tokens the model emitted (each one was allowed by :meth:`allowed`)."""
+        """Advance past tokens the model emitted; a token the grammar forbids raises ``ValueError``."""
         for token in tokens:
-            self.matcher.consume_token(int(token))
+            if not self.matcher.consume_token(int(token)):
+                reason = (self.matcher.get_error() or "rejected").splitlines()[0]  # the rest is a parser state dump
+                raise ValueError(f"token {int(token)} breaks the grammar ({reason})")
 
     @property
     def accepting(self) -> bool:
@@ -101,7 +103,9 @@ class LogitsMask:
     """A llama-cpp-python logits processor applying a :class:`TokenMask` (``-inf`` where disallowed).
 
     llama-cpp-python hands the processor every token so far (prompt included) and the logits of
-    the next one, so the processor consumes the tokens added since its last call.
+    the next one, so the processor consumes the tokens added since its last call. It runs inside a
+    ctypes callback, where an exception would only be printed and the step sampled unmasked, so a
+    failure is kept in :attr:`error` for the backend to raise (:meth:`check`).
 
     Example:
         >>> import llguidance, numpy as np
@@ -114,11 +118,21 @@ class LogitsMask:
     def __init__(self, mask: TokenMask, prompt_tokens: int) -> None:
         self.mask = mask
         self._seen = prompt_tokens
+        self.error: Exception | None = None
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        new = input_ids[self._seen:]
-        if len(new):
-            self.mask.consume(new.tolist() if hasattr(new, "tolist") else list(new))
-            self._seen += len(new)
-        scores[~self.mask.allowed(scores.shape[0])] = -float("inf")
+        try:
+            new = input_ids[self._seen:]
+            if len(new):
+                self._seen += len(new)
+                self.mask.consume(new.tolist() if hasattr(new, "tolist") else list(new))
+            scores[~self.mask.allowed(scores.shape[0])] = -float("inf")
+        except Exception as exc:  # noqa: BLE001 - kept and raised by check(), outside the C callback
+            self.error = self.error or exc
+            scores[:] = -float("inf")  # nothing is allowed: the generation ends at once
         return scores
+
+    def check(self) -> None:
+        """Raise what went wrong inside the callback, if anything."""
+        if self.error is not None:
+            raise RuntimeError(f"constrained decoding failed: {self.error}") from self.error

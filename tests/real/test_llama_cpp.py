@@ -154,3 +154,33 @@ def test_kv_prefix_is_reused_across_turns(llama_engine: HammerEngine, demo_tools
     assert out.usage.prompt_tokens > 500
     assert evaluated < 30  # only the new question, not the ~600-token tools block
     assert out.timings["cached_prompt_tokens"] >= out.usage.prompt_tokens - 30
+
+
+def test_llguidance_mask_gives_llama_cpps_own_grammar_output(llama_engine: HammerEngine, demo_tools: list[Any]) -> None:
+    """The backend's llguidance mask decodes exactly what llama.cpp's own grammar sampler does (greedy)."""
+    import llama_cpp
+
+    from hammer_plugins.grammar import build_grammar
+
+    backend: Any = llama_engine.backend
+    llama = backend.llama
+    binding = llama_engine.bind(demo_tools)
+    grammar = build_grammar(binding.prompt_tools, "auto", True)
+    for question, _, _ in CASES:
+        prompt = llama_engine.render([Message.user(question)], demo_tools)
+        tokens = llama.tokenize(prompt.encode(), add_bos=False, special=True)
+        with backend._lock:
+            native = llama.create_completion(tokens, max_tokens=96, temperature=0.0, stop=["<|im_end|>"],
+                                             grammar=llama_cpp.LlamaGrammar.from_string(grammar, verbose=False))
+        ours = ask(llama_engine, question, demo_tools, max_tokens=96)
+        assert ours.raw == native["choices"][0]["text"]
+        assert ours.finish_reason != "length"  # an end-of-generation token closed the grammar
+
+
+def test_every_end_of_generation_token_may_end_a_constrained_answer(llama_engine: HammerEngine) -> None:
+    backend: Any = llama_engine.backend
+    mask = backend._token_mask('root ::= "ok"')
+    mask.consume(backend.llama.tokenize(b"ok", add_bos=False, special=False))
+    allowed = mask.allowed(backend.llama.n_vocab())
+    ends = {backend.llama.tokenize(t.encode(), add_bos=False, special=True)[0] for t in ("<|im_end|>", "<|endoftext|>")}
+    assert all(allowed[t] for t in ends)
