@@ -94,6 +94,7 @@ def run_hammerbench(args: argparse.Namespace) -> int:
               f"{', '.join(result.missing_predictions[:5])}...", file=sys.stderr)
     if result.timing is not None:
         t = result.timing
-        print(f"{t.snapshots} snapshots, {t.wall_seconds:.0f} s wall, {t.seconds_per_snapshot or 0:.2f} s per snapshot; "
+        print(f"{t.snapshots} snapshots ({t.reused_snapshots} reused), {t.wall_seconds:.0f} s wall, "
+              f"{t.seconds_per_snapshot or 0:.2f} s per prompt asked; "
               f"overall {percent(result.overall)}", file=sys.stderr)
     return 0

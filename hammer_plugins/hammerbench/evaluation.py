@@ -41,6 +41,10 @@ from .runner import (
 class Timing(BaseModel):
     """Where the time went, and what the whole files would take at the measured speed.
 
+    ``snapshots`` counts every answered snapshot, ``reused_snapshots`` those that repeated an
+    earlier prompt and cost nothing; the means are over the snapshots the model was asked, so the
+    estimates (mean times snapshots) are upper bounds for a run that reuses answers.
+
     Example:
         >>> Timing(wall_seconds=10, model_seconds=8, snapshots=4, seconds_per_snapshot=2).seconds_per_snapshot
         2.0
@@ -49,6 +53,7 @@ class Timing(BaseModel):
     wall_seconds: float
     model_seconds: float
     snapshots: int
+    reused_snapshots: int = 0
     seconds_per_snapshot: float | None = None
     per_file_seconds_per_snapshot: dict[str, float] = Field(default_factory=dict)
     full_snapshots: int = 0
@@ -144,6 +149,38 @@ def evaluate(
 
 PREDICTIONS = "predictions.jsonl"
 JOURNAL = "snapshots.jsonl"
+RUN_SETTINGS = "run_settings.json"
+
+
+def run_settings(engine: HammerEngine, runner: RunnerConfig) -> dict[str, Any]:
+    """Everything besides the prompt data that decides a model's answers: what a resumed run must share.
+
+    Example:
+        >>> from hammer_plugins.backends.scripted import ScriptedBackend
+        >>> run_settings(HammerEngine(backend=ScriptedBackend()), RunnerConfig())["runner"]["layout"]
+        'transcript'
+    """
+    return {
+        "model": engine.model_name, "backend": engine.backend_name, "prompt_format": engine.prompt_format,
+        "constrained": engine.constrained, "mask_names": engine.mask_names if runner.mask_names is None else runner.mask_names,
+        "sampling": engine.settings.model_dump(mode="json", exclude={"max_tokens"}),
+        "max_tokens": runner.max_tokens or engine.settings.max_tokens,
+        "runner": runner.model_dump(mode="json", exclude={"order", "mask_names", "max_tokens"}),
+    }
+
+
+def _check_resumable(out: Path, settings: dict[str, Any]) -> None:
+    """A resumed run reuses stored answers, so they must come from the same settings."""
+    stored_path = out / RUN_SETTINGS
+    if not stored_path.is_file():
+        return
+    stored = json.loads(stored_path.read_text(encoding="utf-8"))
+    if stored != settings:
+        changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
+        raise ValueError(
+            f"{out} holds answers made with other settings ({', '.join(changed)}: stored {[stored.get(k) for k in changed]}, "
+            f"now {[settings.get(k) for k in changed]}); resuming would mix them. Fix: use another --output, "
+            "or run without --resume to start that folder afresh.")
 
 
 def _predict(engine: HammerEngine, records: list[BenchRecord], runner: RunnerConfig, out: Path | None,
@@ -164,6 +201,12 @@ def _predict(engine: HammerEngine, records: list[BenchRecord], runner: RunnerCon
     journaled: set[tuple[str, int]] = set()   # records with journal lines
     path = out / PREDICTIONS if out is not None else None
     journal_path = out / JOURNAL if out is not None else None
+    if out is not None:
+        settings = run_settings(engine, runner)
+        if resume:
+            _check_resumable(out, settings)
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / RUN_SETTINGS, settings)
     if path is not None and journal_path is not None and resume:
         if path.is_file():
             _drop_partial_line(path)
@@ -273,10 +316,13 @@ def _config(engine: HammerEngine | None, runner: RunnerConfig, mode: ScoringMode
 def _timing(data_dir: str | Path, stems: list[str], records: list[BenchRecord],
             preds: Mapping[tuple[str, int], RecordPrediction], wall: float) -> Timing:
     per_file: dict[str, list[float]] = {}
+    answered = reused = 0
     for record in records:
         found = preds.get((record.file, record.index))
         if found is not None and found.details:
-            per_file.setdefault(record.file, []).extend(d.seconds for d in found.details)
+            answered += len(found.details)
+            reused += sum(d.reused for d in found.details)
+            per_file.setdefault(record.file, []).extend(d.seconds for d in found.details if not d.reused)
     all_times = [t for times in per_file.values() for t in times]
     mean = sum(all_times) / len(all_times) if all_times else None
     file_means = {stem: sum(times) / len(times) for stem, times in per_file.items() if times}
@@ -284,7 +330,8 @@ def _timing(data_dir: str | Path, stems: list[str], records: list[BenchRecord],
     every = {stem: sum(r.n_snapshots for r in load_file(data_dir, stem)) for stem in available_files(data_dir)}
     estimate = sum(n * file_means.get(stem, mean or 0.0) for stem, n in full_counts.items()) if mean else None
     return Timing(
-        wall_seconds=wall, model_seconds=sum(all_times), snapshots=len(all_times), seconds_per_snapshot=mean,
+        wall_seconds=wall, model_seconds=sum(all_times), snapshots=answered, reused_snapshots=reused,
+        seconds_per_snapshot=mean,
         per_file_seconds_per_snapshot=file_means, full_snapshots=sum(full_counts.values()),
         estimated_full_seconds=estimate, all_files_snapshots=sum(every.values()),
         estimated_all_files_seconds=mean * sum(every.values()) if mean else None,
@@ -307,9 +354,10 @@ def write_results(result: EvalResult, output_dir: str | Path) -> dict[str, Path]
     if result.missing_predictions:
         notes.append(f"{len(result.missing_predictions)} records had no prediction and were not scored")
     if result.timing is not None and result.timing.seconds_per_snapshot is not None:
-        notes.append(f"{result.timing.snapshots} snapshots in {result.timing.model_seconds:.0f} s of model time "
-                     f"({result.timing.seconds_per_snapshot:.2f} s each); all records of these files: "
-                     f"~{result.timing.estimated_full_seconds or 0:.0f} s")
+        t = result.timing
+        notes.append(f"{t.snapshots} snapshots ({t.reused_snapshots} repeating an earlier prompt, answered once) in "
+                     f"{t.model_seconds:.0f} s of model time ({t.seconds_per_snapshot:.2f} s per prompt asked); "
+                     f"all records of these files: at most ~{t.estimated_full_seconds or 0:.0f} s")
     table = out / "table.md"
     table.write_text(markdown_table(result.name, result.per_type, result.per_file, notes), encoding="utf-8")
     paths["table"] = table

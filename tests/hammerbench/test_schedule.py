@@ -110,6 +110,7 @@ def test_prefix_order_sorts_prompts_and_matches_data_order(hb_data: Path, answer
     assert 0 < by_prefix.per_type["sQsA"].acc < 1  # the hashed wrong answers count
     # Per-snapshot seconds still reach the timing; the finished runs leave no journal behind.
     assert by_prefix.timing is not None and by_prefix.timing.snapshots == total
+    assert by_prefix.timing.reused_snapshots == total - distinct  # left out of the per-prompt means
     assert not (tmp_path / "prefix" / "snapshots.jsonl").exists()
     assert json.loads((tmp_path / "prefix" / "results.json").read_text())["config"]["runner"]["order"] == "prefix"
 
@@ -213,3 +214,15 @@ def test_order_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(evaluation, "evaluate", fake_evaluate)
     assert run_hammerbench(args) == 0
     assert seen["runner"].order == "data"
+
+
+def test_resume_refuses_answers_made_with_other_settings(hb_data: Path, answers: dict[str, str], tmp_path: Path) -> None:
+    with pytest.raises(Killed):
+        run(hb_data, Counting(answers, kill_after=3), tmp_path)
+    masked = HammerEngine(backend=Counting(answers), mask_names=True)
+    with pytest.raises(ValueError, match="other settings \\(mask_names"):
+        evaluation.evaluate(hb_data, engine=masked, files=FILES, limit=LIMIT, output_dir=tmp_path, progress=False,
+                            resume=True)
+    same = Counting(answers)
+    resumed = run(hb_data, same, tmp_path, resume=True)
+    assert not resumed.missing_predictions and same.calls == len(set(answers)) - 3
