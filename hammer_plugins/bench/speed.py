@@ -7,8 +7,8 @@ overhead per call, load time and peak memory. Medians of several runs in one pro
   llama.cpp reuses the cached prefix and evaluates only the new tokens;
 * overhead: ``engine_total`` minus the model's ``total`` per call (prompt rendering, tokenizing for
   the context check, grammar lookup, parsing, unmasking), and, in isolation with caches bypassed,
-  what a new tool set costs once: schema conversion, prompt rendering, grammar construction, llama.cpp
-  grammar compilation, and parsing an answer.
+  what a new tool set costs once: schema conversion, prompt rendering, grammar construction, the grammar's
+  compilation by llguidance (what the local backends mask tokens with), and parsing an answer.
 
 Example:
     >>> median_or_none([3.0, 1.0, 2.0])
