@@ -1,7 +1,7 @@
 """Function masking at inference (Hammer paper, section 4.1).
 
-Function and parameter names are replaced by opaque strings, defaults are folded into the
-descriptions, and the model must choose from the descriptions alone. Calls in the answer are
+Function and parameter names are replaced by opaque strings (the rest of each schema, defaults
+included, renders as usual), and the model must choose from the descriptions alone. Calls in the answer are
 mapped back to the real names; a masked name the map does not know becomes an invalid call,
 never a call to some other real tool.
 
@@ -49,18 +49,6 @@ def _random_name(rng: random.Random, low: int, high: int, taken: set[str]) -> st
             return name
 
 
-def _fold_default(schema: dict[str, Any]) -> dict[str, Any]:
-    schema = copy.deepcopy(schema)
-    if "default" in schema:
-        default = schema.pop("default")
-        description = str(schema.get("description", "")).rstrip()
-        note = f"default is {json.dumps(default, ensure_ascii=False)}"
-        schema["description"] = f"{description} ({note})" if description else note
-    if isinstance(schema.get("properties"), dict):
-        schema["properties"] = {k: _fold_default(v) for k, v in schema["properties"].items()}
-    return schema
-
-
 @dataclass(frozen=True)
 class NameMask:
     """A reversible renaming of a tool set's function and top-level parameter names.
@@ -89,7 +77,7 @@ class NameMask:
             for pname, pschema in tool.properties.items():
                 p_mask = _random_name(rng, 4, 10, taken_params)
                 param_map[p_mask] = pname
-                properties[p_mask] = _fold_default(pschema)
+                properties[p_mask] = copy.deepcopy(pschema)
             reverse = {real: masked for masked, real in param_map.items()}
             parameter_names[tool.name] = param_map
             masked_tools.append(Tool(

@@ -16,7 +16,7 @@ Example:
     ...     return "sunny"
     >>> tool = Tool.from_function(get_weather)
     >>> tool.to_hammer()["parameters"]["city"]
-    {'type': 'string', 'description': 'City name, e.g. Paris.', 'required': True}
+    {'description': 'City name, e.g. Paris.', 'type': 'string', 'required': True}
 """
 
 from __future__ import annotations
@@ -34,6 +34,53 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from .errors import SchemaConversionError
 
 JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
+# Type names people write in tool specs besides JSON Schema's: Python's (Hammer's training data)
+# and BFCL's. They are kept as written, so the prompt shows the model what the spec says (as the
+# reference prompt does), and read as their JSON Schema type wherever a type is checked.
+TYPE_ALIASES: dict[str, str | None] = {
+    "dict": "object", "float": "number", "tuple": "array", "list": "array", "int": "integer", "str": "string",
+    "bool": "boolean", "any": None, "none": "null", "nonetype": "null",
+}
+
+
+def json_type(name: str) -> str | None:
+    """The JSON Schema type of a type name as written (``None`` for "any value").
+
+    Example:
+        >>> json_type("dict"), json_type("String"), json_type("any")
+        ('object', 'string', None)
+    """
+    lowered = name.lower()
+    return lowered if lowered in JSON_TYPES else TYPE_ALIASES.get(lowered, name)
+
+
+def to_json_schema(schema: Any) -> Any:
+    """``schema`` with every type alias replaced by its JSON Schema type (a copy), for validators and
+    for exporting to frameworks that expect standard JSON Schema.
+
+    Example:
+        >>> to_json_schema({"type": "dict", "properties": {"x": {"type": "float"}, "y": {"type": "any"}}})
+        {'type': 'object', 'properties': {'x': {'type': 'number'}, 'y': {}}}
+    """
+    if isinstance(schema, list):
+        return [to_json_schema(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "type":
+            names = value if isinstance(value, list) else [value]
+            mapped = [json_type(n) if isinstance(n, str) else n for n in names]
+            if None in mapped:
+                continue  # "any" among the types: no constraint
+            out["type"] = mapped if isinstance(value, list) else mapped[0]
+        elif key in ("properties", "$defs", "definitions"):
+            out[key] = {k: to_json_schema(v) for k, v in value.items()} if isinstance(value, Mapping) else value
+        elif key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf"):
+            out[key] = to_json_schema(value)
+        else:
+            out[key] = value
+    return out
 _UNSUPPORTED_KEYS = ("not", "patternProperties", "if", "then", "else", "dependentSchemas")
 
 
@@ -81,8 +128,12 @@ class Tool(BaseModel):
         return list(self.parameters.get("required", []))
 
     def fingerprint(self) -> str:
-        """A stable text identity of this tool (used for caching and deterministic masks)."""
-        return json.dumps(self.model_dump(), sort_keys=True, ensure_ascii=False)
+        """A stable text identity of this tool (used for caching and deterministic masks).
+
+        Key order counts: the prompt shows keys in the order given and the grammar pins properties
+        in declaration order, so two schemas that differ only in order are different tools here.
+        """
+        return json.dumps(self.model_dump(), ensure_ascii=False)
 
     # ------------------------------------------------------------ converters
     @classmethod
@@ -167,14 +218,15 @@ class Tool(BaseModel):
         """The OpenAI ``{"type": "function", "function": {...}}`` form."""
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": copy.deepcopy(self.parameters)},
+            "function": {"name": self.name, "description": self.description, "parameters": to_json_schema(self.parameters)},
         }
 
     def to_hammer(self) -> dict[str, Any]:
-        """The entry of Hammer's tools block, laid out as the models were trained.
+        """The entry of Hammer's tools block, as Hammer's reference prompt renders it.
 
         Properties are flattened (no ``properties``/``required`` wrapper), required parameters
-        carry ``"required": true``, and a default is kept and appended to the description.
+        carry ``"required": true``, and a default is kept and appended to the description
+        (exact rules: :func:`_hammer_properties`).
         """
         return {
             "name": self.name,
@@ -184,32 +236,32 @@ class Tool(BaseModel):
 
 
 def _hammer_properties(properties: Mapping[str, Any], required: Iterable[str]) -> dict[str, Any]:
-    required_set = set(required)
-    out: dict[str, Any] = {}
-    for pname, schema in properties.items():
-        entry = _hammer_param(schema)
-        if pname in required_set:
-            entry["required"] = True
-        out[pname] = entry
-    return out
+    """Hammer's reference tool rendering: bfcl-eval's ``HammerHandler`` (the code behind Hammer's
+    published BFCL scores), rule for rule.
 
-
-def _hammer_param(schema: Mapping[str, Any]) -> dict[str, Any]:
-    entry: dict[str, Any] = {}
-    # Hammer's training data lists "type" then "description" first.
-    ordered = sorted(schema.items(), key=lambda kv: {"type": 0, "description": 1}.get(kv[0], 2))
-    for key, value in ordered:
-        if key == "properties":
-            entry["properties"] = _hammer_properties(value, schema.get("required", []))
-        elif key == "required":
-            continue
-        else:
-            entry[key] = copy.deepcopy(value)
-    if "default" in entry:
-        description = str(entry.get("description", "")).rstrip()
-        suffix = f"default is {json.dumps(entry['default'], ensure_ascii=False)}"
-        entry["description"] = f"{description} ({suffix})" if description else suffix
-    return entry
+    Each parameter keeps its keys in the order given. A parameter that has ``properties`` is
+    replaced by that dict, its own required names marked ``"required": true``. Each top-level
+    required name is marked ``"required": true``. A ``default`` stays as a key and
+    ``default is '<value>'`` is appended to the description with no separator (``str(value)``).
+    Where the reference would fail (a default without a description, a required name that is not a
+    property) the parameter is rendered as far as the rule goes instead.
+    """
+    params: dict[str, Any] = {name: copy.deepcopy(dict(schema)) for name, schema in properties.items()}
+    for name, schema in params.items():
+        nested = schema.get("properties")
+        if isinstance(nested, Mapping):
+            inner = dict(nested)
+            for key in schema.get("required", []) or []:
+                if isinstance(inner.get(key), dict):
+                    inner[key]["required"] = True
+            params[name] = inner
+    for key in required:
+        if key in params:
+            params[key]["required"] = True
+    for entry in params.values():
+        if "default" in entry and isinstance(entry.get("description", ""), str):
+            entry["description"] = f"{entry.get('description', '')}default is '{entry['default']}'"
+    return params
 
 
 # ---------------------------------------------------------------- normalizing
@@ -219,7 +271,7 @@ def normalize_parameters(tool: str, parameters: Mapping[str, Any]) -> dict[str, 
         raise SchemaConversionError(tool, "parameters", f"expected a JSON Schema object, got {type(parameters).__name__}")
     defs = {**parameters.get("definitions", {}), **parameters.get("$defs", {})}
     schema = _normalize(tool, "parameters", dict(parameters), defs, ())
-    if schema.get("type") not in (None, "object"):
+    if schema.get("type") is not None and json_type(str(schema.get("type"))) != "object":
         raise SchemaConversionError(
             tool, "parameters.type", f"the parameters must be an object, got {schema.get('type')!r}",
             "wrap the value in an object with one property",
@@ -274,7 +326,7 @@ def _normalize(tool: str, path: str, schema: Any, defs: Mapping[str, Any], seen:
     for key in ("anyOf", "oneOf"):
         if key in schema:
             options = [_normalize(tool, f"{path}.{key}[{i}]", s, defs, seen) for i, s in enumerate(schema.pop(key))]
-            non_null = [o for o in options if o.get("type") != "null"]
+            non_null = [o for o in options if not (isinstance(o.get("type"), str) and json_type(o["type"]) == "null")]
             if len(non_null) == 1:
                 merged = {**non_null[0], **schema}
                 if len(options) > 1:
@@ -287,9 +339,10 @@ def _normalize(tool: str, path: str, schema: Any, defs: Mapping[str, Any], seen:
     stype = schema.get("type")
     types = stype if isinstance(stype, list) else [stype] if stype else []
     for t in types:
-        if t not in JSON_TYPES:
+        if not isinstance(t, str) or (t.lower() not in JSON_TYPES and t.lower() not in TYPE_ALIASES):
             raise SchemaConversionError(tool, f"{path}.type", f"unknown JSON type {t!r}",
-                                        f"use one of {sorted(JSON_TYPES)}")
+                                        f"use one of {sorted(JSON_TYPES)} (or a Python type name: "
+                                        f"{sorted(k for k in TYPE_ALIASES if k != 'nonetype')})")
     if "enum" in schema and not isinstance(schema["enum"], list):
         raise SchemaConversionError(tool, f"{path}.enum", "enum must be a list")
     if "properties" in schema:

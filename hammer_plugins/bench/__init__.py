@@ -4,8 +4,9 @@ The package imports no LangChain at import time: the runners that compare ChatHa
 ChatLlamaCpp import it inside their constructors.
 
 Example:
-    >>> from hammer_plugins.bench.bfcl import bfcl_type_to_json_schema
-    >>> bfcl_type_to_json_schema({"type": "dict", "properties": {"x": {"type": "float"}}})
+    >>> from hammer_plugins.bench.bfcl import to_openai_tool
+    >>> to_openai_tool({"name": "f", "parameters": {"type": "dict", "properties": {"x": {"type": "float"}}}}
+    ...                )["function"]["parameters"]
     {'type': 'object', 'properties': {'x': {'type': 'number'}}}
 """
 

@@ -28,6 +28,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..tools import to_json_schema
+
 CHECKER_MODEL_NAME = "MadeAgents/Hammer2.1-7b"
 """The model name passed to the checker: its BFCL config keeps dots in function names."""
 
@@ -40,10 +42,6 @@ ANSWER_KEY_DEFECTS: dict[str, str] = {
     "live_simple_112-68-0": "its own ground truth fails bfcl-eval's checker",
 }
 """Entries whose ground truth does not pass bfcl-eval's own checker (GUIDE section 6): excluded."""
-
-_TYPE_MAP = {"dict": "object", "float": "number", "tuple": "array", "list": "array", "int": "integer",
-             "str": "string", "bool": "boolean", "String": "string", "Boolean": "boolean"}
-
 
 class BfclEntry(BaseModel):
     """One BFCL question: its conversation, the functions offered, and the possible answers."""
@@ -95,46 +93,39 @@ def load_category(category: str, sample: int | None = None, seed: int = 0,
     if sample is not None and sample < len(rows):
         keep = set(random.Random(f"{seed}:{category}").sample(range(len(rows)), sample))
         rows = [row for i, row in enumerate(rows) if i in keep]
+    _offline_model_config()
+    from bfcl_eval.utils import add_language_specific_hint_to_function_doc
+
+    # What BFCL's own pipeline does to every entry before any model sees it (a language hint in
+    # each description), so our prompts are the ones Hammer's published scores were measured on.
+    rows = add_language_specific_hint_to_function_doc(rows)
     entries = [BfclEntry(id=row["id"], category=category, question=row["question"][0], functions=row["function"],
                          ground_truth=answers.get(row["id"], [])) for row in rows]
     return entries, excluded
 
 
-def bfcl_type_to_json_schema(schema: Any) -> Any:
-    """BFCL's Python-flavoured types as JSON Schema: dict→object, float→number, tuple→array, any→no type.
-
-    Example:
-        >>> bfcl_type_to_json_schema({"type": "tuple", "items": {"type": "any"}})
-        {'type': 'array', 'items': {}}
-    """
-    if isinstance(schema, list):
-        return [bfcl_type_to_json_schema(item) for item in schema]
-    if not isinstance(schema, Mapping):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "type":
-            if value == "any":
-                continue
-            out["type"] = _TYPE_MAP.get(value, value) if isinstance(value, str) else value
-        elif key == "properties" and isinstance(value, Mapping):
-            out["properties"] = {name: bfcl_type_to_json_schema(sub) for name, sub in value.items()}
-        elif key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf"):
-            out[key] = bfcl_type_to_json_schema(value)
-        else:
-            out[key] = value
-    return out
-
-
 def to_tool_spec(function: Mapping[str, Any]) -> dict[str, Any]:
-    """A BFCL function description as a bare OpenAI-style ``{name, description, parameters}``.
+    """A BFCL function description as a bare ``{name, description, parameters}`` tool, as BFCL gives it.
 
-    Names keep their dots: our grammar escapes every name literally and the prompt shows it as is.
+    BFCL's type names (``dict``, ``float``, ``tuple``, ``any``) stay: the engine reads them as their
+    JSON Schema types and its prompt shows them as written, as bfcl-eval's Hammer handler does.
+    Names keep their dots: the grammar escapes every name literally.
     """
-    parameters = bfcl_type_to_json_schema(function.get("parameters") or {"type": "object", "properties": {}})
-    parameters.setdefault("type", "object")
+    parameters = dict(function.get("parameters") or {"type": "dict", "properties": {}})
     parameters.setdefault("properties", {})
     return {"name": function["name"], "description": function.get("description", ""), "parameters": parameters}
+
+
+def to_openai_tool(function: Mapping[str, Any]) -> dict[str, Any]:
+    """A BFCL function as an OpenAI tool with standard JSON Schema types, for runtimes that expect them.
+
+    Example:
+        >>> to_openai_tool({"name": "f", "parameters": {"type": "dict", "properties": {"x": {"type": "float"}}}})
+        {'type': 'function', 'function': {'name': 'f', 'description': '', 'parameters': {'type': 'object', \
+'properties': {'x': {'type': 'number'}}}}}
+    """
+    spec = to_tool_spec(function)
+    return {"type": "function", "function": {**spec, "parameters": to_json_schema(spec["parameters"])}}
 
 
 def to_bfcl_output(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, dict[str, Any]]]:
@@ -142,14 +133,20 @@ def to_bfcl_output(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[
     return [{name: dict(arguments)} for name, arguments in calls]
 
 
-def load_checker() -> Callable[..., dict[str, Any]]:
-    """bfcl-eval's ``ast_checker``, imported offline without its vendor SDKs."""
+def _offline_model_config() -> None:
+    """Provide bfcl-eval's one heavy module (a mapping of model names that imports every vendor SDK)
+    with the single entry its checker reads, so its other modules import offline."""
     name = "bfcl_eval.constants.model_config"
     if name not in sys.modules:
         module = types.ModuleType(name)
         config = types.SimpleNamespace(model_name=CHECKER_MODEL_NAME, underscore_to_dot=False, is_fc_model=True)
         module.MODEL_CONFIG_MAPPING = {CHECKER_MODEL_NAME: config}  # type: ignore[attr-defined]
         sys.modules[name] = module
+
+
+def load_checker() -> Callable[..., dict[str, Any]]:
+    """bfcl-eval's ``ast_checker``, imported offline without its vendor SDKs."""
+    _offline_model_config()
     from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
 
     return ast_checker  # type: ignore[no-any-return]

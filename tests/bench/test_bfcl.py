@@ -10,10 +10,10 @@ from hammer_plugins.bench import CATEGORIES
 from hammer_plugins.bench.bfcl import (
     ANSWER_KEY_DEFECTS,
     BfclEntry,
-    bfcl_type_to_json_schema,
     load_category,
     score,
     to_bfcl_output,
+    to_openai_tool,
     to_tool_spec,
 )
 
@@ -26,11 +26,12 @@ def _entry(category: str = "simple_python") -> BfclEntry:
                      ground_truth=[{"geo.area": {"base": [10], "height": [5.0], "unit": ["", "units"]}}])
 
 
-def test_types_become_json_schema() -> None:
+def test_types_become_json_schema_for_other_runtimes() -> None:
     schema = {"type": "dict", "properties": {
         "a": {"type": "float"}, "b": {"type": "tuple", "items": {"type": "integer"}}, "c": {"type": "any"},
         "d": {"type": "array", "items": {"type": "dict", "properties": {"x": {"type": "float"}}}}}}
-    assert bfcl_type_to_json_schema(schema) == {"type": "object", "properties": {
+    parameters = to_openai_tool({"name": "f", "parameters": schema})["function"]["parameters"]
+    assert parameters == {"type": "object", "properties": {
         "a": {"type": "number"}, "b": {"type": "array", "items": {"type": "integer"}}, "c": {},
         "d": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "number"}}}}}}
 
@@ -40,10 +41,10 @@ def test_tool_spec_keeps_dotted_name_and_our_engine_accepts_it() -> None:
     from hammer_plugins.tools import to_tool
 
     spec = to_tool_spec(_entry().functions[0])
-    assert spec["name"] == "geo.area" and spec["parameters"]["type"] == "object"
+    assert spec["name"] == "geo.area" and spec["parameters"]["type"] == "dict"  # as BFCL writes it
     tool = to_tool(spec)
     assert tool.name == "geo.area"
-    assert "geo.area" in build_grammar([tool], "auto", True)
+    assert "geo.area" in build_grammar([tool], "auto", True).gbnf
 
 
 def test_score_uses_the_ast_checker() -> None:

@@ -29,13 +29,15 @@ def test_deterministic_and_collision_free() -> None:
     assert other.masked_tools[0].name != "get_weather"
 
 
-def test_descriptions_kept_defaults_folded() -> None:
+def test_only_names_change() -> None:
     mask = NameMask.for_tools(TOOLS)
     weather = mask.masked_tools[0]
     assert weather.description == "Weather for a city"
-    unit = [s for s in weather.properties.values() if s.get("description", "").startswith("Unit")][0]
-    assert "default" not in unit and unit["description"] == 'Unit (default is "c")'
+    assert list(weather.properties.values()) == list(TOOLS[0].properties.values())
     assert len(weather.required) == 1 and weather.required[0] != "city"
+    # The default renders as for any tool (the reference prompt's rule), under the masked name.
+    unit = weather.to_hammer()["parameters"][list(weather.properties)[1]]
+    assert unit == {"type": "string", "default": "c", "description": "Unitdefault is 'c'"}
 
 
 def test_unmask_restores_names_and_values_exactly() -> None:

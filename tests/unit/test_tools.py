@@ -37,16 +37,19 @@ def test_openai_wrapped_and_bare_give_the_same_tool() -> None:
     assert list(wrapped.properties) == ["city", "unit"]
 
 
-def test_hammer_rendering_flattens_marks_required_and_appends_default() -> None:
+def test_hammer_rendering_follows_the_reference_rules() -> None:
+    """Keys in the order given, required marked, the default kept and appended with no separator
+    (bfcl-eval's HammerHandler; tests/bench/test_prompt_parity.py checks every BFCL entry against it)."""
     rendered = Tool.from_openai(WEATHER_OPENAI).to_hammer()
     assert rendered == {
         "name": "get_weather",
         "description": "Get the weather",
         "parameters": {
             "city": {"type": "string", "description": "City name", "required": True},
-            "unit": {"type": "string", "description": 'Unit (default is "c")', "enum": ["c", "f"], "default": "c"},
+            "unit": {"type": "string", "enum": ["c", "f"], "default": "c", "description": "Unitdefault is 'c'"},
         },
     }
+    assert list(rendered["parameters"]["unit"]) == ["type", "enum", "default", "description"]
     # The tools block is plain json.dumps of the list, as in Hammer's client and BFCL's handler.
     assert json.loads(render_tools_block([Tool.from_openai(WEATHER_OPENAI)])) == [rendered]
 
@@ -94,8 +97,10 @@ def test_pydantic_nested_array_enum_optional_survive() -> None:
     assert props["note"]["type"] == "string" and props["note"]["nullable"] is True
     assert sorted(tool.required) == ["address", "name"]
     rendered = tool.to_hammer()["parameters"]
-    assert rendered["address"]["properties"]["street"]["required"] is True
+    # A nested object renders as its properties, its own required ones marked (the reference's rule).
+    assert rendered["address"]["street"] == {"type": "string", "required": True}
     assert rendered["name"]["required"] is True and "required" not in rendered["note"]
+    assert rendered["guests"]["description"] == "Number of guestsdefault is '2'"
     # Round trip: the OpenAI form converts back to the same tool.
     assert Tool.from_openai(tool.to_openai()) == tool
 
