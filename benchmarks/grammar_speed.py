@@ -1,6 +1,6 @@
 """Constrained decoding speed on llama.cpp: llama.cpp's own grammar sampler vs the llguidance mask.
 
-Both decode the same HammerBench snapshots greedily with the same GBNF grammar; the prompt is
+Both decode the same HammerBench snapshots greedily with the same grammar (GBNF and Lark notation); the prompt is
 evaluated before the clock starts, so only generation is timed. Prints milliseconds per generated
 token for each and whether the two outputs are identical.
 
@@ -49,10 +49,10 @@ def main() -> None:
                     llama.eval(tokens)  # the prompt is not what we time
                     kwargs: dict = {"max_tokens": 256, "temperature": 0.0, "stop": ["<|im_end|>", "<|endoftext|>"]}
                     if label == "llama.cpp grammar":
-                        kwargs["grammar"] = llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)
+                        kwargs["grammar"] = llama_cpp.LlamaGrammar.from_string(grammar.gbnf, verbose=False)
                     else:
                         kwargs["logits_processor"] = llama_cpp.LogitsProcessorList(
-                            [LogitsMask(backend._token_mask(grammar), len(tokens))])
+                            [LogitsMask(backend._token_mask(grammar, loop_guard=False), len(tokens))])
                     started = time.perf_counter()
                     out = llama.create_completion(tokens, **kwargs)
                     seconds = time.perf_counter() - started

@@ -29,7 +29,7 @@ from .agent_turn import after_tool_results, answered_calls, call_key, tool_round
 from .backends.base import Backend, GenerationChunk, GenerationSettings
 from .calls import InvalidToolCall, ToolCall
 from .errors import ContextWindowExceededError, HammerError, UnknownToolError
-from .grammar import build_grammar, build_json_grammar
+from .grammar import Grammar, build_grammar, build_json_grammar
 from .masking import NameMask
 from .messages import Message
 from .parsing import items_to_calls, parse_output
@@ -156,7 +156,7 @@ class ToolBinding:
     prefix: str
     prompt_format: str
 
-    def grammar(self, tool_choice: str, parallel: bool) -> str:
+    def grammar(self, tool_choice: str, parallel: bool) -> Grammar:
         shown = tool_choice
         if self.mask is not None and tool_choice not in ("auto", "required"):
             shown = next(m for m, real in self.mask.function_names.items() if real == tool_choice)
@@ -165,11 +165,11 @@ class ToolBinding:
 
 _SHARED_BACKENDS: dict[tuple[Any, ...], Backend] = {}
 _SHARED_LOCK = threading.Lock()
-_GRAMMARS: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+_GRAMMARS: OrderedDict[tuple[Any, ...], Grammar] = OrderedDict()
 _GRAMMAR_LOCK = threading.Lock()
 
 
-def _grammar_cached(tools: tuple[Tool, ...], tool_choice: str, parallel: bool) -> str:
+def _grammar_cached(tools: tuple[Tool, ...], tool_choice: str, parallel: bool) -> Grammar:
     key = (tuple(t.fingerprint() for t in tools), tool_choice, parallel)
     with _GRAMMAR_LOCK:
         if key in _GRAMMARS:
@@ -201,6 +201,8 @@ class HammerEngine:
             which the model answers from the results instead of being offered the tools again
             (``None``: no limit). See :mod:`hammer_plugins.agent_turn` for the end-of-turn rules.
         max_tokens, temperature, top_p, top_k, repeat_penalty, seed: sampling settings.
+        loop_guard: close a string value the model repeats itself in (constrained local decoding;
+            see :mod:`hammer_plugins.backends.token_mask`). On by default.
         n_ctx, n_threads, n_gpu_layers: llama.cpp settings. device, dtype: transformers settings.
         backend_kwargs: anything else for the backend constructor.
 
@@ -229,6 +231,7 @@ class HammerEngine:
         top_p: float = 1.0,
         top_k: int = 0,
         repeat_penalty: float = 1.0,
+        loop_guard: bool = True,
         seed: int | None = None,
         n_ctx: int = 8192,
         n_threads: int | None = None,
@@ -254,7 +257,8 @@ class HammerEngine:
         self.refusal_text = refusal_text
         self.max_tool_rounds = _check_rounds(max_tool_rounds)
         self.settings = GenerationSettings(max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                           top_k=top_k, repeat_penalty=repeat_penalty, seed=seed)
+                                           top_k=top_k, repeat_penalty=repeat_penalty, seed=seed,
+                                           loop_guard=loop_guard)
         self._backend_options = {"n_ctx": n_ctx, "n_threads": n_threads, "n_gpu_layers": n_gpu_layers,
                                  "device": device, "dtype": dtype, **backend_kwargs}
         self._bindings: OrderedDict[tuple[Any, ...], ToolBinding] = OrderedDict()
@@ -481,7 +485,7 @@ class HammerEngine:
         yield response
 
     def _answer_in_prose(self, plan: _Plan, base: HammerResponse, started: float, prompt: str | None = None,
-                         grammar: str | None = None) -> Generator[Any, Any, None]:
+                         grammar: Grammar | None = None) -> Generator[Any, Any, None]:
         """A tool-free pass; its prose becomes ``text`` of ``base`` (usage of both passes summed)."""
         prompt = prompt if prompt is not None else render_chat(plan.messages)
         settings = plan.settings.model_copy()
@@ -660,7 +664,7 @@ class HammerEngine:
                      settings=settings, parallel=parallel, fitted=fit)
 
     @staticmethod
-    def _json_grammar(response_format: Mapping[str, Any]) -> str:
+    def _json_grammar(response_format: Mapping[str, Any]) -> Grammar:
         kind = response_format.get("type")
         if kind == "json_object":
             return build_json_grammar(None)
@@ -743,7 +747,7 @@ class _Generate:
 
     prompt: str
     settings: GenerationSettings
-    grammar: str | None
+    grammar: Grammar | None
 
 
 _NEXT = object()  # _run asks for the next chunk of the running generation
@@ -756,7 +760,7 @@ class _Plan:
     binding: ToolBinding
     tool_choice: str
     prompt: str
-    grammar: str | None
+    grammar: Grammar | None
     settings: GenerationSettings
     parallel: bool = True
     fitted: bool = True  # max_tokens already checked against the context window

@@ -1,13 +1,35 @@
-"""Constrained decoding: a GBNF grammar of Hammer's answer, built from the bound tools.
+"""Constrained decoding: a grammar of Hammer's answer, built once from the bound tools, written in two notations.
 
-The grammar pins function names, argument names, types, enums and required fields, and still
-lets the model write its natural layout: whitespace and newlines between tokens, and an optional
-Markdown fence (```` ``` ```` or ```` ```json ````) around the list. The measurement in the
-project GUIDE (section 2) showed that forbidding the newline after ``[`` turns correct answers
-into ``[]``.
+The grammar pins function names, argument names, types, enums and required fields, and still lets
+the model write its natural layout: whitespace and newlines between tokens, and an optional
+Markdown fence (```` ``` ```` or ```` ```json ````) around the list. The measurement in the project
+GUIDE (section 2) showed that forbidding the newline after ``[`` turns correct answers into ``[]``.
 
-One grammar text serves both backends through llguidance (``backends.token_mask``), which reads
-GBNF; the text is also valid for llama.cpp's own ``LlamaGrammar`` (tested).
+**What the grammar promises.** An answer it accepts is a JSON list of calls to bound tools whose
+``arguments`` object validates against the tool's schema (the ``jsonschema`` validator is the
+oracle in ``tests/unit/test_grammar_differential.py``), with one restriction: the properties of an
+object with declared ``properties`` come in declaration order, each at most once, and no others.
+Declaration order is the order the prompt shows the model (the reference prompt keeps it), and
+pinning it is what keeps the grammar small and every step's choice narrow; optional properties may
+be skipped. Objects without ``properties`` (a Python ``dict``), arrays without ``items`` and
+parameters without a type take any JSON value of their kind. Strings are JSON strings (escapes
+included; JSON escapes only ``"``, ``\\`` and control characters), integers are written without a
+fraction or exponent, numbers are bounded (18 integer digits, 17 fraction digits) so a model cannot spin on
+digits forever, and whitespace runs are bounded (64 characters: a newline and 15 levels of
+4-space indentation).
+
+**Two notations, one source.** The rules are built once as a small expression tree and written out:
+
+* ``Grammar.lark`` for llguidance (both local backends, :mod:`hammer_plugins.backends.token_mask`),
+  with the lexemes chosen here: only JSON's atoms (strings, numbers, punctuation, literals,
+  whitespace) are lexemes, every structure is a parser rule. llguidance's own reading of GBNF
+  turns every rule whose right side is regular into ONE lexeme, so a tool whose arguments are all
+  typed became a single lexeme ``{ ... }`` while a tool with a ``dict`` parameter stayed a parser
+  rule starting with the lexeme ``{``; after ``[`` both are live, llguidance's lexer follows the
+  longer one and cannot back out of it when the other tool's name comes, so that tool was
+  uncallable whenever another tool was bound.
+* ``Grammar.gbnf`` for llama.cpp's grammar notation (llama-server's ``grammar`` field, vLLM's
+  ``structured_outputs``), whose engines have no lexer.
 
 Modes (``tool_choice``):
 
@@ -21,50 +43,215 @@ Example:
     >>> from hammer_plugins.grammar import build_grammar
     >>> tool = Tool(name="ping", parameters={"type": "object",
     ...     "properties": {"host": {"type": "string"}}, "required": ["host"]})
-    >>> print(build_grammar([tool], "required").splitlines()[0])
-    root ::= ws ( fenced | calls ) ws
+    >>> grammar = build_grammar([tool], "required")
+    >>> grammar.gbnf.splitlines()[0], grammar.lark.splitlines()[0]
+    ('root ::= ws ( fenced | calls ) ws', 'start: ws ( fenced | calls ) ws')
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
 
 from .errors import SchemaConversionError, UnknownToolError
-from .tools import Tool
+from .tools import Tool, json_type
 
-# Bounded, so a model cannot spin on whitespace forever.
-_WS = 'ws ::= [ \\t\\n]{0,24}'
-_PRIMITIVES = r"""
-string ::= "\"" char* "\""
-char ::= [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
-integer ::= "-"? ( "0" | [1-9] [0-9]{0,17} )
-number ::= integer ( "." [0-9]{1,17} )? ( [eE] [-+]? [0-9]{1,4} )?
-boolean ::= "true" | "false"
-null ::= "null"
-value ::= object | array | string | number | boolean | null
-object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"
-array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
-""".strip()
+# ------------------------------------------------------------------ expressions
 
 
-def _literal(text: str) -> str:
-    """A GBNF string literal matching ``text`` exactly."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    return f'"{escaped}"'
+@dataclass(frozen=True)
+class _Lit:
+    text: str
 
 
-def _json_literal(value: Any) -> str:
-    return _literal(json.dumps(value, ensure_ascii=False))
+@dataclass(frozen=True)
+class _Ref:
+    name: str
+
+
+@dataclass(frozen=True)
+class _Seq:
+    items: tuple[_Expr, ...]
+
+
+@dataclass(frozen=True)
+class _Alt:
+    items: tuple[_Expr, ...]
+
+
+@dataclass(frozen=True)
+class _Rep:
+    item: _Expr
+    low: int
+    high: int | None
+
+
+_Expr = Union[_Lit, _Ref, _Seq, _Alt, _Rep]  # noqa: UP007 - a runtime alias on Python 3.10
+
+
+def _seq(*items: _Expr) -> _Expr:
+    flat: list[_Expr] = []
+    for item in items:
+        flat.extend(item.items if isinstance(item, _Seq) else (item,))
+    return flat[0] if len(flat) == 1 else _Seq(tuple(flat))
+
+
+def _alt(*items: _Expr) -> _Expr:
+    unique = tuple(dict.fromkeys(items))
+    return unique[0] if len(unique) == 1 else _Alt(unique)
+
+
+def _opt(item: _Expr) -> _Expr:
+    return _Rep(item, 0, 1)
+
+
+WS = _Ref("ws")
+_STRING, _INTEGER, _NUMBER = _Ref("string"), _Ref("integer"), _Ref("number")
+_BOOLEAN, _NULL, _VALUE, _OBJECT = _Ref("boolean"), _Lit("null"), _Ref("value"), _Ref("object")
+
+
+def _lit(text: str) -> _Lit:
+    return _Lit(text)
+
+
+def _json_lit(value: Any) -> _Lit:
+    return _Lit(json.dumps(value, ensure_ascii=False))
+
+
+def _comma(item: _Expr) -> _Expr:
+    """``, item`` with optional whitespace around the comma."""
+    return _seq(WS, _lit(","), WS, item)
+
+
+def _between(*parts: _Expr) -> _Expr:
+    """``parts`` with optional whitespace between each pair."""
+    out: list[_Expr] = []
+    for index, part in enumerate(parts):
+        if index:
+            out.append(WS)
+        out.append(part)
+    return _seq(*out)
+
+
+# The atoms: JSON's values, with the bounds the module docstring states. Each notation writes them
+# its own way (lexemes in Lark); every other rule comes from the expression tree.
+_ATOM_RULES: dict[str, _Expr] = {
+    "value": _alt(_OBJECT, _Ref("array"), _STRING, _NUMBER, _BOOLEAN, _NULL),
+    "object": _seq(_lit("{"), WS, _opt(_seq(_between(_STRING, _lit(":"), _VALUE),
+                                            _Rep(_comma(_between(_STRING, _lit(":"), _VALUE)), 0, None))),
+                   WS, _lit("}")),
+    "array": _seq(_lit("["), WS, _opt(_seq(_VALUE, _Rep(_comma(_VALUE), 0, None))), WS, _lit("]")),
+    "boolean": _alt(_lit("true"), _lit("false")),
+}
+_GBNF_ATOMS = {
+    "ws": "ws ::= [ \\t\\n]{0,64}",
+    "string": 'string ::= "\\"" char* "\\""\nchar ::= [^"\\\\\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} )',
+    "integer": 'integer ::= "-"? ( "0" | [1-9] [0-9]{0,17} )',
+    "number": 'number ::= "-"? ( "0" | [1-9] [0-9]{0,17} ) ( "." [0-9]{1,17} )? ( [eE] [-+]? [0-9]{1,4} )?',
+}
+_LARK_ATOMS = {
+    "ws": "ws: WS?\nWS: /[ \\t\\n]{1,64}/",
+    "string": 'STRING: /"(\\\\(["\\\\\\/bfnrt]|u[0-9a-fA-F]{4})|[^"\\\\\\x00-\\x1F])*"/',
+    "integer": "INTEGER: /-?(0|[1-9][0-9]{0,17})/",
+    "number": "NUMBER: /-?(0|[1-9][0-9]{0,17})(\\.[0-9]{1,17})?([eE][-+]?[0-9]{1,4})?/",
+}
+_LARK_TERMINALS = {"string": "STRING", "integer": "INTEGER", "number": "NUMBER"}
+
+
+# ------------------------------------------------------------------ notations
+
+
+def _escape(text: str) -> str:
+    """The body of a string literal, escaped the way both notations read it."""
+    out: list[str] = []
+    for char in text:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif char == "\n":
+            out.append("\\n")
+        elif char == "\r":
+            out.append("\\r")
+        elif char == "\t":
+            out.append("\\t")
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\x{ord(char):02x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _write(expr: _Expr, name_of: Mapping[str, str], nested: bool = False) -> str:
+    if isinstance(expr, _Lit):
+        return f'"{_escape(expr.text)}"'
+    if isinstance(expr, _Ref):
+        return name_of.get(expr.name, expr.name)
+    if isinstance(expr, _Rep):
+        inner = _write(expr.item, name_of, nested=True)
+        suffix = {(0, 1): "?", (0, None): "*", (1, None): "+"}.get((expr.low, expr.high))
+        if suffix is None:
+            suffix = f"{{{expr.low},{'' if expr.high is None else expr.high}}}"
+        return inner + suffix
+    joiner = " " if isinstance(expr, _Seq) else " | "
+    parts = [_write(item, name_of, nested=True) for item in expr.items]
+    text = joiner.join(parts)
+    return f"( {text} )" if nested and len(parts) > 1 else text
+
+
+def _references(expr: _Expr) -> set[str]:
+    if isinstance(expr, _Ref):
+        return {expr.name}
+    if isinstance(expr, _Rep):
+        return _references(expr.item)
+    if isinstance(expr, (_Seq, _Alt)):
+        return set().union(*(_references(item) for item in expr.items))
+    return set()
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """One grammar of an answer, in the two notations constrained decoders read.
+
+    ``lark`` is for llguidance (the local backends), ``gbnf`` for llama.cpp's notation (servers).
+
+    Example:
+        >>> grammar = build_json_grammar(None)
+        >>> "start: ws object ws" in grammar.lark, "root ::= ws object ws" in grammar.gbnf
+        (True, True)
+    """
+
+    gbnf: str
+    lark: str
+
+
+def _render(rules: Mapping[str, _Expr]) -> Grammar:
+    """Both notations of ``rules`` (``root`` first), with the atoms they reach."""
+    needed: set[str] = set()
+    frontier = set().union(*(_references(e) for e in rules.values())) - set(rules)
+    while frontier:
+        name = frontier.pop()
+        needed.add(name)
+        frontier |= _references(_ATOM_RULES[name]) if name in _ATOM_RULES else set()
+        frontier -= needed
+    composite = {**rules, **{n: _ATOM_RULES[n] for n in _ATOM_RULES if n in needed}}
+    gbnf = [f"{name} ::= {_write(expr, {})}" for name, expr in composite.items()]
+    gbnf += [_GBNF_ATOMS[n] for n in _GBNF_ATOMS if n in needed]
+    lark_names = {**_LARK_TERMINALS, "root": "start"}
+    lark = [f"{lark_names.get(name, name)}: {_write(expr, lark_names)}" for name, expr in composite.items()]
+    lark += [_LARK_ATOMS[n] for n in _LARK_ATOMS if n in needed]
+    return Grammar(gbnf="\n".join(gbnf) + "\n", lark="\n".join(lark) + "\n")
+
+
+# ------------------------------------------------------------------ schemas to rules
 
 
 class _Builder:
     def __init__(self, tool: str, prefix: str) -> None:
         self.tool = tool
         self.prefix = prefix
-        self.rules: dict[str, str] = {}
+        self.rules: dict[str, _Expr] = {}
         self._counter = 0
 
     def fresh(self, hint: str) -> str:
@@ -72,82 +259,82 @@ class _Builder:
         clean = re.sub(r"[^a-zA-Z0-9]+", "-", hint).strip("-").lower() or "r"
         return f"{self.prefix}-{clean[:40]}-{self._counter}"
 
-    def add(self, name: str, body: str) -> str:
+    def add(self, name: str, body: _Expr) -> _Ref:
         self.rules[name] = body
-        return name
+        return _Ref(name)
 
-    def value(self, schema: dict[str, Any], path: str) -> str:
-        """A rule reference (or inline expression) matching values of ``schema``."""
+    def value(self, schema: Mapping[str, Any], path: str) -> _Expr:
+        """An expression matching values of ``schema``."""
         if "const" in schema:
-            return _json_literal(schema["const"])
+            return _json_lit(schema["const"])
         if "enum" in schema:
-            return "( " + " | ".join(_json_literal(v) for v in schema["enum"]) + " )"
+            return _alt(*(_json_lit(v) for v in schema["enum"]))
         for key in ("anyOf", "oneOf"):
             if key in schema:
-                options = [self.value(s, f"{path}.{key}") for s in schema[key]]
-                return "( " + " | ".join(options) + " )"
+                return _alt(*(self.value(s, f"{path}.{key}") for s in schema[key]))
         stype = schema.get("type")
-        types = stype if isinstance(stype, list) else [stype] if stype else []
+        named = stype if isinstance(stype, list) else [stype] if stype else []
+        types = [json_type(t) for t in named]
+        if None in types:  # "any" among them
+            return _VALUE
         if schema.get("nullable") and "null" not in types and types:
             types = [*types, "null"]
         if not types:
-            return "value"
+            return _VALUE
         if len(types) > 1:
-            return "( " + " | ".join(self.value({**schema, "type": t, "nullable": False}, path) for t in types) + " )"
+            return _alt(*(self.value({**schema, "type": t, "nullable": False}, path) for t in types))
         kind = types[0]
-        if kind == "string":
-            return "string"
-        if kind in ("integer", "boolean", "null"):
-            return kind
-        if kind == "number":
-            return "number"
+        if kind in ("string", "integer", "number", "boolean"):
+            return _Ref(kind)
+        if kind == "null":
+            return _NULL
         if kind == "array":
             items = schema.get("items")
-            item = self.value(items, f"{path}[]") if isinstance(items, dict) and items else "value"
+            item = self.value(items, f"{path}[]") if isinstance(items, Mapping) and items else _VALUE
             low = int(schema.get("minItems", 0))
+            more = _comma(item)
             if low > 0:
-                body = f'"[" ws {item} ( ws "," ws {item} ){{{low - 1},}} ws "]"'
+                body = _seq(_lit("["), WS, item, _Rep(more, low - 1, None), WS, _lit("]"))
             else:
-                body = f'"[" ws ( {item} ( ws "," ws {item} )* )? ws "]"'
+                body = _seq(_lit("["), WS, _opt(_seq(item, _Rep(more, 0, None))), WS, _lit("]"))
             return self.add(self.fresh(f"{path}-arr"), body)
         if kind == "object":
             if not schema.get("properties"):
-                return "object"
+                return _OBJECT
             return self.object_rule(schema, path)
         raise SchemaConversionError(self.tool, path, f"type {kind!r} has no grammar")
 
-    def object_rule(self, schema: dict[str, Any], path: str) -> str:
+    def object_rule(self, schema: Mapping[str, Any], path: str) -> _Ref:
         """Properties in declaration order; required ones present, optional ones skippable."""
         props = list(schema.get("properties", {}).items())
         required = set(schema.get("required", []))
-        kv = [f'{_literal(json.dumps(name, ensure_ascii=False))} ws ":" ws {self.value(sub, f"{path}.{name}")}'
-              for name, sub in props]
+        members = [_between(_json_lit(name), _lit(":"), self.value(sub, f"{path}.{name}")) for name, sub in props]
         base = self.fresh(f"{path}-obj")
-        # suffix(i, first): members i.. ; `first` means no comma is owed before the next member.
-        def suffix(i: int, first: bool) -> str:
+
+        def suffix(i: int, first: bool) -> _Expr | None:
+            """Members ``i..`` (``first``: no comma is owed before the next member), as a rule reference."""
             if i == len(props):
-                return ""
+                return None
             name = f"{base}-s{i}{'f' if first else 'c'}"
             if name in self.rules:
-                return name
-            self.rules[name] = ""  # reserve (no recursion occurs, but keeps names unique)
-            lead = "" if first else 'ws "," ws '
+                return _Ref(name)
+            self.rules[name] = _Seq(())  # reserved; filled below (no recursion occurs)
+            lead = [] if first else [WS, _lit(","), WS]
             rest = suffix(i + 1, False)
-            take = f"{lead}{kv[i]}" + (f" {rest}" if rest else "")
+            take = _seq(*lead, members[i], *([rest] if rest else []))
             if props[i][0] in required:
                 self.rules[name] = take
             else:
                 skip = suffix(i + 1, first)
-                self.rules[name] = f"( {take} ) | {skip}" if skip else f"( {take} )?"
-            return name
+                self.rules[name] = _alt(take, skip) if skip else _opt(take)
+            return _Ref(name)
 
         body = suffix(0, True)
-        inner = f" ws {body}" if body else ""
-        return self.add(base, f'"{{"{inner} ws "}}"')
+        return self.add(base, _seq(_lit("{"), WS, *([body, WS] if body else []), _lit("}")))
 
 
-def build_grammar(tools: Sequence[Tool], tool_choice: str = "auto", parallel: bool = True) -> str:
-    """The GBNF grammar text for an answer to ``tools`` under ``tool_choice``.
+def build_grammar(tools: Sequence[Tool], tool_choice: str = "auto", parallel: bool = True) -> Grammar:
+    """The grammar of an answer to ``tools`` under ``tool_choice``.
 
     ``tool_choice`` is ``"auto"``, ``"required"`` or the name of one tool. With ``parallel=False``
     the list holds at most one call.
@@ -155,62 +342,51 @@ def build_grammar(tools: Sequence[Tool], tool_choice: str = "auto", parallel: bo
     if not tools:
         raise ValueError("constrained decoding needs at least one tool")
     names = [t.name for t in tools]
-    if tool_choice in ("auto", "required"):
-        chosen = list(tools)
-    elif tool_choice in names:
-        chosen = [t for t in tools if t.name == tool_choice]
-    else:
+    if tool_choice not in ("auto", "required") and tool_choice not in names:
         raise UnknownToolError(
             f"tool_choice {tool_choice!r} is not among the bound tools {names}. Fix: pass one of "
             "those names, 'auto', 'required' or 'none'."
         )
-    rules: dict[str, str] = {}
-    call_rules: list[str] = []
+    rules: dict[str, _Expr] = {}
+    calls: list[_Expr] = []
     for index, tool in enumerate(tools):
+        if tool_choice not in ("auto", "required") and tool.name != tool_choice:
+            continue
         builder = _Builder(tool.name, f"t{index}")
         args = builder.object_rule(tool.parameters, "args")
+        call = builder.add(f"call-{index}", _seq(
+            _lit("{"), WS, _between(_json_lit("name"), _lit(":"), _json_lit(tool.name), _lit(","),
+                                    _json_lit("arguments"), _lit(":"), args), WS, _lit("}")))
+        calls.append(call)
         rules.update(builder.rules)
-        call = f"call-{index}"
-        rules[call] = (
-            f'"{{" ws "\\"name\\"" ws ":" ws {_literal(json.dumps(tool.name, ensure_ascii=False))} ws "," ws '
-            f'"\\"arguments\\"" ws ":" ws {args} ws "}}"'
-        )
-        if tool in chosen:
-            call_rules.append(call)
-    repeat = '( ws "," ws call )*' if parallel else ""
-    if tool_choice == "auto":
-        calls = f'"[" ws ( call {repeat} )? ws "]"'
-    else:
-        calls = f'"[" ws call {repeat} ws "]"'
-    head = [
-        "root ::= ws ( fenced | calls ) ws",
-        'fenced ::= "```" "json"? ws calls ws "```"',
-        f"calls ::= {calls}",
-        "call ::= " + " | ".join(call_rules),
-        _WS,
-    ]
-    body = [f"{name} ::= {expr}" for name, expr in rules.items()]
-    return "\n".join(head + body) + "\n" + _PRIMITIVES + "\n"
+    call_any = _Ref("call")
+    more = _Rep(_comma(call_any), 0, None) if parallel else None
+    listed = _seq(call_any, more) if more is not None else call_any
+    body = _opt(listed) if tool_choice == "auto" else listed
+    head: dict[str, _Expr] = {
+        "root": _seq(WS, _alt(_Ref("fenced"), _Ref("calls")), WS),
+        "fenced": _seq(_lit("```"), _opt(_lit("json")), WS, _Ref("calls"), WS, _lit("```")),
+        "calls": _seq(_lit("["), WS, body, WS, _lit("]")),
+        "call": _alt(*calls),
+    }
+    return _render({**head, **rules})
 
 
-def build_json_grammar(schema: dict[str, Any] | None = None, name: str = "response") -> str:
-    """A GBNF grammar for one JSON value: any object when ``schema`` is None, else values of ``schema``.
+def build_json_grammar(schema: Mapping[str, Any] | None = None, name: str = "response") -> Grammar:
+    """The grammar of one JSON value: any object when ``schema`` is None, else values of ``schema``.
 
     Used for JSON mode and JSON-schema structured output (no tools in the prompt).
 
     Example:
-        >>> print(build_json_grammar(None).splitlines()[0])
-        root ::= ws object ws
+        >>> build_json_grammar(None).gbnf.splitlines()[0]
+        'root ::= ws object ws'
     """
     from .tools import normalize_parameters
 
     if schema is None:
-        root = "object"
-        rules: dict[str, str] = {}
-    else:
-        normalized = normalize_parameters(name, schema) if schema.get("type", "object") == "object" else schema
-        builder = _Builder(name, "j")
-        root = builder.value(normalized, "root")
-        rules = builder.rules
-    lines = [f"root ::= ws {root} ws", _WS, *(f"{k} ::= {v}" for k, v in rules.items())]
-    return "\n".join(lines) + "\n" + _PRIMITIVES + "\n"
+        return _render({"root": _seq(WS, _OBJECT, WS)})
+    is_object = json_type(str(schema.get("type", "object"))) == "object"
+    normalized = normalize_parameters(name, schema) if is_object else dict(schema)
+    builder = _Builder(name, "j")
+    root = builder.value(normalized, "root")
+    return _render({"root": _seq(WS, root, WS), **builder.rules})

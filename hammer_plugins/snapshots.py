@@ -42,7 +42,7 @@ from pydantic import BaseModel, Field
 from .agent_turn import after_tool_results
 from .calls import InvalidToolCall, ToolCall
 from .engine import HammerEngine, to_message
-from .grammar import build_grammar
+from .grammar import Grammar, build_grammar
 from .messages import Message
 from .parsing import parse_output
 from .prompt import format_calls
@@ -436,11 +436,11 @@ def load_history(items: Sequence[Mapping[str, Any]]) -> list[Message]:
 
 
 # --------------------------------------------------------------------------- generation
-_RELAXED_GRAMMARS: dict[tuple[Any, ...], str] = {}
+_RELAXED_GRAMMARS: dict[tuple[Any, ...], Grammar] = {}
 _RELAXED_LOCK = threading.Lock()
 
 
-def _snapshot_grammar(tools: Sequence[Tool], relax_required: bool) -> str:
+def _snapshot_grammar(tools: Sequence[Tool], relax_required: bool) -> Grammar:
     key = (tuple(t.fingerprint() for t in tools), relax_required)
     with _RELAXED_LOCK:
         cached = _RELAXED_GRAMMARS.get(key)

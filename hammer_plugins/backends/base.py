@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..grammar import Grammar
 from ..response import Usage
 
 FinishReason = Literal["stop", "length"]
@@ -33,6 +34,8 @@ class GenerationSettings(BaseModel):
     # unrelated call at 1.1), though 1.1 stops rare loops inside free-text arguments.
     repeat_penalty: float = 1.0
     repeat_last_n: int = 64
+    # Constrained answers only: close a string value the model repeats itself in (token_mask.LoopGuard).
+    loop_guard: bool = True
     seed: int | None = None
     stop: list[str] = Field(default_factory=list)
 
@@ -48,7 +51,7 @@ class GenerationChunk:
 
 
 class Backend(ABC):
-    """A runtime that turns a prompt into streamed text, optionally under a GBNF grammar.
+    """A runtime that turns a prompt into streamed text, optionally under a grammar.
 
     Implementations load lazily (on first use, never in ``__init__``) and serialize calls that
     the underlying runtime cannot run concurrently.
@@ -83,10 +86,10 @@ class Backend(ABC):
         """Number of tokens of ``text`` as the model sees it (special tokens parsed)."""
 
     @abstractmethod
-    def _stream(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> Iterator[GenerationChunk]:
+    def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
         """Generate; called with the backend lock held."""
 
-    def stream(self, prompt: str, settings: GenerationSettings, grammar: str | None = None) -> Iterator[GenerationChunk]:
+    def stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None = None) -> Iterator[GenerationChunk]:
         """Stream the answer to ``prompt``. Calls are serialized: one generation at a time."""
         with self._lock:
             yield from self._stream(prompt, settings, grammar)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendNotInstalledError, InvalidModelFileError
+from ..grammar import Grammar
 from ..model_source import ModelSource, check_gguf, resolve_model
 from .base import Backend, GenerationChunk, GenerationSettings, Usage
 from .token_mask import LogitsMask, TokenMask, import_llguidance
@@ -126,7 +127,7 @@ class LlamaCppBackend(Backend):
         # runs too late then and prints a TypeError traceback.
         weakref.finalize(self, self._llama.close)
 
-    def _token_mask(self, grammar: str) -> TokenMask:
+    def _token_mask(self, grammar: Grammar, loop_guard: bool) -> TokenMask:
         if self._ll_tokenizer is None:
             # Reading the 152k-entry vocabulary takes about a second: once per loaded model.
             import_llguidance()
@@ -139,12 +140,12 @@ class LlamaCppBackend(Backend):
             # grammar sampler), not only the GGUF's EOS: a base-model GGUF's EOS is <|endoftext|>.
             ends = [t for t in range(llama_cpp.llama_vocab_n_tokens(vocab)) if llama_cpp.llama_vocab_is_eog(vocab, t)]
             self._ll_tokenizer = lltokenizer_from_vocab(vocab, n_vocab=n_vocab, eos_token=ends or None)
-        return TokenMask(self._ll_tokenizer, grammar)
+        return TokenMask(self._ll_tokenizer, grammar, loop_guard=loop_guard)
 
     def count_tokens(self, text: str) -> int:
         return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
-    def _stream(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> Iterator[GenerationChunk]:
+    def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
         llama = self.llama
         prompt_tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
         # llama-cpp-python re-evaluates only what differs from the previous call's tokens.
@@ -171,7 +172,7 @@ class LlamaCppBackend(Backend):
             kwargs["seed"] = settings.seed
         processor: LogitsMask | None = None
         if grammar is not None:
-            processor = LogitsMask(self._token_mask(grammar), len(prompt_tokens))
+            processor = LogitsMask(self._token_mask(grammar, settings.loop_guard), len(prompt_tokens))
             kwargs["logits_processor"] = _import_llama_cpp().LogitsProcessorList([processor])
         for chunk in llama.create_completion(prompt_tokens, **kwargs):
             if processor is not None:
@@ -200,6 +201,7 @@ class LlamaCppBackend(Backend):
                 "time_to_first_token": (first or done) - started,
                 "total": done - started,
                 "cached_prompt_tokens": float(min(cached, len(prompt_tokens) - 1)),
+                **({"loop_guard_cuts": float(processor.mask.loops_cut)} if processor is not None else {}),
             },
         )
 

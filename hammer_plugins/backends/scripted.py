@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
+from ..grammar import Grammar
 from .base import Backend, GenerationChunk, GenerationSettings, Usage
 
 
@@ -33,7 +34,7 @@ class ScriptedBackend(Backend):
         self._responder = responder
         self._context_window = context_window
         self.prompts: list[str] = []
-        self.grammars: list[str | None] = []
+        self.grammars: list[Grammar | None] = []
         self.settings: list[GenerationSettings] = []
 
     @property
@@ -51,7 +52,7 @@ class ScriptedBackend(Backend):
         # Roughly four characters a token, enough for context checks in tests.
         return max(1, len(text) // 4)
 
-    def _stream(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> Iterator[GenerationChunk]:
+    def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
         self.prompts.append(prompt)
         self.grammars.append(grammar)
         self.settings.append(settings)

@@ -62,6 +62,7 @@ from ..errors import (
     ServerTimeoutError,
     ServerUnavailableError,
 )
+from ..grammar import Grammar
 from .base import Backend, GenerationChunk, GenerationSettings, Usage
 
 if TYPE_CHECKING:
@@ -1027,26 +1028,27 @@ class OpenAICompatibleBackend(Backend):
             # names and values it must copy from the prompt. Opt in with extra_body={"repetition_penalty": x}.
         return {**body, **grammar_fields, **self.settings.extra_body}
 
-    def stream(self, prompt: str, settings: GenerationSettings, grammar: str | None = None) -> Iterator[GenerationChunk]:
+    def stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None = None) -> Iterator[GenerationChunk]:
         """Stream the answer. No lock: the server schedules concurrent requests (threads share one pool)."""
         return self._stream(prompt, settings, grammar)
 
-    def _stream(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> Iterator[GenerationChunk]:
+    def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
         return self._drive(self._generate(prompt, settings, grammar))
 
     def astream(self, prompt: str, settings: GenerationSettings,
-                grammar: str | None = None) -> AsyncIterator[GenerationChunk]:
+                grammar: Grammar | None = None) -> AsyncIterator[GenerationChunk]:
         """Native async :meth:`stream`: runs on the event loop, concurrently with other calls."""
         return self._adrive(self._generate(prompt, settings, grammar))
 
-    def _generate(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> _Core[None]:
+    def _generate(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> _Core[None]:
         """The core of :meth:`stream` and :meth:`astream`: the one-off setup if still due, then the completion."""
         if not self._loaded:
             yield _Setup(self.load)
         protocol: GrammarProtocol | None = None
         if grammar is not None:
             protocol = self._protocol if self._protocol is not None else (yield _Setup(self.resolve_grammar_protocol))
-        body = self._completion_body(prompt, settings, self._grammar_fields(protocol, grammar))
+        # Servers read llama.cpp's grammar notation (llama-server natively, vLLM through xgrammar).
+        body = self._completion_body(prompt, settings, self._grammar_fields(protocol, grammar.gbnf if grammar else None))
         yield from self._completion(body, prompt, settings)
 
     def _completion(self, body: dict[str, Any], prompt: str, settings: GenerationSettings) -> _Core[None]:

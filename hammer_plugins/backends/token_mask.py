@@ -1,17 +1,26 @@
 """Grammar-constrained decoding through llguidance: one allowed-token mask per step, for every local backend.
 
-Both local backends decode with the same GBNF text (``hammer_plugins.grammar``) through the same
-llguidance matcher, so a grammar behaves identically on llama.cpp and transformers. llguidance
+Both local backends decode with the same grammar (the Lark notation of ``hammer_plugins.grammar``,
+whose lexemes are chosen for llguidance) through the same llguidance matcher, so a grammar
+behaves identically on llama.cpp and transformers. llguidance
 rather than llama.cpp's native grammar sampler because the native sampler tests every vocabulary
 entry against the grammar at every step. Measured on this project's 2-core CPU with the default
 model (Qwen2.5's 152k-token vocabulary), 15 HammerBench snapshots: median 40.6 ms a token with
 llama.cpp's sampler, 23.7 ms with llguidance (about the speed of unconstrained decoding), identical
 greedy output on all 15 (``benchmarks/grammar_speed.py --records 3 --threads 2``).
 
+The mask also carries the **loop guard**: greedy decoding of a small model sometimes repeats
+itself inside a string value until ``max_tokens`` ("Food Name should be Apple, and it was wrong
+before. Food Name should be Apple, ..."), and the answer is lost. When the string being written
+ends with a run that repeats one unit at least three times and is at least 32 bytes long (units of
+1 to 128 bytes), only tokens that close the string (that start with ``"``) stay allowed, so the
+answer ends well-formed. Unlike a repeat penalty it touches nothing outside a looping string
+(function names repeated across parallel calls, JSON punctuation).
+
 Example:
     >>> import llguidance
     >>> tokenizer = llguidance.LLTokenizer("byte")   # one token per byte, enough for a demo
-    >>> mask = TokenMask(tokenizer, 'root ::= "ok"')
+    >>> mask = TokenMask(tokenizer, 'start: "ok"')
     >>> allowed = mask.allowed(tokenizer.vocab_size)
     >>> [i for i in range(256) if allowed[i]] == [ord("o")]
     True
@@ -26,6 +35,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import BackendNotInstalledError
+from ..grammar import Grammar
 
 
 def import_llguidance() -> Any:
@@ -42,32 +52,106 @@ def import_llguidance() -> Any:
 
 
 @lru_cache(maxsize=256)
-def _compiled(grammar: str) -> str:
-    """GBNF to llguidance's own grammar text; a tool set reuses its grammar across calls."""
+def _compiled(lark: str) -> str:
+    """Lark notation to llguidance's grammar; a tool set reuses its grammar across calls."""
     llguidance = import_llguidance()
-    return str(llguidance.grammar_from("gbnf", grammar))
+    return str(llguidance.grammar_from("lark", lark))
+
+
+_QUOTE_TOKENS: dict[int, tuple[Any, Any]] = {}
+
+
+def _quote_tokens(tokenizer: Any) -> Any:
+    """A boolean array over the vocabulary: the tokens whose text starts with ``"`` (once per tokenizer;
+    about 35 ms for Qwen2.5's 152k tokens)."""
+    cached = _QUOTE_TOKENS.get(id(tokenizer))
+    if cached is None or cached[0] is not tokenizer:
+        import numpy as np
+
+        flags = np.array([tokenizer.decode_bytes([i])[:1] == b'"' for i in range(tokenizer.vocab_size)], dtype=bool)
+        cached = _QUOTE_TOKENS[id(tokenizer)] = (tokenizer, flags)  # keeps the tokenizer, so the id stays its own
+    return cached[1]
+
+
+class LoopGuard:
+    """Tracks the JSON string being written and tells when it has fallen into a repetition loop.
+
+    Example:
+        >>> guard = LoopGuard()
+        >>> guard.feed(b'{"a": "' + b"ab" * 15)
+        >>> guard.looping
+        False
+        >>> guard.feed(b"ab")   # 32 bytes of one repeated unit
+        >>> guard.looping
+        True
+    """
+
+    MIN_RUN = 32
+    MIN_REPEATS = 3
+    MAX_UNIT = 128
+
+    def __init__(self) -> None:
+        self.in_string = False
+        self._escaped = False
+        self._content = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        """Follow the bytes the model emitted."""
+        for byte in data:
+            if not self.in_string:
+                if byte == 0x22:
+                    self.in_string, self._content = True, bytearray()
+            elif self._escaped:
+                self._escaped = False
+                self._content.append(byte)
+            elif byte == 0x5C:
+                self._escaped = True
+                self._content.append(byte)
+            elif byte == 0x22:
+                self.in_string = False
+            else:
+                self._content.append(byte)
+
+    @property
+    def looping(self) -> bool:
+        """Inside a string that ends with one unit repeated (see the module docstring for the bounds)."""
+        text = self._content
+        if not self.in_string or len(text) < self.MIN_RUN:
+            return False
+        for unit in range(1, min(self.MAX_UNIT, len(text) // self.MIN_REPEATS) + 1):
+            run = max(self.MIN_RUN, self.MIN_REPEATS * unit)
+            if run <= len(text) and text[len(text) - run + unit:] == text[len(text) - run:len(text) - unit]:
+                return True
+        return False
 
 
 class TokenMask:
-    """Follows one generation under a GBNF grammar: which tokens may come next.
+    """Follows one generation under a grammar: which tokens may come next.
 
-    ``tokenizer`` is an ``llguidance.LLTokenizer`` built once per loaded model. Feed every token
-    the model emits to :meth:`consume`; :meth:`allowed` gives a boolean array over the vocabulary.
+    ``tokenizer`` is an ``llguidance.LLTokenizer`` built once per loaded model; ``grammar`` a
+    :class:`~hammer_plugins.grammar.Grammar` or Lark text. Feed every token the model emits to
+    :meth:`consume`; :meth:`allowed` gives a boolean array over the vocabulary. ``loop_guard``
+    closes a string value the model repeats itself in (module docstring).
 
     Example:
         >>> import llguidance
-        >>> mask = TokenMask(llguidance.LLTokenizer("byte"), 'root ::= "a" | "b"')
+        >>> mask = TokenMask(llguidance.LLTokenizer("byte"), 'start: "a" | "b"')
         >>> sorted(chr(i) for i in range(256) if mask.allowed(256)[i])
         ['a', 'b']
     """
 
-    def __init__(self, tokenizer: Any, grammar: str) -> None:
+    def __init__(self, tokenizer: Any, grammar: Grammar | str, loop_guard: bool = True) -> None:
         llguidance = import_llguidance()
         self._numpy = llguidance.numpy
-        self.matcher = llguidance.LLMatcher(tokenizer, _compiled(grammar))
+        self._tokenizer = tokenizer
+        lark = grammar.lark if isinstance(grammar, Grammar) else grammar
+        # Silent: a refused token raises ValueError from consume() with the reason.
+        self.matcher = llguidance.LLMatcher(tokenizer, _compiled(lark), log_level=0)
         if self.matcher.is_error():
             raise ValueError(f"llguidance rejected the grammar: {self.matcher.get_error()}")
         self._bitmask = self._numpy.allocate_token_bitmask(1, tokenizer.vocab_size)
+        self.guard = LoopGuard() if loop_guard else None
+        self.loops_cut = 0
 
     def allowed(self, n_vocab: int) -> Any:
         """A boolean numpy array of length ``n_vocab``: True where the token keeps the grammar."""
@@ -79,6 +163,13 @@ class TokenMask:
         out = np.zeros(n_vocab, dtype=bool)
         n = min(n_vocab, bits.shape[0])
         out[:n] = bits[:n].astype(bool)
+        if self.guard is not None and self.guard.looping:
+            closing = out.copy()
+            closing[:n] &= _quote_tokens(self._tokenizer)[:n]
+            closing[n:] = False
+            if closing.any():  # never leave nothing allowed (e.g. in the middle of an escape)
+                self.loops_cut += 1
+                return closing
         return out
 
     def consume(self, tokens: Sequence[int]) -> None:
@@ -87,6 +178,8 @@ class TokenMask:
             if not self.matcher.consume_token(int(token)):
                 reason = (self.matcher.get_error() or "rejected").splitlines()[0]  # the rest is a parser state dump
                 raise ValueError(f"token {int(token)} breaks the grammar ({reason})")
+            if self.guard is not None:
+                self.guard.feed(self._tokenizer.decode_bytes([int(token)]))
 
     @property
     def accepting(self) -> bool:
@@ -109,7 +202,7 @@ class LogitsMask:
 
     Example:
         >>> import llguidance, numpy as np
-        >>> processor = LogitsMask(TokenMask(llguidance.LLTokenizer("byte"), 'root ::= "hi"'), prompt_tokens=2)
+        >>> processor = LogitsMask(TokenMask(llguidance.LLTokenizer("byte"), 'start: "hi"'), prompt_tokens=2)
         >>> scores = processor(np.array([1, 2]), np.zeros(256, dtype=np.float32))
         >>> int(np.argmax(scores)) == ord("h"), bool(np.isinf(scores[ord("i")]))
         (True, True)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendNotInstalledError, InvalidModelFileError, ModelNotFoundError
+from ..grammar import Grammar
 from ..model_source import ModelSource, cache_dir, check_gguf, resolve_model
 from .base import Backend, GenerationChunk, GenerationSettings, Usage
 from .token_mask import TokenMask, import_llguidance
@@ -187,14 +188,14 @@ class TransformersBackend(Backend):
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     # ------------------------------------------------------------- grammar
-    def _token_mask(self, grammar: str) -> TokenMask:
+    def _token_mask(self, grammar: Grammar, loop_guard: bool) -> TokenMask:
         if self._ll_tokenizer is None:
             import_llguidance()
             from llguidance.hf import from_tokenizer
 
             vocab = int(self._model.get_output_embeddings().weight.shape[0])
             self._ll_tokenizer = from_tokenizer(self._tokenizer, n_vocab=vocab)
-        return TokenMask(self._ll_tokenizer, grammar)
+        return TokenMask(self._ll_tokenizer, grammar, loop_guard=loop_guard)
 
     # ----------------------------------------------------------- generation
     def _stop_ids(self) -> set[int]:
@@ -205,12 +206,12 @@ class TransformersBackend(Backend):
                 ids.add(token_id)
         return ids
 
-    def _stream(self, prompt: str, settings: GenerationSettings, grammar: str | None) -> Iterator[GenerationChunk]:
+    def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
         torch, transformers = _imports()
         self.load()
         tokenizer, model = self._tokenizer, self._model
         prompt_ids: list[int] = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        mask = self._token_mask(grammar) if grammar is not None else None
+        mask = self._token_mask(grammar, settings.loop_guard) if grammar is not None else None
         stop_ids = self._stop_ids()
         generator = torch.Generator(device="cpu")
         if settings.seed is not None:
@@ -282,7 +283,8 @@ class TransformersBackend(Backend):
             finish_reason="stop" if finish == "stop" else "length",
             usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(generated) + (finish == "stop")),
             timings={"time_to_first_token": (first or done) - started, "total": done - started,
-                     "cached_prompt_tokens": float(common)},
+                     "cached_prompt_tokens": float(common),
+                     **({"loop_guard_cuts": float(mask.loops_cut)} if mask is not None else {})},
         )
 
     @staticmethod

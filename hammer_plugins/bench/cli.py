@@ -20,7 +20,7 @@ from typing import Any
 
 from . import CATEGORIES
 from .machine import machine_info, resolve_model
-from .runners import RUNNERS
+from .runners import EXTRA_RUNNERS, RUNNERS
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -138,7 +138,8 @@ def add_bench_parser(sub: Any) -> None:
     ):
         parser = steps.add_parser(name, help=helptext)
         _common(parser)
-        parser.add_argument("--runners", default=",".join(RUNNERS), help=f"comma-separated from {','.join(RUNNERS)}")
+        parser.add_argument("--runners", default=",".join(RUNNERS),
+                            help=f"comma-separated from {','.join(RUNNERS + EXTRA_RUNNERS)}")
         parser.add_argument("--repeats", type=int, default=5, help="speed: runs per measurement (medians)")
         parser.add_argument("--tools", type=int, default=20, help="speed: tools in the block")
         parser.set_defaults(func=func)

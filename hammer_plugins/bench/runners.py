@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from .bfcl import BfclEntry, to_bfcl_output, to_tool_spec
+from .bfcl import BfclEntry, to_bfcl_output, to_openai_tool, to_tool_spec
 
 _TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
@@ -96,12 +96,16 @@ class ChatHammerRunner:
     """
 
     def __init__(self, model_path: str, *, constrained: bool = True, mask_names: bool = False,
+                 loop_guard: bool = True, repeat_penalty: float = 1.0,
                  max_tokens: int = 256, n_ctx: int = 8192, n_threads: int | None = None) -> None:
         from langchain_hammer import ChatHammer
 
+        variant = "" if loop_guard else ", loop guard off"
+        variant += f", repeat penalty {repeat_penalty}" if repeat_penalty != 1.0 else ""
         self.name = (f"ChatHammer (constrained {'on' if constrained else 'off'}, "
-                     f"masking {'on' if mask_names else 'off'})")
+                     f"masking {'on' if mask_names else 'off'}{variant})")
         self.llm = ChatHammer(model_path=model_path, constrained=constrained, mask_names=mask_names,
+                              loop_guard=loop_guard, repeat_penalty=repeat_penalty,
                               max_tokens=max_tokens, temperature=0.0, n_ctx=n_ctx, n_threads=n_threads)
 
     def answer(self, entry: BfclEntry) -> Outcome:
@@ -131,7 +135,7 @@ class ChatLlamaCppRunner:
                                 max_tokens=max_tokens, n_ctx=n_ctx, n_threads=n_threads, verbose=False)
 
     def answer(self, entry: BfclEntry) -> Outcome:
-        bound = self.llm.bind_tools([{"type": "function", "function": to_tool_spec(f)} for f in entry.functions])
+        bound = self.llm.bind_tools([to_openai_tool(f) for f in entry.functions])
         started = time.perf_counter()
         try:
             message = bound.invoke(_messages(entry))
@@ -153,7 +157,7 @@ class LlamaCppToolsRunner:
         self.llama = llama_cpp.Llama(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, verbose=False)
 
     def answer(self, entry: BfclEntry) -> Outcome:
-        tools = [{"type": "function", "function": to_tool_spec(f)} for f in entry.functions]
+        tools = [to_openai_tool(f) for f in entry.functions]
         started = time.perf_counter()
         try:
             result = self.llama.create_chat_completion(messages=_messages(entry), tools=tools, temperature=0.0,
@@ -172,15 +176,22 @@ class LlamaCppToolsRunner:
 def make_runner(kind: str, model_path: str, *, max_tokens: int = 256, n_ctx: int = 8192,
                 n_threads: int | None = None) -> Runner:
     """A runner by its short name: ``hammer``, ``hammer-free``, ``hammer-mask``, ``hammer-free-mask``,
-    ``chatllamacpp``, ``llamacpp-tools``."""
+    ``chatllamacpp``, ``llamacpp-tools``; and for measuring the loop guard (constrained, masking off),
+    ``hammer-noguard`` (guard off) and ``hammer-penalty`` (guard off, repeat_penalty 1.1)."""
     opts: dict[str, Any] = {"max_tokens": max_tokens, "n_ctx": n_ctx, "n_threads": n_threads}
+    if kind in ("hammer-noguard", "hammer-penalty"):
+        # The loop guard's comparison points: no guard, and the old remedy (a repeat penalty of 1.1).
+        return ChatHammerRunner(model_path, loop_guard=False, repeat_penalty=1.1 if kind == "hammer-penalty" else 1.0,
+                                **opts)
     if kind.startswith("hammer"):
         return ChatHammerRunner(model_path, constrained="free" not in kind, mask_names="mask" in kind, **opts)
     if kind == "chatllamacpp":
         return ChatLlamaCppRunner(model_path, **opts)
     if kind == "llamacpp-tools":
         return LlamaCppToolsRunner(model_path, **opts)
-    raise ValueError(f"unknown runner {kind!r}; use one of {RUNNERS}")
+    raise ValueError(f"unknown runner {kind!r}; use one of {RUNNERS + EXTRA_RUNNERS}")
 
 
 RUNNERS: tuple[str, ...] = ("hammer", "hammer-free", "hammer-mask", "hammer-free-mask", "chatllamacpp", "llamacpp-tools")
+EXTRA_RUNNERS: tuple[str, ...] = ("hammer-noguard", "hammer-penalty")
+"""Runners for one measurement (the loop guard), not part of the default side-by-side set."""

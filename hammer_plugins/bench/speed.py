@@ -81,8 +81,8 @@ def isolated_overhead(tools: list[dict[str, Any]], repeats: int = 20) -> dict[st
     try:
         import llguidance
 
-        # What a new tool set costs the backends once (then cached): GBNF to llguidance's grammar.
-        result["grammar_compile_s"] = _time(lambda: llguidance.grammar_from("gbnf", grammar), max(3, repeats // 4))
+        # What a new tool set costs the backends once (then cached): the Lark notation to llguidance's grammar.
+        result["grammar_compile_s"] = _time(lambda: llguidance.grammar_from("lark", grammar.lark), max(3, repeats // 4))
     except ImportError:
         pass
     return result

@@ -110,7 +110,8 @@ class ChatHammer(BaseChatModel):
             engine ends an agent turn: after tool results, ``[]`` or a repeat of an answered call
             becomes a plain-language answer (see docs/langchain.md, LangGraph agents).
 
-    Sampling: max_tokens, temperature (0 = greedy), top_p, top_k, repeat_penalty, seed, stop.
+    Sampling: max_tokens, temperature (0 = greedy), top_p, top_k, repeat_penalty, seed, stop, loop_guard
+    (close a string argument the model repeats itself in; on by default).
     Runtime: n_ctx, n_threads, n_gpu_layers (llama.cpp); device, dtype (transformers);
     model_kwargs (anything else for the backend).
 
@@ -162,6 +163,8 @@ class ChatHammer(BaseChatModel):
     """Top-k sampling (0: off)."""
     repeat_penalty: float = _DEFAULTS.repeat_penalty
     """Penalty on repeated tokens (llama.cpp; 1.0: off)."""
+    loop_guard: bool = _DEFAULTS.loop_guard
+    """Close a string argument the model repeats itself in (constrained decoding on a local backend)."""
     seed: int | None = _DEFAULTS.seed
     """Sampling seed (matters only when temperature > 0)."""
     stop: list[str] | None = None
@@ -210,7 +213,7 @@ class ChatHammer(BaseChatModel):
                 "on_refusal": self.on_refusal, "max_tool_rounds": self.max_tool_rounds,
                 "max_tokens": self.max_tokens, "temperature": self.temperature,
                 "top_p": self.top_p, "top_k": self.top_k, "repeat_penalty": self.repeat_penalty, "seed": self.seed,
-                "n_ctx": self.n_ctx}
+                "loop_guard": self.loop_guard, "n_ctx": self.n_ctx}
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         params = LangSmithParams(
@@ -253,7 +256,7 @@ class ChatHammer(BaseChatModel):
             "on_refusal": self.on_refusal, "refusal_text": self.refusal_text,
             "max_tool_rounds": self.max_tool_rounds, "max_tokens": self.max_tokens,
             "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
-            "repeat_penalty": self.repeat_penalty, "seed": self.seed, "n_ctx": self.n_ctx,
+            "repeat_penalty": self.repeat_penalty, "seed": self.seed, "loop_guard": self.loop_guard, "n_ctx": self.n_ctx,
             "n_threads": self.n_threads, "n_gpu_layers": self.n_gpu_layers, "device": self.device,
             "dtype": self.dtype, **self.model_kwargs,
         }

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import llguidance
 import pytest
+from grammar_oracles import lark_accepts
 
 from hammer_plugins import HammerEngine, ToolCall
 from hammer_plugins.backends.scripted import ScriptedBackend
@@ -49,12 +49,7 @@ def tools_block(prompt: str) -> list[dict[str, Any]]:
     return list(json.loads(prompt[start:prompt.index("\n[END OF AVAILABLE TOOLS]")]))
 
 
-def accepts(tokenizer: Any, grammar: str, text: str) -> bool:
-    matcher = llguidance.LLMatcher(tokenizer, llguidance.grammar_from("gbnf", grammar))
-    for token in tokenizer.tokenize_str(text):
-        if not matcher.consume_token(token) or matcher.is_error():
-            return False
-    return matcher.is_accepting()
+accepts = lark_accepts
 
 
 def test_prompts_follow_the_authors_layout_and_tools(hb_data: Path) -> None:

@@ -523,7 +523,7 @@ def test_structured_output_by_json_uses_a_json_grammar_without_tools(method: str
     assert "AVAILABLE TOOLS" not in backend.prompts[-1]
     grammar = backend.grammars[-1]
     assert grammar is not None
-    assert ("age" in grammar) is (method == "json_schema")  # json_mode: any object; json_schema: this one
+    assert ("age" in grammar.gbnf) is (method == "json_schema")  # json_mode: any object; json_schema: this one
 
 
 def test_structured_output_include_raw_keeps_the_parsing_error() -> None:

@@ -423,7 +423,7 @@ def test_response_format_gives_constrained_json() -> None:
     response = llm.chat([ChatMessage(role="user", content="Alice is 31")],
                         response_format={"type": "json_schema", "schema": schema})
     assert Person.model_validate_json(response.message.content) == Person(name="Alice", age=31)
-    assert backend.grammars[-1] is not None and re.search(r'"\\"age\\""', backend.grammars[-1])
+    assert backend.grammars[-1] is not None and re.search(r'"\\"age\\""', backend.grammars[-1].gbnf)
 
 
 # ----------------------------------------------------------------------- agents

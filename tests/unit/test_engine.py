@@ -59,7 +59,7 @@ def test_call_with_grammar_and_usage() -> None:
     assert out.kind == "tool_calls" and out.finish_reason == "tool_calls"
     assert out.tool_calls[0].name == "get_weather" and out.tool_calls[0].arguments == {"city": "Paris"}
     assert out.usage.prompt_tokens > 0 and out.usage.completion_tokens > 0
-    assert backend.grammars[0] is not None and '"\\"get_weather\\""' in backend.grammars[0]
+    assert backend.grammars[0] is not None and '"\\"get_weather\\""' in backend.grammars[0].gbnf
     assert "[BEGIN OF AVAILABLE TOOLS]" in backend.prompts[0]
 
 
@@ -71,8 +71,8 @@ def test_forced_and_required_grammars_differ_and_constrained_off_has_none() -> N
     engine.generate(USER, tools=TOOLS, constrained=False)
     auto, required, forced, off = backend.grammars
     assert auto and required and forced and off is None
-    assert "call ::= call-0 | call-1" in auto and "call ::= call-1" in forced
-    assert '( call ( ws "," ws call )* )?' in auto and '( call ( ws "," ws call )* )?' not in required
+    assert "call ::= call-0 | call-1" in auto.gbnf and "call ::= call-1" in forced.gbnf
+    assert '( call ( ws "," ws call )* )?' in auto.gbnf and '( call ( ws "," ws call )* )?' not in required.gbnf
 
 
 def test_none_renders_a_plain_chat_without_grammar() -> None:
@@ -132,7 +132,7 @@ def test_masking_forced_tool_pins_the_masked_name() -> None:
     engine, backend = engine_with("[]", mask_names=True)
     engine.generate(USER, tools=TOOLS, tool_choice="send_email")
     masked_email = engine.bind(TOOLS).prompt_tools[1].name
-    assert f'"\\"{masked_email}\\""' in backend.grammars[0]
+    assert f'"\\"{masked_email}\\""' in backend.grammars[0].gbnf
 
 
 def test_binding_is_cached() -> None:
@@ -242,9 +242,9 @@ def test_response_format_json_schema_uses_a_json_grammar_and_no_tools() -> None:
               "required": ["name", "age"]}
     out = engine.generate(USER, tools=TOOLS, response_format={"type": "json_schema", "schema": schema})
     assert out.kind == "text" and json.loads(out.text) == {"name": "Ada", "age": 36}
-    assert backend.grammars[0].startswith("root ::= ws j-root") and "[BEGIN OF AVAILABLE" not in backend.prompts[0]
+    assert backend.grammars[0].gbnf.startswith("root ::= ws j-root") and "[BEGIN OF AVAILABLE" not in backend.prompts[0]
     engine.generate(USER, response_format={"type": "json_object"})
-    assert backend.grammars[1].startswith("root ::= ws object ws")
+    assert backend.grammars[1].gbnf.startswith("root ::= ws object ws")
 
 
 def test_stream_announces_each_call_as_it_completes_with_final_ids() -> None:

@@ -1,4 +1,5 @@
-"""The GBNF grammar: valid for llama.cpp and llguidance, and it accepts exactly what it should.
+"""The grammar: its GBNF notation is valid for llama.cpp, its Lark notation for llguidance, and it accepts
+exactly what it should (hand-picked cases; tests/unit/test_grammar_differential.py generates them).
 
 Acceptance is checked with llguidance's matcher over the real Qwen2.5 vocabulary (token by token,
 as during decoding), so a layout the model naturally writes is proven reachable.
@@ -8,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import llguidance
 import pytest
+from grammar_oracles import lark_accepts
 
 from hammer_plugins import Tool, UnknownToolError
 from hammer_plugins.grammar import build_grammar
@@ -31,20 +32,14 @@ EMAIL = Tool(name="send_email", parameters={
 TOOLS = [WEATHER, EMAIL]
 
 
-def accepts(tokenizer: Any, grammar: str, text: str) -> bool:
-    matcher = llguidance.LLMatcher(tokenizer, llguidance.grammar_from("gbnf", grammar))
-    assert not matcher.is_error(), matcher.get_error()
-    for token in tokenizer.tokenize_str(text):
-        if not matcher.consume_token(token) or matcher.is_error():
-            return False
-    return matcher.is_accepting()
+accepts = lark_accepts
 
 
 @pytest.mark.parametrize("choice", ["auto", "required", "get_weather", "send_email"])
 def test_llama_cpp_compiles_every_mode(choice: str) -> None:
     import llama_cpp
 
-    grammar = llama_cpp.LlamaGrammar.from_string(build_grammar(TOOLS, choice), verbose=False)
+    grammar = llama_cpp.LlamaGrammar.from_string(build_grammar(TOOLS, choice).gbnf, verbose=False)
     assert grammar is not None
 
 
@@ -117,3 +112,21 @@ def test_json_grammar_follows_the_schema(qwen_lltokenizer: Any) -> None:
     assert accepts(qwen_lltokenizer, grammar, '{\n  "name": "Ada",\n  "age": 36\n}')
     assert not accepts(qwen_lltokenizer, grammar, '{"age": 36}')
     assert accepts(qwen_lltokenizer, build_json_grammar(None), '{"anything": [1, {"x": null}]}')
+
+
+def test_key_order_makes_a_different_tool(qwen_lltokenizer: Any) -> None:
+    """The grammar pins declaration order, so a cached grammar must never serve a reordered schema."""
+    from hammer_plugins import HammerEngine
+    from hammer_plugins.backends.scripted import ScriptedBackend
+
+    a = {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
+                                     "required": ["x", "y"]}}
+    b = {"name": "f", "parameters": {"type": "object", "properties": {"y": {"type": "string"}, "x": {"type": "string"}},
+                                     "required": ["x", "y"]}}
+    engine = HammerEngine(backend=ScriptedBackend([]))
+    first, second = engine.bind([a]), engine.bind([b])
+    assert first.grammar("auto", True) != second.grammar("auto", True)
+    assert '"y"' in second.prefix.split('"x"')[0]  # the prompt shows b's order
+    text = '[{"name": "f", "arguments": {"y": "1", "x": "2"}}]'
+    assert accepts(qwen_lltokenizer, second.grammar("auto", True), text)
+    assert not accepts(qwen_lltokenizer, first.grammar("auto", True), text)

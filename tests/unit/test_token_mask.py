@@ -6,17 +6,18 @@ import llguidance
 import numpy as np
 import pytest
 
-from hammer_plugins.backends.token_mask import LogitsMask, TokenMask
+from hammer_plugins.backends.token_mask import LogitsMask, LoopGuard, TokenMask
 
 BYTES = llguidance.LLTokenizer("byte")
 
 
 def allowed_chars(mask: TokenMask) -> list[str]:
-    return [chr(i) for i in range(256) if mask.allowed(BYTES.vocab_size)[i]]
+    allowed = mask.allowed(BYTES.vocab_size)
+    return [chr(i) for i in range(256) if allowed[i]]
 
 
 def test_mask_follows_the_grammar_token_by_token() -> None:
-    mask = TokenMask(BYTES, 'root ::= "[" ("a" | "b") "]"')
+    mask = TokenMask(BYTES, 'start: "[" ("a" | "b") "]"')
     assert allowed_chars(mask) == ["["]
     mask.consume([ord("[")])
     assert allowed_chars(mask) == ["a", "b"]
@@ -25,18 +26,18 @@ def test_mask_follows_the_grammar_token_by_token() -> None:
 
 
 def test_a_forbidden_token_raises_instead_of_being_skipped() -> None:
-    mask = TokenMask(BYTES, 'root ::= "ok"')
+    mask = TokenMask(BYTES, 'start: "ok"')
     with pytest.raises(ValueError, match="breaks the grammar"):
         mask.consume([ord("x")])
 
 
 def test_an_unparsable_grammar_is_an_error_naming_llguidance() -> None:
     with pytest.raises(Exception, match="(?i)grammar|parse|expected"):
-        TokenMask(BYTES, "root ::= (")
+        TokenMask(BYTES, "start: (")
 
 
 def test_logits_mask_consumes_only_what_follows_the_prompt() -> None:
-    processor = LogitsMask(TokenMask(BYTES, 'root ::= "hi"'), prompt_tokens=3)
+    processor = LogitsMask(TokenMask(BYTES, 'start: "hi"'), prompt_tokens=3)
     scores = processor(np.array([7, 8, 9]), np.zeros(BYTES.vocab_size, dtype=np.float32))
     assert int(np.argmax(scores)) == ord("h") and np.isinf(scores[ord("i")])
     scores = processor(np.array([7, 8, 9, ord("h")]), np.zeros(BYTES.vocab_size, dtype=np.float32))
@@ -46,8 +47,53 @@ def test_logits_mask_consumes_only_what_follows_the_prompt() -> None:
 
 def test_logits_mask_keeps_a_failure_for_the_backend_and_allows_nothing() -> None:
     # Inside llama-cpp-python's C callback an exception would only be printed; the processor keeps it.
-    processor = LogitsMask(TokenMask(BYTES, 'root ::= "hi"'), prompt_tokens=0)
+    processor = LogitsMask(TokenMask(BYTES, 'start: "hi"'), prompt_tokens=0)
     scores = processor(np.array([ord("x")]), np.zeros(BYTES.vocab_size, dtype=np.float32))
     assert np.all(np.isinf(scores))
     with pytest.raises(RuntimeError, match="constrained decoding failed"):
         processor.check()
+
+
+def feed_text(mask: TokenMask, text: str) -> None:
+    mask.consume(list(text.encode()))
+
+
+GUARDED = 'start: "{\\"a\\": " STRING "}"\nSTRING: /"[^"]*"/'
+
+
+def test_loop_guard_closes_a_string_that_repeats_a_unit() -> None:
+    mask = TokenMask(BYTES, GUARDED)
+    feed_text(mask, '{"a": "' + "wrong before. " * 2)
+    assert len(allowed_chars(mask)) > 100  # 28 bytes of a unit: not yet a loop
+    feed_text(mask, "wrong before. ")  # three repeats, 42 bytes
+    assert allowed_chars(mask) == ['"'] and mask.loops_cut == 1
+    feed_text(mask, '"}')
+    assert mask.accepting
+
+
+@pytest.mark.parametrize("text", [
+    "1234567890" * 3,  # 30 bytes: under the 32-byte floor
+    "The quick brown fox jumps over the lazy dog, then naps. " * 2,  # two repeats of a long unit
+    "aaaa bbbb cccc dddd eeee ffff gggg hhhh iiii",  # varied
+])
+def test_loop_guard_leaves_ordinary_strings_alone(text: str) -> None:
+    mask = TokenMask(BYTES, GUARDED)
+    feed_text(mask, '{"a": "' + text)
+    assert len(allowed_chars(mask)) > 100 and mask.loops_cut == 0
+
+
+def test_loop_guard_is_off_when_asked_and_outside_strings() -> None:
+    off = TokenMask(BYTES, GUARDED, loop_guard=False)
+    feed_text(off, '{"a": "' + "ab" * 40)
+    assert len(allowed_chars(off)) > 100
+    repeated_structure = TokenMask(BYTES, 'start: "[" ("1," )* "1]"')
+    feed_text(repeated_structure, "[" + "1," * 40)  # repetition outside any string is never cut
+    assert allowed_chars(repeated_structure) == ["1"]
+
+
+def test_loop_guard_follows_escapes() -> None:
+    guard = LoopGuard()
+    guard.feed(b'{"a": "say \\"' + b"ha" * 16)
+    assert guard.in_string and guard.looping
+    guard.feed(b'"')
+    assert not guard.in_string and not guard.looping

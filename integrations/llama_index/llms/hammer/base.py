@@ -78,7 +78,7 @@ _ROLES = {
 }
 _ENGINE_FIELDS = (
     "model_path", "model", "backend", "prompt_format", "constrained", "mask_names", "on_refusal", "refusal_text",
-    "max_tool_rounds", "max_tokens", "temperature", "top_p", "top_k", "repeat_penalty", "seed", "n_ctx",
+    "max_tool_rounds", "max_tokens", "temperature", "top_p", "top_k", "repeat_penalty", "loop_guard", "seed", "n_ctx",
     "n_threads", "n_gpu_layers", "device", "dtype", "backend_kwargs",
 )
 # The engine's sampling defaults, so a field left unset never overrides them with a copy.
@@ -136,6 +136,8 @@ class HammerLLM(FunctionCallingLLM):
     top_p: float = Field(default=_DEFAULTS.top_p, gt=0.0, le=1.0)
     top_k: int = Field(default=_DEFAULTS.top_k, ge=0, description="0 disables top-k.")
     repeat_penalty: float = Field(default=_DEFAULTS.repeat_penalty, gt=0.0)
+    loop_guard: bool = Field(default=_DEFAULTS.loop_guard,
+                             description="Close a string argument the model repeats itself in (constrained, local).")
     seed: int | None = Field(default=_DEFAULTS.seed, description="Sampling seed (only matters when temperature > 0).")
     n_ctx: int = Field(default=8192, gt=0, description="Context window in tokens.")
     n_threads: int | None = Field(default=None, description="CPU threads for llama.cpp (None: its own choice).")

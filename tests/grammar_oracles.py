@@ -1,0 +1,67 @@
+"""Two independent engines that say whether a grammar accepts a text, token by token over a real vocabulary.
+
+* :func:`lark_accepts`: llguidance on the grammar's Lark notation (what both local backends decode with);
+* :class:`LlamaCppGrammar`: llama.cpp's own grammar sampler (no lexer) on the GBNF notation (what the
+  servers receive), driven through its C API one candidate token at a time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import llguidance
+
+from hammer_plugins.grammar import Grammar
+
+
+def lark_accepts(tokenizer: Any, grammar: Grammar | str, text: str) -> bool:
+    """Whether llguidance accepts ``text`` (as the model's vocabulary tokenizes it) as a complete answer."""
+    lark = grammar.lark if isinstance(grammar, Grammar) else grammar
+    matcher = llguidance.LLMatcher(tokenizer, llguidance.grammar_from("lark", lark), log_level=0)
+    assert not matcher.is_error(), matcher.get_error()
+    for token in tokenizer.tokenize_str(text):
+        if not matcher.consume_token(token) or matcher.is_error():
+            return False
+    return bool(matcher.is_accepting())
+
+
+class LlamaCppGrammar:
+    """llama.cpp's grammar sampler as an acceptance oracle for GBNF text.
+
+    Each token is offered alone to the sampler's ``apply`` (a rejected token gets ``-inf``) and
+    accepted only when allowed (llama.cpp aborts on accepting a forbidden token); the text is
+    complete when an end-of-generation token is allowed after it.
+    """
+
+    def __init__(self, model_path: str) -> None:
+        import llama_cpp
+
+        self.llama_cpp = llama_cpp
+        self.model = llama_cpp.Llama(model_path=model_path, vocab_only=True, verbose=False)
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model.model)
+        self.end = next(t for t in range(llama_cpp.llama_vocab_n_tokens(self.vocab))
+                        if llama_cpp.llama_vocab_is_eog(self.vocab, t))
+
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.model.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def _allowed(self, sampler: Any, token: int) -> bool:
+        llama_cpp = self.llama_cpp
+        data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(id=token, logit=0.0, p=0.0))
+        array = llama_cpp.llama_token_data_array(data=data, size=1, selected=-1, sorted=False)
+        llama_cpp.llama_sampler_apply(sampler, ctypes.byref(array))
+        return bool(data[0].logit > float("-inf"))
+
+    def accepts(self, gbnf: str, text: str) -> bool:
+        llama_cpp = self.llama_cpp
+        sampler = llama_cpp.llama_sampler_init_grammar(self.vocab, gbnf.encode("utf-8"), b"root")
+        assert sampler, "llama.cpp could not parse the grammar"
+        try:
+            for token in self.tokenize(text):
+                if not self._allowed(sampler, token):
+                    return False
+                llama_cpp.llama_sampler_accept(sampler, token)
+            return self._allowed(sampler, self.end)
+        finally:
+            llama_cpp.llama_sampler_free(sampler)
