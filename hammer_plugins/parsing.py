@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -108,7 +109,9 @@ def _loads(fragment: str) -> tuple[bool, Any]:
     except (ValueError, RecursionError):
         pass
     try:
-        return True, ast.literal_eval(fragment)
+        with warnings.catch_warnings():  # Python's parser warns about odd literals in model output
+            warnings.simplefilter("ignore")
+            return True, ast.literal_eval(fragment)
     except Exception:
         return False, None
 
@@ -124,8 +127,11 @@ def _json_candidates(text: str) -> Iterator[tuple[Any, int, int]]:
             yield value, match.start(), match.end()
     decoder = json.JSONDecoder()
     tried = 0
+    # A value inside a call the answer never finished (cut by max_tokens) is not the answer: the
+    # "[]" in '[{"name": "f", "arguments": {"x": []' is an argument, not a refusal.
+    cut_call = next((p for p in _unclosed_brackets(text) if _looks_like_call(text[p:])), len(text))
     for match in re.finditer(r"[\[{]", text):
-        if tried >= _MAX_SCAN:
+        if tried >= _MAX_SCAN or match.start() > cut_call:
             break
         tried += 1
         try:
@@ -133,6 +139,27 @@ def _json_candidates(text: str) -> Iterator[tuple[Any, int, int]]:
         except (ValueError, RecursionError):
             continue
         yield value, match.start(), end
+
+
+def _unclosed_brackets(text: str) -> list[int]:
+    """Positions of the ``[`` and ``{`` (outside JSON strings) that are never closed, in order."""
+    stack: list[int] = []
+    in_string = escaped = False
+    for index, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            stack.append(index)
+        elif char in "]}" and stack and text[stack[-1]] == {"]": "[", "}": "{"}[char]:
+            stack.pop()
+    return stack
 
 
 def _call_items(value: Any) -> list[Any] | None:

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hammer_plugins import parse_output
+from hammer_plugins.parsing import ParsedOutput
 
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 
@@ -79,23 +80,61 @@ def test_mixed_valid_and_invalid() -> None:
     assert len(out.tool_calls) == 1 and len(out.invalid_tool_calls) == 1
 
 
+def consistent(out: ParsedOutput, text: str) -> None:
+    """What every parse result must satisfy: the kind agrees with what was found, and nothing is lost."""
+    assert out.raw == text
+    assert (out.kind == "tool_calls") == bool(out.tool_calls)
+    if out.kind == "invalid":
+        assert out.invalid_tool_calls
+    if out.kind in ("refusal", "text"):
+        assert not out.invalid_tool_calls
+    for bad in out.invalid_tool_calls:
+        assert bad.reason and bad.raw
+    assert len({c.id for c in out.tool_calls + out.invalid_tool_calls}) == len(out.tool_calls) + len(out.invalid_tool_calls)
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.text())
-def test_fuzz_any_text_never_raises(text: str) -> None:
-    out = parse_output(text)
-    assert out.kind in ("tool_calls", "refusal", "text", "invalid")
+def test_fuzz_any_text_gives_a_consistent_result(text: str) -> None:
+    consistent(parse_output(text), text)
 
 
-_json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+_name = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.]{0,15}", fullmatch=True)
+_json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20)
 _json = st.recursive(_json_leaf, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
                      max_leaves=20)
+_calls = st.lists(st.fixed_dictionaries({"name": _name, "arguments": st.dictionaries(st.text(max_size=8), _json, max_size=4)}),
+                  max_size=4)
+_prose = st.sampled_from(["", "Sure!\n", "Here you go:\n", "I will call the tool.\n"])
+
+
+def _layout(calls: list[dict[str, object]], style: int) -> str:
+    import json
+
+    body = json.dumps(calls, ensure_ascii=style % 2 == 0, indent=4 if style in (1, 3) else None)
+    return body if style < 2 else ("```\n" if style == 2 else "```json\n") + body + "\n```"
 
 
 @settings(max_examples=300, deadline=None)
-@given(_json, st.text(max_size=30), st.integers(min_value=0, max_value=200))
-def test_fuzz_json_like_and_cut_outputs_never_raise(value: object, prose: str, cut: int) -> None:
-    import json
+@given(_calls, st.integers(0, 3), _prose)
+def test_fuzz_every_layout_of_a_call_list_parses_back_to_it(calls: list[dict[str, object]], style: int, prose: str) -> None:
+    text = prose + _layout(calls, style)
+    out = parse_output(text)
+    consistent(out, text)
+    if calls:
+        assert out.kind == "tool_calls"
+        assert [{"name": c.name, "arguments": c.arguments} for c in out.tool_calls] == calls
+    else:
+        assert out.kind == "refusal"
 
-    text = prose + json.dumps([{"name": "f", "arguments": value}]) + prose
-    for candidate in (text, text[:cut], "```json\n" + text[:cut], "[" * cut):
-        assert parse_output(candidate).kind in ("tool_calls", "refusal", "text", "invalid")
+
+@settings(max_examples=300, deadline=None)
+@given(_calls.filter(bool), st.integers(0, 3), st.data())
+def test_fuzz_a_cut_answer_never_invents_a_call(calls: list[dict[str, object]], style: int, data: st.DataObject) -> None:
+    text = _layout(calls, style)
+    cut = text[: data.draw(st.integers(0, len(text) - 1))]
+    out = parse_output(cut)
+    consistent(out, cut)
+    found = [{"name": c.name, "arguments": c.arguments} for c in out.tool_calls]
+    assert found == calls[: len(found)]  # only calls that were complete before the cut, in order
+    assert out.kind != "refusal" or cut.strip(" `json\n") in ("[", "[]")
