@@ -2,13 +2,18 @@
 
 After a tool result, Hammer answers ``[]`` when it needs no more calls, and its own client then
 asks the model for a plain-language answer. Every agent loop (LangGraph's, LlamaIndex's
-FunctionAgent, ``hammer chat``) needs the same rules, so they live here, used by the engine:
+FunctionAgent and AgentWorkflow, LangChain's ``create_agent``) needs the same rules, so they live
+here, used by the engine:
 
 * ``[]`` after tool results means "done": the answer comes from a tool-free pass, not a refusal;
 * a call that repeats one already answered in this turn (same name and arguments, its result in
   the conversation) is dropped; when nothing else remains, the turn ends with the answer;
 * after ``max_tool_rounds`` rounds of calls since the last user message, the model answers
-  without being offered the tools again.
+  without being offered the tools again; under ``tool_choice="required"`` (an agent that must end
+  by calling a tool, such as LangChain's ``ToolStrategy``) it must call a tool it has not called yet
+  in this turn;
+* rounds are counted per agent: only calls to the tools the model is offered now count, and never
+  a hand-off (:func:`is_handoff`), so the agent handed to gets its own rounds.
 
 Measured on the stand-in default model: after a result it never writes ``[]``; it re-issues the
 call it has just seen answered, or chains new calls on the result, so an agent without these
@@ -29,7 +34,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from .calls import ToolCall
 from .messages import Message
@@ -45,9 +50,32 @@ def _this_turn(messages: Sequence[Message]) -> Sequence[Message]:
     return messages[start:]
 
 
-def tool_rounds(messages: Sequence[Message]) -> int:
-    """Rounds of tool calls since the last user message (assistant messages that made calls)."""
-    return sum(1 for m in _this_turn(messages) if m.role == "assistant" and m.tool_calls)
+HANDOFF_PREFIXES = ("transfer_to_", "transfer_back_to_")
+"""Names of the hand-off tools of LangGraph's supervisor and swarm (and the OpenAI Agents SDK)."""
+
+
+def is_handoff(name: str) -> bool:
+    """Whether a tool hands the conversation to another agent (LlamaIndex's ``handoff``, LangGraph's
+    ``transfer_to_<agent>``): such a call is the previous agent's last act, not a round of work."""
+    return name == "handoff" or name.startswith(HANDOFF_PREFIXES)
+
+
+def tool_rounds(messages: Sequence[Message], tool_names: Collection[str] | None = None) -> int:
+    """Rounds of tool calls since the last user message made by the agent that holds ``tool_names``.
+
+    A round is an assistant message with at least one call to one of ``tool_names`` (any tool when
+    None) that is not a hand-off: in a multi-agent conversation the calls of the agent that handed
+    over (to tools the current agent does not have) and the hand-off itself are not this agent's.
+    """
+    def counts(call: ToolCall) -> bool:
+        return not is_handoff(call.name) and (tool_names is None or call.name in tool_names)
+
+    return sum(1 for m in _this_turn(messages) if m.role == "assistant" and any(counts(c) for c in m.tool_calls))
+
+
+def called_tools(messages: Sequence[Message]) -> frozenset[str]:
+    """Names of the tools called since the last user message."""
+    return frozenset(c.name for m in _this_turn(messages) if m.role == "assistant" for c in m.tool_calls)
 
 
 def answered_calls(messages: Sequence[Message]) -> frozenset[str]:

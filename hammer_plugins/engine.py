@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .agent_turn import after_tool_results, answered_calls, call_key, tool_rounds
+from .agent_turn import after_tool_results, answered_calls, call_key, called_tools, tool_rounds
 from .backends.base import Backend, GenerationChunk, GenerationSettings
 from .calls import InvalidToolCall, ToolCall
 from .errors import ContextWindowExceededError, HammerError, UnknownToolError
@@ -33,7 +33,7 @@ from .grammar import Grammar, build_grammar, build_json_grammar
 from .masking import NameMask
 from .messages import Message
 from .parsing import items_to_calls, parse_output
-from .prompt import PROMPT_FORMATS, PromptFormat, render_chat, render_prefix, render_prompt
+from .prompt import PROMPT_FORMATS, PromptFormat, describe_answer, render_chat, render_prefix, render_prompt
 from .response import HammerResponse, Usage
 from .streaming import CallScanner
 from .tools import Tool, to_tools
@@ -156,11 +156,15 @@ class ToolBinding:
     prefix: str
     prompt_format: str
 
-    def grammar(self, tool_choice: str, parallel: bool) -> Grammar:
+    def grammar(self, tool_choice: str, parallel: bool, only: frozenset[str] = frozenset()) -> Grammar:
+        """The grammar for ``tool_choice``; ``only`` (real names) narrows the callable tools when not empty."""
         shown = tool_choice
         if self.mask is not None and tool_choice not in ("auto", "required"):
             shown = next(m for m, real in self.mask.function_names.items() if real == tool_choice)
-        return _grammar_cached(self.prompt_tools, shown, parallel)
+        tools = self.prompt_tools
+        if only:
+            tools = tuple(p for p, t in zip(self.prompt_tools, self.tools, strict=True) if t.name in only)
+        return _grammar_cached(tools, shown, parallel)
 
 
 _SHARED_BACKENDS: dict[tuple[Any, ...], Backend] = {}
@@ -351,10 +355,38 @@ class HammerEngine:
         return binding
 
     def render(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
-               tool_choice: Any = "auto", mask_names: bool | None = None) -> str:
-        """The exact prompt text the model would see."""
-        plan = self._plan(messages, tools, tool_choice, mask_names, None, True, None)
+               tool_choice: Any = "auto", mask_names: bool | None = None,
+               response_format: Mapping[str, Any] | None = None) -> str:
+        """The exact prompt text the model would see (first pass; nothing is loaded or counted)."""
+        plan = self._plan(messages, tools, tool_choice, mask_names, None, True, None, response_format, fit=False)
         return plan.prompt
+
+    # ----------------------------------------------------------- tokens
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` as this model reads it, by its own tokenizer (special tokens parsed).
+
+        Loads the model on a local backend (a local file: never a download); asks a server's
+        tokenizer on the server backend.
+        """
+        return self.backend.count_tokens(text)
+
+    def token_ids(self, text: str) -> list[int]:
+        """The ids of ``text``'s tokens by this model's own tokenizer (special tokens parsed)."""
+        return self.backend.tokenize(text)
+
+    def count_prompt_tokens(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+                            tool_choice: Any = "auto", mask_names: bool | None = None,
+                            response_format: Mapping[str, Any] | None = None) -> int:
+        """Tokens of the prompt :meth:`render` gives for this conversation and tools: what a call will
+        put in the context window before the answer (memory trimming and summarizing rely on it).
+
+        Example:
+            >>> from hammer_plugins.backends.scripted import ScriptedBackend
+            >>> engine = HammerEngine(backend=ScriptedBackend([]))   # counts about 4 characters a token
+            >>> engine.count_prompt_tokens([Message.user("hi")]) > 0
+            True
+        """
+        return self.count_tokens(self.render(messages, tools, tool_choice, mask_names, response_format))
 
     # ----------------------------------------------------------- generation
     def generate(
@@ -416,12 +448,12 @@ class HammerEngine:
                  max_tool_rounds: int | None | Literal["default"] = "default", fit: bool = True,
                  **settings: Any) -> Generator[Any, Any, None]:
         """Plan a call (validating every argument now) and return the I/O-free core that runs it."""
-        plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
-                          response_format, fit=fit)
         rounds_cap = self.max_tool_rounds if max_tool_rounds == "default" else _check_rounds(max_tool_rounds)
-        return self._run(plan, rounds_cap, on_refusal)
+        plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
+                          response_format, fit=fit, rounds_cap=rounds_cap)
+        return self._run(plan, on_refusal)
 
-    def _run(self, plan: _Plan, rounds_cap: int | None, on_refusal: RefusalMode | None) -> Generator[Any, Any, None]:
+    def _run(self, plan: _Plan, on_refusal: RefusalMode | None) -> Generator[Any, Any, None]:
         """The logic of :meth:`stream`, free of I/O: it yields events for the caller and requests
         (:class:`_Fit`, :class:`_Generate`, ``_NEXT``) that a driver (:meth:`_drive`, :meth:`_adrive`)
         answers from the backend, so the sync and the native async paths share every rule."""
@@ -429,12 +461,12 @@ class HammerEngine:
         if not plan.fitted:  # the native async path counts tokens with an awaited call
             plan.settings.max_tokens = yield _Fit(plan.prompt, plan.settings.max_tokens)
         ending_turn = plan.tool_choice == "auto" and after_tool_results(plan.messages)
-        if ending_turn and rounds_cap is not None and tool_rounds(plan.messages) >= rounds_cap:
-            yield from self._answer_in_prose(plan, HammerResponse(kind="text", model=self.backend.model_name), started)
+        if ending_turn and plan.rounds_spent:
+            yield from self._answer(plan, HammerResponse(kind="text", model=self.backend.model_name), started)
             return
         if plan.tool_choice == "none":
-            yield from self._answer_in_prose(plan, HammerResponse(kind="text", model=self.backend.model_name), started,
-                                             prompt=plan.prompt, grammar=plan.grammar)
+            yield from self._answer(plan, HammerResponse(kind="text", model=self.backend.model_name), started,
+                                    prompt=plan.prompt, grammar=plan.grammar)
             return
         answered = answered_calls(plan.messages) if ending_turn else frozenset()
         raw_parts: list[str] = []
@@ -471,23 +503,27 @@ class HammerEngine:
         for index, call in enumerate(response.tool_calls[: len(streamed)]):
             if call_key(call) == call_key(streamed[index]):
                 call.id = streamed[index].id
-        if ending_turn and response.kind == "refusal":
+        if response.kind == "refusal" and (ending_turn or plan.answer_as is not None):
             # After tool results, [] means "done": answer from the results, whatever on_refusal says.
-            yield from self._answer_in_prose(plan, response.model_copy(update={"kind": "text"}), started)
+            # With a response format the agent is done too: the answer is the structured one.
+            yield from self._answer(plan, response.model_copy(update={"kind": "text"}), started)
             return
         mode = on_refusal or self.on_refusal
         if response.kind == "refusal" and mode == "raise":
             raise RefusalError(f"the model found no suitable tool (answered '[]'); raw output: {raw!r}")
         if response.kind == "refusal" and mode == "answer":
-            yield from self._answer_in_prose(plan, response, started)
+            yield from self._answer(plan, response, started)
             return
         response.timings["engine_total"] = time.perf_counter() - started
         yield response
 
-    def _answer_in_prose(self, plan: _Plan, base: HammerResponse, started: float, prompt: str | None = None,
-                         grammar: Grammar | None = None) -> Generator[Any, Any, None]:
-        """A tool-free pass; its prose becomes ``text`` of ``base`` (usage of both passes summed)."""
-        prompt = prompt if prompt is not None else render_chat(plan.messages)
+    def _answer(self, plan: _Plan, base: HammerResponse, started: float, prompt: str | None = None,
+                grammar: Grammar | None = None) -> Generator[Any, Any, None]:
+        """A tool-free pass; its answer (prose, or the JSON of the response format) becomes ``text`` of
+        ``base`` (usage of both passes summed)."""
+        if prompt is None:
+            prompt = render_chat(plan.messages, answer_as=plan.answer_as)
+            grammar = plan.answer_grammar
         settings = plan.settings.model_copy()
         settings.max_tokens = yield _Fit(prompt, settings.max_tokens)
         parts: list[str] = []
@@ -635,7 +671,7 @@ class HammerEngine:
     def _plan(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
               mask_names: bool | None, constrained: bool | None, parallel: bool,
               overrides: Mapping[str, Any] | None, response_format: Mapping[str, Any] | None = None,
-              fit: bool = True) -> _Plan:
+              fit: bool = True, rounds_cap: int | None = None) -> _Plan:
         msgs = [to_message(m) for m in messages]
         if not msgs:
             raise ValueError("messages is empty. Fix: pass at least one user message")
@@ -646,22 +682,29 @@ class HammerEngine:
         if unknown:
             raise TypeError(f"unknown generation settings {unknown}; use {sorted(GenerationSettings.model_fields)}")
         settings = self.settings.model_copy(update={k: v for k, v in (overrides or {}).items() if v is not None})
-        if response_format is not None:
-            choice = "none"
-            prompt = render_chat(msgs)
-            grammar = self._json_grammar(response_format) if (self.constrained if constrained is None else constrained) else None
-        elif choice == "none":
-            prompt = render_chat(msgs)
-            grammar = None
+        use_grammar = self.constrained if constrained is None else constrained
+        # A response format is the answer's shape once the tools are done (or when there are none):
+        # the tool passes stay Hammer's call lists, and the answer pass writes JSON of the format.
+        answer_as = describe_answer(response_format) if response_format is not None else None
+        answer_grammar = self._json_grammar(response_format) if response_format is not None and use_grammar else None
+        spent = rounds_cap is not None and tool_rounds(msgs, set(names)) >= rounds_cap
+        if choice == "none":
+            prompt = render_chat(msgs, answer_as=answer_as)
+            grammar = answer_grammar
         else:
             rendered = [self._masked_message(m, binding) for m in msgs]
             prompt = render_prompt(rendered, binding.prompt_tools, self.prompt_format, prefix=binding.prefix)
-            use_grammar = self.constrained if constrained is None else constrained
-            grammar = binding.grammar(choice, parallel) if use_grammar else None
+            only: frozenset[str] = frozenset()
+            if choice == "required" and spent and after_tool_results(msgs):
+                # The rounds are spent but a call is required (an agent that ends by calling a tool):
+                # it must be to a tool not called yet in this turn, or the agent would loop.
+                only = frozenset(names) - called_tools(msgs)
+            grammar = binding.grammar(choice, parallel, only) if use_grammar else None
         if fit:  # the native async path fits with an awaited token count instead
             settings.max_tokens = self._fit(prompt, settings.max_tokens)
         return _Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
-                     settings=settings, parallel=parallel, fitted=fit)
+                     settings=settings, parallel=parallel, fitted=fit, rounds_spent=spent, answer_as=answer_as,
+                     answer_grammar=answer_grammar)
 
     @staticmethod
     def _json_grammar(response_format: Mapping[str, Any]) -> Grammar:
@@ -764,3 +807,6 @@ class _Plan:
     settings: GenerationSettings
     parallel: bool = True
     fitted: bool = True  # max_tokens already checked against the context window
+    rounds_spent: bool = False  # this agent has made max_tool_rounds rounds of calls in this turn
+    answer_as: str | None = None  # the response format, described for the answer pass's prompt
+    answer_grammar: Grammar | None = None  # the response format's grammar for the answer pass

@@ -22,8 +22,8 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from .calls import ToolCall
 from .messages import Message
@@ -127,14 +127,39 @@ def render_query_block(messages: Sequence[Message]) -> str:
     return f"[BEGIN OF QUERY]\n{query}\n[END OF QUERY]\n\n"
 
 
-def render_chat(messages: Sequence[Message]) -> str:
+def describe_answer(response_format: Mapping[str, Any]) -> str:
+    """How the answer pass asks for a response format: "a JSON object" and, for a JSON schema, its fields.
+
+    Example:
+        >>> describe_answer({"type": "json_schema", "json_schema": {"name": "Joke", "schema": {"type": "object",
+        ...     "properties": {"setup": {"type": "string", "description": "the question"}}}}})
+        'a JSON object with these fields: setup (string): the question'
+    """
+    spec = response_format.get("json_schema", response_format) if response_format.get("type") == "json_schema" else {}
+    schema = spec.get("schema") if isinstance(spec, Mapping) else None
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping) or not properties:
+        return "a JSON object"
+    fields = []
+    for name, sub in properties.items():
+        sub = sub if isinstance(sub, Mapping) else {}
+        kind = sub.get("type", "value")
+        text = f"{name} ({'/'.join(kind) if isinstance(kind, list) else kind})"
+        if sub.get("description"):
+            text += f": {sub['description']}"
+        fields.append(text)
+    return "a JSON object with these fields: " + "; ".join(fields)
+
+
+def render_chat(messages: Sequence[Message], answer_as: str | None = None) -> str:
     """A plain ChatML chat without tools (tool_choice ``"none"``, or the answer after calls or a refusal).
 
     Earlier calls and their results are told in words, not in Hammer's JSON: shown the JSON, small
     models continue the pattern and write another call instead of answering. Each call is told
     with its result ("I called f({...}), which returned: R"), and a conversation that ends on
     results asks for the answer (wording measured on the default model: natural answers on 6 of 7
-    questions, against tool-parroting ones with results in a separate user turn).
+    questions, against tool-parroting ones with results in a separate user turn). ``answer_as``
+    (:func:`describe_answer`) asks for the answer in a response format instead of plain language.
     """
     systems = [m.content for m in messages if m.role == "system"]
     system = "\n\n".join(systems) if systems else SYSTEM_PROMPT
@@ -165,13 +190,16 @@ def render_chat(messages: Sequence[Message]) -> str:
             turns.append(("user", f"The tool {name} {verb}: {message.content}"))
         else:
             turns.append((message.role, message.content))
+    manner = f"as {answer_as}" if answer_as else "in plain language"
     if messages and messages[-1].role == "tool":
         # Quoting the question keeps the answer on it when the history holds earlier questions.
         question = next((m.content for m in reversed(messages) if m.role == "user"), "")
-        ask = f'Now answer my question "{question}" in plain language.' if question else "Now answer in plain language."
+        ask = f'Now answer my question "{question}" {manner}.' if question else f"Now answer {manner}."
         if turns and turns[-1][0] == "user":
             turns[-1] = ("user", f"{turns[-1][1]}\n{ask}")
         else:
             turns.append(("user", ask))
+    elif answer_as and turns and turns[-1][0] == "user":
+        turns[-1] = ("user", f"{turns[-1][1]}\nAnswer {manner}.")
     body = "".join(_turn(role, text) for role, text in turns)
     return _turn("system", system) + body + "<|im_start|>assistant\n"

@@ -85,6 +85,10 @@ class Backend(ABC):
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` as the model sees it (special tokens parsed)."""
 
+    def tokenize(self, text: str) -> list[int]:
+        """The token ids of ``text`` as the model sees it (special tokens parsed)."""
+        raise NotImplementedError(f"the {self.name} backend does not give token ids; count_tokens() counts them")
+
     @abstractmethod
     def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
         """Generate; called with the backend lock held."""

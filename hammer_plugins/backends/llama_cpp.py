@@ -143,7 +143,10 @@ class LlamaCppBackend(Backend):
         return TokenMask(self._ll_tokenizer, grammar, loop_guard=loop_guard)
 
     def count_tokens(self, text: str) -> int:
-        return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        return len(self.tokenize(text))
+
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
         llama = self.llama

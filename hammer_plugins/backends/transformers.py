@@ -185,7 +185,10 @@ class TransformersBackend(Backend):
         self.load_seconds = time.perf_counter() - started
 
     def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return len(self.tokenize(text))
+
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     # ------------------------------------------------------------- grammar
     def _token_mask(self, grammar: Grammar, loop_guard: bool) -> TokenMask:

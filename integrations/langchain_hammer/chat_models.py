@@ -226,9 +226,11 @@ class ChatHammer(BaseChatModel):
         return params
 
     def _resolve_model_profile(self) -> ModelProfile | None:
+        # What ChatHammer does, tested: tool calling with every tool_choice, tool_call_chunks while
+        # streaming, and native structured output (response_format), also beside bound tools.
         return ModelProfile(max_input_tokens=self.n_ctx, text_inputs=True, image_inputs=False, pdf_inputs=False,
                             audio_inputs=False, video_inputs=False, text_outputs=True, tool_calling=True,
-                            tool_choice=True, structured_output=True)
+                            tool_choice=True, tool_call_streaming=True, structured_output=True)
 
     def _model_label(self, override: Any = None) -> str:
         """The model as the user named it (what traces and response_metadata report)."""
@@ -242,6 +244,27 @@ class ChatHammer(BaseChatModel):
             return self._engine().model_name  # the default (or $HAMMER_MODEL_PATH); resolves, does not load
         except HammerError:
             return "hammer-default"
+
+    # -------------------------------------------------------------------- tokens
+    def get_token_ids(self, text: str) -> list[int]:
+        """The token ids of ``text`` by the model's own tokenizer (loads the model; never downloads)."""
+        if self.custom_get_token_ids is not None:
+            return self.custom_get_token_ids(text)
+        return self._engine().token_ids(text)
+
+    def get_num_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's own tokenizer (loads the model; never downloads)."""
+        if self.custom_get_token_ids is not None:
+            return len(self.custom_get_token_ids(text))
+        return self._engine().count_tokens(text)
+
+    def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Sequence[Any] | None = None) -> int:
+        """Tokens of the prompt Hammer is given for ``messages`` (and ``tools``): the exact rendered
+        prompt, counted by the model's own tokenizer. ``trim_messages(token_counter=llm)`` and the
+        summarization middleware (``token_counter=llm.get_num_tokens_from_messages``) rely on it.
+        """
+        formatted = [_openai_tool(t) for t in tools] if tools else None
+        return self._engine().count_prompt_tokens(to_engine_messages(messages), formatted)
 
     # -------------------------------------------------------------------- engine
     def _engine(self, model: str | None = None) -> HammerEngine:
@@ -567,9 +590,16 @@ def _metadata(response: HammerResponse, model_name: str) -> dict[str, Any]:
     return metadata
 
 
+def _refusal(response: HammerResponse) -> dict[str, Any]:
+    # Where LangChain keeps a refusal (as ChatOpenAI does, and convert_to_openai_messages carries it),
+    # beside the text content and response_metadata["refusal"].
+    return {"refusal": response.text} if response.kind == "refusal" else {}
+
+
 def _result(response: HammerResponse, model_name: str) -> ChatResult:
     message = AIMessage(
         content=response.text,
+        additional_kwargs=_refusal(response),
         tool_calls=[tool_call(name=c.name, args=c.arguments, id=c.id) for c in response.tool_calls],
         invalid_tool_calls=[invalid_tool_call(name=c.name, args=c.arguments, id=c.id, error=c.reason)
                             for c in response.invalid_tool_calls],
@@ -619,6 +649,7 @@ class _StreamConverter:
         chunks += [_call_chunk(c.name, c.arguments if c.arguments is not None else c.raw, c.id, offset + i)
                    for i, c in enumerate(response.invalid_tool_calls)]
         message = AIMessageChunk(content=content, tool_call_chunks=chunks, usage_metadata=_usage(response),
+                                 additional_kwargs=_refusal(response),
                                  response_metadata=_metadata(response, self.model_name), chunk_position="last")
         return ChatGenerationChunk(message=message, generation_info={"finish_reason": response.finish_reason})
 

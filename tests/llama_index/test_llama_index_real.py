@@ -167,3 +167,23 @@ async def test_agent_workflow_from_tools_or_functions_over_two_turns(hammer_llm:
     assert [(r.tool_name, r.tool_output.raw_output) for r in results] == [("multiply", 21)]
     assert "21" in answer
     assert [m.role.value for m in await memory.aget_all()] == ["user", "assistant", "tool", "assistant"] * 2
+
+
+def test_token_counts_are_the_models_own(hammer_llm: HammerLLM) -> None:
+    from llama_index.core import Settings
+    from llama_index.llms.hammer.base import to_engine_messages, to_engine_tool
+
+    llm = hammer_llm
+    messages = [ChatMessage(role="user", content="What's the weather in Paris?")]
+    tools = [FunctionTool.from_defaults(get_weather)]
+    backend = llm.engine.backend
+    rendered = llm.engine.render(to_engine_messages(messages), tools=[to_engine_tool(t) for t in tools])
+    assert llm.get_num_tokens_from_messages(messages, tools) == len(backend.tokenize(rendered)) > 300
+    assert llm.get_num_tokens_from_messages(messages) < 40  # no tools: the plain chat
+    assert llm.tokenizer("hello world") == backend.tokenize("hello world") and llm.get_num_tokens("hello world") == 2
+    previous = Settings.tokenizer
+    try:
+        Settings.tokenizer = llm.tokenizer  # what token limits in LlamaIndex then count with
+        assert Settings.tokenizer("hello world") == llm.tokenizer("hello world")
+    finally:
+        Settings.tokenizer = previous

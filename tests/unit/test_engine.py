@@ -15,6 +15,7 @@ from hammer_plugins import (
     Message,
     RefusalError,
     TextDelta,
+    ToolCall,
     UnknownToolError,
     normalize_tool_choice,
 )
@@ -236,15 +237,67 @@ def test_constructor_loads_nothing(tmp_path: object) -> None:
         engine.load()
 
 
-def test_response_format_json_schema_uses_a_json_grammar_and_no_tools() -> None:
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "description": "Full name"},
+                                          "age": {"type": "integer"}}, "required": ["name", "age"]}
+
+
+def test_response_format_without_tools_is_one_json_pass_told_the_fields() -> None:
     engine, backend = engine_with('{"name": "Ada", "age": 36}', '{"a": 1}')
-    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-              "required": ["name", "age"]}
-    out = engine.generate(USER, tools=TOOLS, response_format={"type": "json_schema", "schema": schema})
+    out = engine.generate(USER, response_format={"type": "json_schema", "schema": PERSON})
     assert out.kind == "text" and json.loads(out.text) == {"name": "Ada", "age": 36}
     assert backend.grammars[0].gbnf.startswith("root ::= ws j-root") and "[BEGIN OF AVAILABLE" not in backend.prompts[0]
+    assert "Answer as a JSON object with these fields: name (string): Full name; age (integer)." in backend.prompts[0]
     engine.generate(USER, response_format={"type": "json_object"})
     assert backend.grammars[1].gbnf.startswith("root ::= ws object ws")
+
+
+def test_tools_beside_a_response_format_are_offered_and_the_answer_comes_when_done() -> None:
+    """LangChain's create_agent(..., response_format=Schema) under ProviderStrategy binds both."""
+    call = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+    engine, backend = engine_with(call, '{"name": "Ada", "age": 36}')
+    fmt = {"type": "json_schema", "json_schema": {"name": "Person", "schema": PERSON}}
+    first = engine.generate(USER, tools=TOOLS, response_format=fmt)
+    assert first.kind == "tool_calls" and first.tool_calls[0].name == "get_weather"
+    assert "[BEGIN OF AVAILABLE TOOLS]" in backend.prompts[0] and "call-0" in backend.grammars[0].gbnf
+    history = [*USER, Message.assistant(tool_calls=first.tool_calls),
+               Message.tool("sunny", tool_call_id=first.tool_calls[0].id)]
+    # After the results (the round spent by default) the answer pass writes the response format.
+    done = engine.generate(history, tools=TOOLS, response_format=fmt)
+    assert done.kind == "text" and json.loads(done.text) == {"name": "Ada", "age": 36} and not done.tool_calls
+    assert backend.prompts[1].endswith('Now answer my question "Weather in Paris?" as a JSON object with these fields: '
+                                       "name (string): Full name; age (integer).<|im_end|>\n<|im_start|>assistant\n")
+    assert backend.grammars[1].gbnf.startswith("root ::= ws j-root")
+    # Answering [] with no tool needed ends in the response format too (never a refusal text).
+    engine2, backend2 = engine_with("[]", '{"name": "Ada", "age": 36}')
+    out = engine2.generate(USER, tools=TOOLS, response_format=fmt)
+    assert out.kind == "text" and json.loads(out.text)["name"] == "Ada"
+    assert len(backend2.prompts) == 2 and "[BEGIN OF AVAILABLE TOOLS]" in backend2.prompts[0]
+
+
+def test_rounds_are_counted_per_agent_and_hand_offs_do_not_count() -> None:
+    handoff = ToolCall(name="handoff", arguments={"to_agent": "weather", "reason": "weather question"})
+    history = [*USER, Message.assistant(tool_calls=[handoff]), Message.tool("Agent weather is now handling it",
+                                                                            tool_call_id=handoff.id)]
+    call = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+    engine, backend = engine_with(call)
+    out = engine.generate(history, tools=[*TOOLS, {"name": "handoff", "parameters": {"type": "object", "properties": {
+        "to_agent": {"type": "string"}, "reason": {"type": "string"}}}}])
+    assert out.kind == "tool_calls" and out.tool_calls[0].name == "get_weather"  # the agent handed to calls its tool
+    # A round made by another agent (a tool the current one does not hold) is not this agent's either.
+    other = ToolCall(name="lookup_account", arguments={})
+    history = [*USER, Message.assistant(tool_calls=[other]), Message.tool("ok", tool_call_id=other.id)]
+    engine, backend = engine_with(call)
+    assert engine.generate(history, tools=TOOLS).kind == "tool_calls"
+
+
+def test_a_required_call_after_the_spent_rounds_must_be_to_a_tool_not_called_yet() -> None:
+    """LangChain's ToolStrategy binds tool_choice="any": the agent must end by calling its answer tool."""
+    weather = ToolCall(name="get_weather", arguments={"city": "Paris"})
+    history = [*USER, Message.assistant(tool_calls=[weather]), Message.tool("sunny", tool_call_id=weather.id)]
+    engine, backend = engine_with('[{"name": "send_email", "arguments": {"to": "a", "body": "sunny"}}]')
+    engine.generate(history, tools=TOOLS, tool_choice="any")
+    grammar = backend.grammars[0].gbnf
+    assert '"\\"send_email\\""' in grammar and '"\\"get_weather\\""' not in grammar
 
 
 def test_stream_announces_each_call_as_it_completes_with_final_ids() -> None:

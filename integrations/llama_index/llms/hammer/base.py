@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -165,6 +165,23 @@ class HammerLLM(FunctionCallingLLM):
             self._engine = HammerEngine(**config, **extra)
             self._engine_key = key
         return self._engine
+
+    # ----------------------------------------------------------------- tokens
+    @property
+    def tokenizer(self) -> Callable[[str], list[int]]:
+        """The model's own tokenizer as LlamaIndex takes one (``text -> token ids``): set
+        ``Settings.tokenizer = llm.tokenizer`` so token limits (memory, ``TokenCountingHandler``)
+        count this model's tokens. Loads the model on first use; never downloads."""
+        return self.engine.token_ids
+
+    def get_num_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's own tokenizer."""
+        return self.engine.count_tokens(text)
+
+    def get_num_tokens_from_messages(self, messages: Sequence[ChatMessage], tools: Sequence[Any] | None = None) -> int:
+        """Tokens of the prompt Hammer is given for ``messages`` (and ``tools``): the exact rendered prompt."""
+        converted = [to_engine_tool(t) for t in tools] if tools else None
+        return self.engine.count_prompt_tokens(to_engine_messages(messages), converted)
 
     def load(self) -> HammerLLM:
         """Load the model now rather than on the first call; ``metadata`` then reads the real window."""
