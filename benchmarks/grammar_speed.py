@@ -16,10 +16,10 @@ import time
 import llama_cpp
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.backends.token_mask import LogitsMask
 from hammer_plugins.hammerbench.data import load_file, to_bench_tools
 from hammer_plugins.hammerbench.runner import RunnerConfig, snapshot_prompt
-from hammer_plugins.snapshots import _snapshot_grammar
+from hammer_plugins.prompt import STOP_SEQUENCES
+from hammer_plugins.token_mask import LogitsMask
 
 
 def main() -> None:
@@ -41,13 +41,13 @@ def main() -> None:
         for record in load_file(args.data, stem, limit=args.records):
             for turn in record.turns:
                 prompt = snapshot_prompt(engine, turn, config)
-                grammar = _snapshot_grammar(engine.bind(to_bench_tools(turn.tools), None).prompt_tools, True)
+                grammar = engine.bind(to_bench_tools(turn.tools), None).grammar("auto", False, partial_calls=True)
                 tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
                 texts = {}
                 for label in per_token:
                     llama.reset()
                     llama.eval(tokens)  # the prompt is not what we time
-                    kwargs: dict = {"max_tokens": 256, "temperature": 0.0, "stop": ["<|im_end|>", "<|endoftext|>"]}
+                    kwargs: dict = {"max_tokens": 256, "temperature": 0.0, "stop": list(STOP_SEQUENCES)}
                     if label == "llama.cpp grammar":
                         kwargs["grammar"] = llama_cpp.LlamaGrammar.from_string(grammar.gbnf, verbose=False)
                     else:

@@ -8,41 +8,66 @@ The engine here is framework-free. Quick start:
     ...     '''Get the current weather for a city.'''
     ...     return "sunny"
     >>> # engine.generate([Message.user("Weather in Paris?")], tools=[get_weather]).tool_calls
+
+The names below are the public API (what the README and docs use); modules hold more, for those
+who extend the engine. ``OpenAICompatibleBackend`` loads on first use (it needs ``httpx``).
 """
 
 from __future__ import annotations
 
-from .backends.base import Backend, GenerationSettings
+from typing import TYPE_CHECKING, Any
+
+from .backends.base import Backend, GenerationChunk, GenerationSettings
+from .backends.scripted import ScriptedBackend
 from .calls import InvalidToolCall, ToolCall
+from .config import EngineSettings
 from .engine import (
     DEFAULT_MAX_TOOL_ROUNDS,
-    DEFAULT_REFUSAL_TEXT,
     HammerEngine,
     RefusalError,
     TextDelta,
-    ToolBinding,
     ToolCallDelta,
     normalize_tool_choice,
-    to_message,
 )
 from .errors import (
     BackendNotInstalledError,
     ContextWindowExceededError,
+    GrammarNotSupportedError,
     HammerError,
     InvalidModelFileError,
     ModelChecksumError,
     ModelNotFoundError,
     SchemaConversionError,
+    ServerAuthenticationError,
     ServerError,
+    ServerHTTPError,
+    ServerModelNotFoundError,
+    ServerStreamError,
+    ServerTimeoutError,
+    ServerUnavailableError,
     UnknownToolError,
 )
-from .masking import NameMask
 from .messages import Message
 from .parsing import ParsedOutput, parse_output
-from .response import HammerResponse, Usage
+from .response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
+from .slot_filling import SlotFiller, SlotFillingStep
+from .snapshots import Snapshot, SnapshotMessage
 from .tools import Tool, to_tool, to_tools
 
+if TYPE_CHECKING:
+    from .backends.server import OpenAICompatibleBackend
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The server backend imports httpx (the `server` extra): only when asked for.
+    if name == "OpenAICompatibleBackend":
+        from .backends.server import OpenAICompatibleBackend
+
+        return OpenAICompatibleBackend
+    raise AttributeError(f"module 'hammer_plugins' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_MAX_TOOL_ROUNDS",
@@ -50,7 +75,10 @@ __all__ = [
     "Backend",
     "BackendNotInstalledError",
     "ContextWindowExceededError",
+    "EngineSettings",
+    "GenerationChunk",
     "GenerationSettings",
+    "GrammarNotSupportedError",
     "HammerEngine",
     "HammerError",
     "HammerResponse",
@@ -59,14 +87,24 @@ __all__ = [
     "Message",
     "ModelChecksumError",
     "ModelNotFoundError",
-    "NameMask",
+    "OpenAICompatibleBackend",
     "ParsedOutput",
     "RefusalError",
     "SchemaConversionError",
+    "ScriptedBackend",
+    "ServerAuthenticationError",
     "ServerError",
+    "ServerHTTPError",
+    "ServerModelNotFoundError",
+    "ServerStreamError",
+    "ServerTimeoutError",
+    "ServerUnavailableError",
+    "SlotFiller",
+    "SlotFillingStep",
+    "Snapshot",
+    "SnapshotMessage",
     "TextDelta",
     "Tool",
-    "ToolBinding",
     "ToolCall",
     "ToolCallDelta",
     "UnknownToolError",
@@ -74,7 +112,6 @@ __all__ = [
     "__version__",
     "normalize_tool_choice",
     "parse_output",
-    "to_message",
     "to_tool",
     "to_tools",
 ]

@@ -11,6 +11,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import inspect
 import json
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .config import EngineSettings, add_engine_arguments
 from .engine import HammerEngine
 from .errors import HammerError, SchemaConversionError
 from .messages import Message
@@ -65,11 +67,7 @@ def load_tools_file(path: str | None) -> tuple[list[Tool], dict[str, Callable[..
 
 
 def _engine(args: argparse.Namespace) -> HammerEngine:
-    return HammerEngine(
-        model_path=args.model_path, model=args.model, backend=args.backend, prompt_format=args.prompt_format,
-        constrained=not args.no_constrained, mask_names=args.mask_names, max_tokens=args.max_tokens,
-        n_ctx=args.n_ctx, n_threads=args.threads, on_refusal=getattr(args, "on_refusal", "message"),
-    )
+    return EngineSettings.from_args(args).build_engine()
 
 
 def _calls_json(response: HammerResponse) -> str:
@@ -121,23 +119,17 @@ def cmd_chat(args: argparse.Namespace) -> int:
         if not line.strip() or line.strip().lower() in ("exit", "quit"):
             break
         history.append(Message.user(line))
-        done: set[str] = set()
-        for step in range(args.max_steps + 1):
-            # After the last tool round, or when the model only repeats calls it already made this
-            # turn, it answers from the results in plain language (tool_choice "none").
-            choice = "none" if step == args.max_steps else "auto"
-            response = engine.generate(history, tools=tools, tool_choice=choice, on_refusal="answer")
-            fresh = [c for c in response.tool_calls if _call_key(c.name, c.arguments) not in done]
-            if response.kind == "tool_calls" and not fresh:
-                response = engine.generate(history, tools=tools, tool_choice="none")
+        # The engine's end-of-turn rules (hammer_plugins.agent_turn) end the turn: after --max-steps
+        # rounds of calls, or [] or only repeats after results, the answer comes in plain language.
+        while True:
+            response = engine.generate(history, tools=tools, on_refusal="answer", max_tool_rounds=args.max_steps)
             if response.kind != "tool_calls":
                 text = response.text or "; ".join(b.reason for b in response.invalid_tool_calls)
                 print(f"hammer> {text}")
                 history.append(Message.assistant(text))
                 break
-            history.append(Message.assistant(tool_calls=fresh))
-            for call in fresh:
-                done.add(_call_key(call.name, call.arguments))
+            history.append(Message.assistant(tool_calls=response.tool_calls))
+            for call in response.tool_calls:
                 print(f"  call {call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
                 function = functions.get(call.name)
                 if function is None:
@@ -150,10 +142,6 @@ def cmd_chat(args: argparse.Namespace) -> int:
                 print(f"  -> {result}")
                 history.append(Message.tool(result, tool_call_id=call.id, name=call.name, is_error=failed))
     return 0
-
-
-def _call_key(name: str, arguments: dict[str, Any]) -> str:
-    return name + json.dumps(arguments, sort_keys=True, default=str)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -181,18 +169,19 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_model_options(parser: argparse.ArgumentParser, max_tokens: int = 512) -> None:
-    """The model and decoding options every subcommand shares."""
-    parser.add_argument("--model-path", help="a .gguf file (or checkpoint directory); default: the embedded model")
-    parser.add_argument("--model", help="a Hugging Face hub id or local directory (transformers backend)")
-    parser.add_argument("--backend", default="llama_cpp", choices=["llama_cpp", "transformers"])
-    parser.add_argument("--prompt-format", default="hammer2.1", choices=["hammer2.1", "hammer2.0", "hammer1.0"])
-    parser.add_argument("--no-constrained", action="store_true", help="turn constrained decoding off")
-    parser.add_argument("--mask-names", action="store_true", help="mask function and parameter names")
-    parser.add_argument("--max-tokens", type=int, default=max_tokens, help="default: %(default)s")
-    parser.add_argument("--n-ctx", type=int, default=8192)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="llama.cpp CPU threads (default: llama-cpp-python's choice, half the cores for generation)")
+COMMANDS_GROUP = "hammer.commands"
+"""Entry-point group of the subcommands other packages add (``hammer eval``, ``hammer bench``): each
+entry is a function that takes the subparsers object and adds its command."""
+
+
+def _commands() -> list[Callable[[Any], None]]:
+    """The subcommands registered under :data:`COMMANDS_GROUP`, in name order.
+
+    Through entry points rather than imports: ``hammer bench`` lives in a package that depends on
+    the adapters, and the engine package must not depend on them.
+    """
+    found = sorted(importlib.metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name)
+    return [entry.load() for entry in found]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -205,23 +194,20 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--tools", help=".json schemas or .py functions; default: the demo tools")
     call.add_argument("--tool-choice", default="auto", help="auto, required, none, or a tool name")
     call.add_argument("-v", "--verbose", action="store_true", help="print usage and timings to stderr")
-    add_model_options(call)
+    add_engine_arguments(call)
     call.set_defaults(func=cmd_call)
 
     chat = sub.add_parser("chat", help="interactive multi-turn chat that runs the tools it calls")
     chat.add_argument("--tools", help=".py functions (executed) or .json schemas; default: the demo tools")
     chat.add_argument("--max-steps", type=int, default=1, help="tool rounds per user turn before a plain answer")
-    add_model_options(chat)
+    add_engine_arguments(chat)
     chat.set_defaults(func=cmd_chat)
 
-    from .bench.cli import add_bench_parser
-    from .hammerbench.cli import add_eval_parser
-
-    add_eval_parser(sub)
-    add_bench_parser(sub)
+    for command in _commands():
+        command(sub)
 
     info = sub.add_parser("info", help="model, backend and versions")
-    add_model_options(info)
+    add_engine_arguments(info)
     info.set_defaults(func=cmd_info)
     return parser
 

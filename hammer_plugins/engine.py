@@ -31,15 +31,15 @@ from .calls import InvalidToolCall, ToolCall
 from .errors import ContextWindowExceededError, HammerError, UnknownToolError
 from .grammar import Grammar, build_grammar, build_json_grammar
 from .masking import NameMask
-from .messages import Message
+from .messages import Message, to_message
 from .parsing import items_to_calls, parse_output
 from .prompt import PROMPT_FORMATS, PromptFormat, describe_answer, render_chat, render_prefix, render_prompt
-from .response import HammerResponse, Usage
+from .response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
+from .slot_filling import SlotFiller, SnapshotRequest
 from .streaming import CallScanner
-from .tools import Tool, to_tools
+from .tools import Tool, relaxed_tool, to_tools
 
 RefusalMode = Literal["message", "answer", "raise"]
-DEFAULT_REFUSAL_TEXT = "Sorry, no tool is suitable for your request."
 # One round of (possibly parallel) calls per user request, as in Hammer's training data; the
 # stand-in default model chains spurious calls on results when allowed more (measured).
 DEFAULT_MAX_TOOL_ROUNDS = 1
@@ -53,7 +53,17 @@ def _check_rounds(value: int | None) -> int | None:
 
 
 class RefusalError(HammerError):
-    """Raised for Hammer's ``[]`` when ``on_refusal="raise"``."""
+    """Raised for Hammer's ``[]`` when ``on_refusal="raise"``.
+
+    Example:
+        >>> from hammer_plugins import ScriptedBackend
+        >>> engine = HammerEngine(backend=ScriptedBackend(["[]"]), on_refusal="raise")
+        >>> try:
+        ...     engine.generate([Message.user("Tell me a joke")], tools=[{"name": "ping", "parameters": {}}])
+        ... except RefusalError:
+        ...     print("refused")
+        refused
+    """
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,12 @@ class TextDelta:
     ``channel`` is ``"call"`` for the output of a pass that offers tools (Hammer's call syntax, or
     whatever the model wrote instead) and ``"prose"`` for a tool-free answer. Prose deltas are
     trimmed like the final ``text``, so they add up to it exactly.
+
+    Example:
+        >>> from hammer_plugins import ScriptedBackend
+        >>> engine = HammerEngine(backend=ScriptedBackend(["Hello!"]))
+        >>> [e.text for e in engine.stream([Message.user("hi")]) if isinstance(e, TextDelta)]
+        ['Hello!']
     """
 
     text: str
@@ -74,6 +90,13 @@ class ToolCallDelta:
     """A tool call complete in the stream (constrained decoding only), before the answer ends.
 
     ``index`` is its position in the final response's ``tool_calls``, which reuses the same id.
+
+    Example:
+        >>> from hammer_plugins import ScriptedBackend
+        >>> engine = HammerEngine(backend=ScriptedBackend(['[{"name": "ping", "arguments": {}}]']))
+        >>> events = list(engine.stream([Message.user("ping")], tools=[{"name": "ping", "parameters": {}}]))
+        >>> [(e.index, e.call.name) for e in events if isinstance(e, ToolCallDelta)]
+        [(0, 'ping')]
     """
 
     index: int
@@ -127,25 +150,6 @@ def normalize_tool_choice(tool_choice: Any, tool_names: Sequence[str]) -> str:
     return tool_choice
 
 
-def to_message(message: Message | Mapping[str, Any]) -> Message:
-    """Accept engine messages or OpenAI-style message dicts."""
-    if isinstance(message, Message):
-        return message
-    calls = []
-    for raw in message.get("tool_calls") or []:
-        function = raw.get("function", raw)
-        args = function.get("arguments", function.get("args", {}))
-        if isinstance(args, str):
-            args = json.loads(args) if args.strip() else {}
-        calls.append(ToolCall(name=function["name"], arguments=args, id=raw.get("id") or ToolCall(name="x").id))
-    content = message.get("content") or ""
-    if not isinstance(content, str):
-        content = "".join(part.get("text", "") if isinstance(part, Mapping) else str(part) for part in content)
-    return Message(role=message["role"], content=content, tool_calls=calls,
-                   tool_call_id=message.get("tool_call_id"), name=message.get("name"),
-                   is_error=bool(message.get("is_error", False)))
-
-
 @dataclass(frozen=True)
 class ToolBinding:
     """Everything derived once from a tool set: the tools the prompt shows, masks, prefix, grammars."""
@@ -156,14 +160,18 @@ class ToolBinding:
     prefix: str
     prompt_format: str
 
-    def grammar(self, tool_choice: str, parallel: bool, only: frozenset[str] = frozenset()) -> Grammar:
-        """The grammar for ``tool_choice``; ``only`` (real names) narrows the callable tools when not empty."""
+    def grammar(self, tool_choice: str, parallel: bool, only: frozenset[str] = frozenset(),
+                partial_calls: bool = False) -> Grammar:
+        """The grammar for ``tool_choice``; ``only`` (real names) narrows the callable tools when not
+        empty; ``partial_calls`` makes every parameter optional (a slot-filling snapshot)."""
         shown = tool_choice
         if self.mask is not None and tool_choice not in ("auto", "required"):
             shown = next(m for m, real in self.mask.function_names.items() if real == tool_choice)
         tools = self.prompt_tools
         if only:
             tools = tuple(p for p, t in zip(self.prompt_tools, self.tools, strict=True) if t.name in only)
+        if partial_calls:
+            tools = tuple(relaxed_tool(t) for t in tools)
         return _grammar_cached(tools, shown, parallel)
 
 
@@ -206,7 +214,7 @@ class HammerEngine:
             (``None``: no limit). See :mod:`hammer_plugins.agent_turn` for the end-of-turn rules.
         max_tokens, temperature, top_p, top_k, repeat_penalty, seed: sampling settings.
         loop_guard: close a string value the model repeats itself in (constrained local decoding;
-            see :mod:`hammer_plugins.backends.token_mask`). On by default.
+            see :mod:`hammer_plugins.token_mask`). On by default.
         n_ctx, n_threads, n_gpu_layers: llama.cpp settings. device, dtype: transformers settings.
         backend_kwargs: anything else for the backend constructor.
 
@@ -401,18 +409,26 @@ class HammerEngine:
         on_refusal: RefusalMode | None = None,
         response_format: Mapping[str, Any] | None = None,
         max_tool_rounds: int | None | Literal["default"] = "default",
+        slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None,
+        partial_calls: bool = False,
         **settings: Any,
     ) -> HammerResponse:
         """Answer the conversation: tool calls, a refusal, text, or invalid calls.
 
         ``settings`` override sampling for this call (``max_tokens``, ``temperature``, ``stop``, ...).
-        ``response_format`` asks for JSON instead of calls: ``{"type": "json_object"}`` or
-        ``{"type": "json_schema", "schema": {...}}`` (tools are then not shown; the answer is in ``text``).
+        ``response_format`` shapes the answer as JSON: ``{"type": "json_object"}`` or ``{"type":
+        "json_schema", "json_schema": {"name": ..., "schema": {...}}}``; with tools, the tools stay
+        offered and the JSON answer ends the turn (in ``text``). ``slot_filling`` (``True``, a dict of
+        :class:`~hammer_plugins.slot_filling.SlotFiller` options, or a filler) makes a user turn a
+        slot-filling step: the answer is the follow-up question or the complete call, with its
+        ``snapshot`` (see :mod:`hammer_plugins.slot_filling`). ``partial_calls=True`` lets a call
+        leave out required parameters (the grammar makes every parameter optional): one raw snapshot.
         """
         final: HammerResponse | None = None
         for event in self.stream(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
                                  parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
-                                 response_format=response_format, max_tool_rounds=max_tool_rounds, **settings):
+                                 response_format=response_format, max_tool_rounds=max_tool_rounds,
+                                 slot_filling=slot_filling, partial_calls=partial_calls, **settings):
             if isinstance(event, HammerResponse):
                 final = event
         assert final is not None
@@ -430,6 +446,8 @@ class HammerEngine:
         on_refusal: RefusalMode | None = None,
         response_format: Mapping[str, Any] | None = None,
         max_tool_rounds: int | None | Literal["default"] = "default",
+        slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None,
+        partial_calls: bool = False,
         **settings: Any,
     ) -> Iterator[StreamEvent]:
         """Stream :class:`TextDelta` and :class:`ToolCallDelta` events, then the :class:`HammerResponse`.
@@ -440,18 +458,87 @@ class HammerEngine:
         return self._drive(self._prepare(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
                                          parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
                                          response_format=response_format, max_tool_rounds=max_tool_rounds,
-                                         **settings))
+                                         slot_filling=slot_filling, partial_calls=partial_calls, **settings))
 
     def _prepare(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
                  *, mask_names: bool | None = None, constrained: bool | None = None, parallel_tool_calls: bool = True,
                  on_refusal: RefusalMode | None = None, response_format: Mapping[str, Any] | None = None,
-                 max_tool_rounds: int | None | Literal["default"] = "default", fit: bool = True,
-                 **settings: Any) -> Generator[Any, Any, None]:
-        """Plan a call (validating every argument now) and return the I/O-free core that runs it."""
+                 max_tool_rounds: int | None | Literal["default"] = "default",
+                 slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None, partial_calls: bool = False,
+                 fit: bool = True, **settings: Any) -> Generator[Any, Any, None]:
+        """Plan a call (validating every argument now) and return the I/O-free core that runs it.
+
+        The one place that decides between a slot-filling step and plain generation.
+        """
+        filler = self._slot_filler(slot_filling, messages, tools, tool_choice)
+        if filler is not None:
+            steps = filler.steps(messages)
+            first = next(steps)  # validates the history now
+            plan = self._snapshot_plan(first, filler, constrained, settings, fit)
+            return self._fill_slots(filler, steps, plan, constrained, settings, fit)
         rounds_cap = self.max_tool_rounds if max_tool_rounds == "default" else _check_rounds(max_tool_rounds)
         plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
-                          response_format, fit=fit, rounds_cap=rounds_cap)
+                          response_format, fit=fit, rounds_cap=rounds_cap, partial_calls=partial_calls)
         return self._run(plan, on_refusal)
+
+    # ---------------------------------------------------------- slot filling
+    def _slot_filler(self, setting: bool | Mapping[str, Any] | SlotFiller | None,
+                     messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None,
+                     tool_choice: Any) -> SlotFiller | None:
+        """The filler for this call, or None when it is plain generation: slot filling off, or the turn
+        goes on after tool results (the end-of-turn rules answer from them; a snapshot would repeat the call)."""
+        if not setting:
+            return None
+        if isinstance(setting, SlotFiller):
+            filler = setting
+        else:
+            if not tools:
+                raise ValueError("slot_filling needs tools. Fix: bind the tools whose arguments are to be filled")
+            if normalize_tool_choice(tool_choice, [t.name for t in to_tools(tools)]) != "auto":
+                raise ValueError(f"slot_filling decides itself whether to call a tool; tool_choice={tool_choice!r} "
+                                 "cannot be combined with it. Fix: leave tool_choice unset")
+            filler = SlotFiller(self, tools, **({} if setting is True else dict(setting)))
+        history = [to_message(m) for m in messages]
+        return None if after_tool_results(history) else filler
+
+    def _snapshot_plan(self, request: SnapshotRequest, filler: SlotFiller, constrained: bool | None,
+                       settings: Mapping[str, Any], fit: bool) -> _Plan:
+        """One snapshot call: the engine's prompt; one call at most, ``[]`` allowed, partial calls allowed."""
+        convo, shown = request
+        return self._plan(convo, shown, "auto", filler.mask_names, constrained, False, settings, fit=fit,
+                          partial_calls=filler.relax_required)
+
+    def _fill_slots(self, filler: SlotFiller, steps: Generator[SnapshotRequest, HammerResponse, Any], plan: _Plan,
+                    constrained: bool | None, settings: Mapping[str, Any], fit: bool) -> Generator[Any, Any, None]:
+        """A slot-filling turn, free of I/O like :meth:`_run`: each snapshot call the filler asks for
+        runs through :meth:`_run`; the turn's answer (question, call, or refusal) is the only event."""
+        usage = Usage()
+        while True:
+            response = yield from self._final(self._run(plan, "message"))
+            usage = usage + response.usage
+            try:
+                plan = self._snapshot_plan(steps.send(response), filler, constrained, settings, fit)
+            except StopIteration as done:
+                snapshot, last = done.value
+                break
+        yield filler.decide(snapshot, last.model_copy(update={"usage": usage}))
+
+    @staticmethod
+    def _final(core: Generator[Any, Any, None]) -> Generator[Any, Any, HammerResponse]:
+        """Run a core, passing its requests to the driver and keeping its events: returns its response."""
+        final: HammerResponse | None = None
+        reply: Any = None
+        while True:
+            try:
+                item = core.send(reply)
+            except StopIteration:
+                assert final is not None
+                return final
+            reply = None
+            if isinstance(item, HammerResponse):
+                final = item
+            elif not isinstance(item, (TextDelta, ToolCallDelta)):
+                reply = yield item
 
     def _run(self, plan: _Plan, on_refusal: RefusalMode | None) -> Generator[Any, Any, None]:
         """The logic of :meth:`stream`, free of I/O: it yields events for the caller and requests
@@ -587,7 +674,7 @@ class HammerEngine:
     async def _adrive(self, core: Generator[Any, Any, None]) -> AsyncIterator[StreamEvent]:
         """Run :meth:`_run` on a native-async backend (``astream``, ``acount_tokens``, ``aload``): no worker
         thread and no lock, so concurrent calls really run concurrently."""
-        backend: Any = self.backend
+        backend = self.backend
         chunks: Any = None
         reply: Any = None
         try:
@@ -622,7 +709,7 @@ class HammerEngine:
                         tool_choice: Any = "auto", **kwargs: Any) -> HammerResponse:
         """Async :meth:`generate`: on the event loop for native-async backends (the server backend),
         otherwise in a worker thread so the event loop stays free."""
-        if not getattr(self.backend, "native_async", False):
+        if not self.backend.native_async:
             return await asyncio.to_thread(self.generate, messages, tools, tool_choice, **kwargs)
         final: HammerResponse | None = None
         async for event in self._astream_native(messages, tools, tool_choice, **kwargs):
@@ -635,7 +722,7 @@ class HammerEngine:
                       tool_choice: Any = "auto", **kwargs: Any) -> AsyncIterator[StreamEvent]:
         """Async :meth:`stream`. Native-async backends (the server backend) stream on the event loop, with
         no lock; for the others one worker thread generates and events arrive through a queue."""
-        if getattr(self.backend, "native_async", False):
+        if self.backend.native_async:
             async for event in self._astream_native(messages, tools, tool_choice, **kwargs):
                 yield event
             return
@@ -671,7 +758,7 @@ class HammerEngine:
     def _plan(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
               mask_names: bool | None, constrained: bool | None, parallel: bool,
               overrides: Mapping[str, Any] | None, response_format: Mapping[str, Any] | None = None,
-              fit: bool = True, rounds_cap: int | None = None) -> _Plan:
+              fit: bool = True, rounds_cap: int | None = None, partial_calls: bool = False) -> _Plan:
         msgs = [to_message(m) for m in messages]
         if not msgs:
             raise ValueError("messages is empty. Fix: pass at least one user message")
@@ -699,7 +786,7 @@ class HammerEngine:
                 # The rounds are spent but a call is required (an agent that ends by calling a tool):
                 # it must be to a tool not called yet in this turn, or the agent would loop.
                 only = frozenset(names) - called_tools(msgs)
-            grammar = binding.grammar(choice, parallel, only) if use_grammar else None
+            grammar = binding.grammar(choice, parallel, only, partial_calls) if use_grammar else None
         if fit:  # the native async path fits with an awaited token count instead
             settings.max_tokens = self._fit(prompt, settings.max_tokens)
         return _Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
@@ -732,7 +819,7 @@ class HammerEngine:
 
     async def _afit(self, prompt: str, max_tokens: int) -> int:
         """:meth:`_fit` on a native-async backend: loads and counts without blocking the event loop."""
-        backend: Any = self.backend
+        backend = self.backend
         await backend.aload()
         return self._room(await backend.acount_tokens(prompt), max_tokens, backend.context_window)
 

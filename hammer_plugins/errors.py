@@ -8,23 +8,56 @@ from __future__ import annotations
 
 
 class HammerError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error this package raises on purpose.
+
+    Example:
+        >>> try:
+        ...     raise UnknownToolError("tool_choice 'x' is not among the bound tools")
+        ... except HammerError as exc:
+        ...     print(type(exc).__name__)
+        UnknownToolError
+    """
 
 
 class ModelNotFoundError(HammerError, FileNotFoundError):
-    """A model file or directory that was asked for does not exist."""
+    """A model file or directory that was asked for does not exist.
+
+    Example:
+        >>> from hammer_plugins.model_source import check_gguf
+        >>> from pathlib import Path
+        >>> try:
+        ...     check_gguf(Path("missing.gguf"))
+        ... except ModelNotFoundError as exc:
+        ...     print("does not exist" in str(exc), isinstance(exc, FileNotFoundError))
+        True True
+    """
 
 
 class InvalidModelFileError(HammerError, ValueError):
-    """A file exists but is not a model the chosen backend can load (e.g. not a GGUF)."""
+    """A file exists but is not a model the chosen backend can load (e.g. not a GGUF).
+
+    Example:
+        >>> issubclass(InvalidModelFileError, ValueError)
+        True
+    """
 
 
 class ModelChecksumError(HammerError, ValueError):
-    """The embedded default model assembled from its parts does not match its sha256."""
+    """The embedded default model assembled from its parts does not match its sha256.
+
+    Example:
+        >>> issubclass(ModelChecksumError, HammerError)
+        True
+    """
 
 
 class BackendNotInstalledError(HammerError, ImportError):
-    """The optional dependency of a backend is missing."""
+    """The optional dependency of a backend is missing (the message names the extra to install).
+
+    Example:
+        >>> issubclass(BackendNotInstalledError, ImportError)
+        True
+    """
 
 
 class SchemaConversionError(HammerError, ValueError):
@@ -33,6 +66,14 @@ class SchemaConversionError(HammerError, ValueError):
     Attributes:
         tool: name of the tool (or ``"<unknown>"``).
         field: JSON path of the offending field inside the tool's parameters.
+
+    Example:
+        >>> from hammer_plugins import Tool
+        >>> try:
+        ...     Tool(name="f", parameters={"type": "object", "properties": {"x": {"type": "complex"}}})
+        ... except SchemaConversionError as exc:
+        ...     print(exc.tool, exc.field)
+        f x.type
     """
 
     def __init__(self, tool: str, field: str, problem: str, fix: str = "") -> None:
@@ -46,7 +87,16 @@ class SchemaConversionError(HammerError, ValueError):
 
 
 class UnknownToolError(HammerError, ValueError):
-    """A forced ``tool_choice`` names a tool that is not among the bound tools."""
+    """A forced ``tool_choice`` names a tool that is not among the bound tools.
+
+    Example:
+        >>> from hammer_plugins import normalize_tool_choice
+        >>> try:
+        ...     normalize_tool_choice("get_time", ["get_weather"])
+        ... except UnknownToolError as exc:
+        ...     print("not among the bound tools" in str(exc))
+        True
+    """
 
 
 class ContextWindowExceededError(HammerError, ValueError):
@@ -56,6 +106,11 @@ class ContextWindowExceededError(HammerError, ValueError):
         prompt_tokens: tokens of the rendered prompt.
         max_new_tokens: tokens reserved for the answer.
         context_window: the model's context size (``n_ctx``).
+
+    Example:
+        >>> error = ContextWindowExceededError(prompt_tokens=9000, max_new_tokens=512, context_window=8192)
+        >>> error.prompt_tokens, "n_ctx" in str(error)
+        (9000, True)
     """
 
     def __init__(self, prompt_tokens: int, max_new_tokens: int, context_window: int) -> None:
@@ -76,6 +131,10 @@ class ServerError(HammerError):
     Attributes:
         url: the server's base URL.
         status_code: the HTTP status, when there was one.
+
+    Example:
+        >>> ServerError("boom", url="http://127.0.0.1:8080/v1", status_code=500).status_code
+        500
     """
 
     def __init__(self, message: str, *, url: str = "", status_code: int | None = None) -> None:
@@ -85,11 +144,21 @@ class ServerError(HammerError):
 
 
 class ServerUnavailableError(ServerError, ConnectionError):
-    """The server could not be reached, refused the connection, or kept answering 502/503/504."""
+    """The server could not be reached, refused the connection, or kept answering 502/503/504.
+
+    Example:
+        >>> issubclass(ServerUnavailableError, ConnectionError)
+        True
+    """
 
 
 class ServerTimeoutError(ServerError, TimeoutError):
-    """No data arrived within ``timeout`` seconds. ``partial_text`` holds what had streamed by then."""
+    """No data arrived within ``timeout`` seconds. ``partial_text`` holds what had streamed by then.
+
+    Example:
+        >>> ServerTimeoutError("silent for 30 s", partial_text='[{"name"').partial_text
+        '[{"name"'
+    """
 
     def __init__(self, message: str, *, url: str = "", partial_text: str = "") -> None:
         self.partial_text = partial_text
@@ -97,7 +166,12 @@ class ServerTimeoutError(ServerError, TimeoutError):
 
 
 class ServerHTTPError(ServerError):
-    """The server answered with an HTTP error (``status_code``); ``detail`` is its message."""
+    """The server answered with an HTTP error (``status_code``); ``detail`` is its message.
+
+    Example:
+        >>> ServerHTTPError("HTTP 400", status_code=400, detail="bad grammar").detail
+        'bad grammar'
+    """
 
     def __init__(self, message: str, *, url: str = "", status_code: int | None = None, detail: str = "") -> None:
         self.detail = detail
@@ -105,11 +179,21 @@ class ServerHTTPError(ServerError):
 
 
 class ServerAuthenticationError(ServerHTTPError, PermissionError):
-    """HTTP 401/403: the API key is missing or wrong."""
+    """HTTP 401/403: the API key is missing or wrong.
+
+    Example:
+        >>> issubclass(ServerAuthenticationError, PermissionError)
+        True
+    """
 
 
 class ServerModelNotFoundError(ServerError, LookupError):
-    """The server does not serve the model asked for. ``available`` lists what it serves."""
+    """The server does not serve the model asked for. ``available`` lists what it serves.
+
+    Example:
+        >>> ServerModelNotFoundError("no model 'x'", model="x", available=["hammer"]).available
+        ['hammer']
+    """
 
     def __init__(self, message: str, *, url: str = "", model: str | None = None, available: list[str] | None = None) -> None:
         self.model = model
@@ -118,7 +202,12 @@ class ServerModelNotFoundError(ServerError, LookupError):
 
 
 class ServerStreamError(ServerError):
-    """The stream ended before the answer finished. ``partial_text`` holds what had streamed."""
+    """The stream ended before the answer finished. ``partial_text`` holds what had streamed.
+
+    Example:
+        >>> ServerStreamError("cut", partial_text="[").partial_text
+        '['
+    """
 
     def __init__(self, message: str, *, url: str = "", partial_text: str = "") -> None:
         self.partial_text = partial_text
@@ -126,4 +215,9 @@ class ServerStreamError(ServerError):
 
 
 class GrammarNotSupportedError(ServerError):
-    """The server ignored or rejected the grammar under every protocol tried."""
+    """The server ignored or rejected the grammar under every protocol tried.
+
+    Example:
+        >>> issubclass(GrammarNotSupportedError, ServerError)
+        True
+    """

@@ -20,7 +20,7 @@ digits forever, and whitespace runs are bounded (64 characters: a newline and 15
 
 **Two notations, one source.** The rules are built once as a small expression tree and written out:
 
-* ``Grammar.lark`` for llguidance (both local backends, :mod:`hammer_plugins.backends.token_mask`),
+* ``Grammar.lark`` for llguidance (both local backends, :mod:`hammer_plugins.token_mask`),
   with the lexemes chosen here: only JSON's atoms (strings, numbers, punctuation, literals,
   whitespace) are lexemes, every structure is a parser rule. llguidance's own reading of GBNF
   turns every rule whose right side is regular into ONE lexeme, so a tool whose arguments are all

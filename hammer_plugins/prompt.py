@@ -34,6 +34,9 @@ PROMPT_FORMATS: tuple[str, ...] = ("hammer2.1", "hammer2.0", "hammer1.0")
 
 SYSTEM_PROMPT = "You are a helpful assistant."
 
+STOP_SEQUENCES: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
+"""Where an answer ends in ChatML (the end of the turn, of the text, or a new turn): every backend stops there."""
+
 TASK_INSTRUCTION_V1 = (
     "You are a tool calling assistant. In order to complete the user's request, you need to select "
     "one or more appropriate tools from the following tools and fill in the correct values for the "

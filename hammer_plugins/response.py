@@ -13,10 +13,19 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, computed_field
 
 from .parsing import ParsedOutput
+from .snapshots import Snapshot, StepAction
+
+DEFAULT_REFUSAL_TEXT = "Sorry, no tool is suitable for your request."
+"""What a refusal says by default (HammerBench's termination text, which Hammer is scored on)."""
 
 
 class Usage(BaseModel):
-    """Token counts of one call (summed over both passes when a refusal is answered in prose)."""
+    """Token counts of one call (summed over both passes when a refusal is answered in prose).
+
+    Example:
+        >>> (Usage(prompt_tokens=10, completion_tokens=2) + Usage(prompt_tokens=5, completion_tokens=1)).total_tokens
+        18
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -36,9 +45,18 @@ class HammerResponse(ParsedOutput):
 
     ``text`` is what to show a person: prose around calls, the refusal text, or the answer.
     ``finish_reason`` is ``"stop"``, ``"length"`` (cut by ``max_tokens``) or ``"tool_calls"``.
+    A slot-filling turn (``slot_filling=``) also carries its ``snapshot`` and the decision,
+    ``slot_filling_action``: ``"ask"`` (``text`` is the question), ``"execute"`` (the complete call),
+    ``"terminate"`` or ``"none"``.
+
+    Example:
+        >>> HammerResponse(kind="text", text="Hi!", usage=Usage(prompt_tokens=3, completion_tokens=2)).usage.total_tokens
+        5
     """
 
     usage: Usage = Field(default_factory=Usage)
     finish_reason: str = "stop"
     model: str = ""
     timings: dict[str, float] = Field(default_factory=dict)
+    snapshot: Snapshot | None = None
+    slot_filling_action: StepAction | None = None

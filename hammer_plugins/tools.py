@@ -264,6 +264,22 @@ def _hammer_properties(properties: Mapping[str, Any], required: Iterable[str]) -
     return params
 
 
+def relaxed_tool(tool: Tool) -> Tool:
+    """The same tool with no required parameters: a snapshot may omit slots the user has not given.
+
+    Used for the grammar only; the prompt still marks the required parameters.
+
+    Example:
+        >>> t = Tool(name="f", parameters={"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})
+        >>> relaxed_tool(t).required
+        []
+    """
+    if not tool.required:
+        return tool
+    return Tool(name=tool.name, description=tool.description, parameters={**tool.parameters, "required": []})
+
+
+
 # ---------------------------------------------------------------- normalizing
 def normalize_parameters(tool: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
     """Inline ``$ref``, collapse ``Optional``, check every construct can be rendered."""

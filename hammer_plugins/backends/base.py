@@ -8,9 +8,10 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,7 +24,12 @@ FinishReason = Literal["stop", "length"]
 
 
 class GenerationSettings(BaseModel):
-    """Sampling settings passed through to the runtime. Temperature 0 is greedy decoding."""
+    """Sampling settings passed through to the runtime. Temperature 0 is greedy decoding.
+
+    Example:
+        >>> GenerationSettings(max_tokens=64, temperature=0.7).loop_guard
+        True
+    """
 
     max_tokens: int = 512
     temperature: float = 0.0
@@ -42,7 +48,12 @@ class GenerationSettings(BaseModel):
 
 @dataclass
 class GenerationChunk:
-    """One streamed piece of text; the last chunk has ``finish_reason`` and ``usage`` set."""
+    """One streamed piece of text; the last chunk has ``finish_reason`` and ``usage`` set.
+
+    Example:
+        >>> GenerationChunk(text="[").finish_reason is None
+        True
+    """
 
     text: str
     finish_reason: FinishReason | None = None
@@ -54,10 +65,20 @@ class Backend(ABC):
     """A runtime that turns a prompt into streamed text, optionally under a grammar.
 
     Implementations load lazily (on first use, never in ``__init__``) and serialize calls that
-    the underlying runtime cannot run concurrently.
+    the underlying runtime cannot run concurrently. The engine calls ``stream`` (or, when
+    :attr:`native_async`, ``astream``), ``count_tokens``, ``context_window`` and ``load``.
+
+    Example:
+        >>> from hammer_plugins import ScriptedBackend
+        >>> isinstance(ScriptedBackend(), Backend), ScriptedBackend().native_async
+        (True, False)
     """
 
     name: str = "backend"
+    native_async: bool = False
+    """True when :meth:`astream`, :meth:`aload` and :meth:`acount_tokens` run on the event loop (the
+    server backend): the engine then awaits them directly, with no worker thread and no lock, so
+    concurrent calls really overlap. Otherwise the engine runs the sync API in a worker thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -97,6 +118,20 @@ class Backend(ABC):
         """Stream the answer to ``prompt``. Calls are serialized: one generation at a time."""
         with self._lock:
             yield from self._stream(prompt, settings, grammar)
+
+    # ------------------------------------------------------------ async half
+    async def aload(self) -> None:
+        """Async :meth:`load` (a worker thread unless the backend is :attr:`native_async`)."""
+        await asyncio.to_thread(self.load)
+
+    async def acount_tokens(self, text: str) -> int:
+        """Async :meth:`count_tokens` (a worker thread unless the backend is :attr:`native_async`)."""
+        return await asyncio.to_thread(self.count_tokens, text)
+
+    def astream(self, prompt: str, settings: GenerationSettings,
+                grammar: Grammar | None = None) -> AsyncIterator[GenerationChunk]:
+        """Async :meth:`stream`, for :attr:`native_async` backends; the engine never calls it on others."""
+        raise NotImplementedError(f"the {self.name} backend streams through its sync API (native_async is False)")
 
     def info(self) -> dict[str, Any]:
         """Facts for ``hammer info``."""

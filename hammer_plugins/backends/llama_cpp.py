@@ -24,10 +24,9 @@ from typing import Any
 from ..errors import BackendNotInstalledError, InvalidModelFileError
 from ..grammar import Grammar
 from ..model_source import ModelSource, check_gguf, resolve_model
+from ..prompt import STOP_SEQUENCES
+from ..token_mask import LogitsMask, TokenMask, import_llguidance
 from .base import Backend, GenerationChunk, GenerationSettings, Usage
-from .token_mask import LogitsMask, TokenMask, import_llguidance
-
-_STOP = ["<|im_end|>", "<|endoftext|>", "<|im_start|>"]
 
 
 def _import_llama_cpp() -> Any:
@@ -168,7 +167,7 @@ class LlamaCppBackend(Backend):
             "top_p": settings.top_p,
             "top_k": settings.top_k,
             "repeat_penalty": settings.repeat_penalty,
-            "stop": [*_STOP, *settings.stop],
+            "stop": [*STOP_SEQUENCES, *settings.stop],
             "stream": True,
         }
         if settings.seed is not None:

@@ -19,7 +19,13 @@ from .base import Backend, GenerationChunk, GenerationSettings, Usage
 
 
 class ScriptedBackend(Backend):
-    """Answers with the next scripted text (or what ``responder(prompt)`` returns), token by token."""
+    """Answers with the next scripted text (or what ``responder(prompt)`` returns), token by token.
+
+    Example:
+        >>> backend = ScriptedBackend(["hello there"])
+        >>> "".join(c.text for c in backend.stream("prompt", GenerationSettings())), backend.prompts
+        ('hello there', ['prompt'])
+    """
 
     name = "scripted"
 

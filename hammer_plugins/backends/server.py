@@ -63,6 +63,7 @@ from ..errors import (
     ServerUnavailableError,
 )
 from ..grammar import Grammar
+from ..prompt import STOP_SEQUENCES
 from .base import Backend, GenerationChunk, GenerationSettings, Usage
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ GrammarProtocol = Literal["auto", "llama_cpp", "vllm", "vllm_guided", "none"]
 TokenCounting = Literal["server", "estimate"]
 
 # Hammer is a Qwen2.5 fine-tune speaking ChatML: these end an assistant turn.
-DEFAULT_STOP = ["<|im_end|>", "<|endoftext|>", "<|im_start|>"]
+DEFAULT_STOP = list(STOP_SEQUENCES)
 # Hammer 2.1's (Qwen2.5's) trained context; used only when the server does not say (llama-cpp-python).
 ASSUMED_CONTEXT_WINDOW = 32768
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})

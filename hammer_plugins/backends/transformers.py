@@ -26,10 +26,9 @@ from typing import Any
 from ..errors import BackendNotInstalledError, InvalidModelFileError, ModelNotFoundError
 from ..grammar import Grammar
 from ..model_source import ModelSource, cache_dir, check_gguf, resolve_model
+from ..prompt import STOP_SEQUENCES
+from ..token_mask import TokenMask, import_llguidance
 from .base import Backend, GenerationChunk, GenerationSettings, Usage
-from .token_mask import TokenMask, import_llguidance
-
-_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 
 
 def _imports() -> tuple[Any, Any]:
@@ -203,7 +202,7 @@ class TransformersBackend(Backend):
     # ----------------------------------------------------------- generation
     def _stop_ids(self) -> set[int]:
         ids = {self._tokenizer.eos_token_id} if self._tokenizer.eos_token_id is not None else set()
-        for token in _STOP_TOKENS:
+        for token in STOP_SEQUENCES:
             token_id = self._tokenizer.convert_tokens_to_ids(token)
             if isinstance(token_id, int) and token_id != self._tokenizer.unk_token_id:
                 ids.add(token_id)

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..engine import HammerEngine
+from ..config import EngineSettings, add_engine_arguments
 from ..snapshots import SNAPSHOT_HINT
 
 
@@ -59,9 +59,8 @@ def add_eval_parser(sub: Any) -> None:
                     help="keep the answers already in --output (predictions.jsonl and the snapshots.jsonl journal) "
                          "and do the rest")
     hb.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from ..cli import add_model_options
 
-    add_model_options(hb, max_tokens=256)  # short answers: one snapshot call each
+    add_engine_arguments(hb, max_tokens=256)  # short answers: one snapshot call each
     hb.set_defaults(func=run_hammerbench)
 
 
@@ -71,13 +70,7 @@ def run_hammerbench(args: argparse.Namespace) -> int:
     from .report import percent
     from .runner import RunnerConfig
 
-    engine = None
-    if args.predictions is None:
-        engine = HammerEngine(
-            model_path=args.model_path, model=args.model, backend=args.backend, prompt_format=args.prompt_format,
-            constrained=not args.no_constrained, mask_names=args.mask_names, max_tokens=args.max_tokens,
-            n_ctx=args.n_ctx, n_threads=args.threads,
-        )
+    engine = EngineSettings.from_args(args).build_engine() if args.predictions is None else None
     runner = RunnerConfig(layout=args.layout, hint=SNAPSHOT_HINT if args.snapshot_hint else None,
                           relax_required=not args.full_grammar, ground_values=args.ground_values, order=args.order)
     result = evaluate(

@@ -24,11 +24,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..response import DEFAULT_REFUSAL_TEXT
 from ..tools import Tool, to_tool
 
 ScoringMode = Literal["all", "last", "mid"]
 RecordKind = Literal["call", "irrelevance", "intent_shift"]
-TERMINATION_TEXT = "Sorry, no tool is suitable for your request."
+TERMINATION_TEXT = DEFAULT_REFUSAL_TEXT
+"""HammerBench's termination label; the engine's default refusal text is this very text."""
 
 
 class FileSpec(BaseModel):

@@ -2,9 +2,9 @@
 
 Each snapshot is predicted independently from the gold history (the user and assistant turns so
 far), exactly as the authors' ``inference.py`` does, so one wrong answer does not change the next
-prompt. The call goes through :func:`hammer_plugins.snapshots.snapshot_generate`: the engine's
-Hammer prompt, a grammar allowing one call or ``[]``, and (by default) every parameter optional,
-so a partial snapshot is expressible.
+prompt. The call goes through the engine's one pipeline (``engine.generate(...,
+parallel_tool_calls=False, partial_calls=True)``): the Hammer prompt, a grammar allowing one call
+or ``[]``, and (by default) every parameter optional, so a partial snapshot is expressible.
 
 Predictions file (JSON Lines, one record a line)::
 
@@ -40,7 +40,8 @@ from pydantic import BaseModel, Field
 
 from ..engine import HammerEngine
 from ..messages import Message
-from ..snapshots import Layout, is_grounded, snapshot_generate, snapshot_messages
+from ..slot_filling import is_grounded
+from ..snapshots import Layout, snapshot_messages
 from ..tools import Tool
 from .data import BenchRecord, BenchTurn, to_bench_tools
 
@@ -53,7 +54,7 @@ class RunnerConfig(BaseModel):
     before the history (off by default: the authors' Hammer prompt has none). ``relax_required``:
     every parameter optional in the grammar. ``mask_names``: override the engine's masking.
     ``ground_values``: drop argument values with no support in the user's turns so far (the
-    :class:`~hammer_plugins.snapshots.SlotFiller` grounding rule), measuring model plus rules.
+    :class:`~hammer_plugins.slot_filling.SlotFiller` grounding rule), measuring model plus rules.
     ``order``: ``"prefix"`` (default) runs the snapshots sorted by prompt text, so consecutive
     prompts share long prefixes the backend's KV cache can reuse; ``"data"`` runs them file by file,
     record by record, turn by turn. The prompts are the same either way; only the speed differs.
@@ -148,7 +149,7 @@ def snapshot_prompt(engine: HammerEngine, turn: BenchTurn, config: RunnerConfig 
     """
     config = config or RunnerConfig()
     messages, tools = _turn_inputs(turn, config)
-    # The same call snapshot_generate makes: tool_choice "auto", the runner's masking override.
+    # The same call predict_turn makes: tool_choice "auto", the runner's masking override.
     return engine.render(messages, tools, "auto", config.mask_names)
 
 
@@ -157,8 +158,10 @@ def predict_turn(engine: HammerEngine, turn: BenchTurn, config: RunnerConfig | N
     config = config or RunnerConfig()
     messages, tools = _turn_inputs(turn, config)
     started = time.perf_counter()
-    response = snapshot_generate(engine, messages, tools, mask_names=config.mask_names,
-                                 relax_required=config.relax_required, max_tokens=config.max_tokens)
+    # One raw snapshot: at most one call, [] allowed, a partial call well-formed (the slot filler's
+    # call, without its rules: the benchmark scores the model's snapshot).
+    response = engine.generate(messages, tools, "auto", mask_names=config.mask_names, parallel_tool_calls=False,
+                               partial_calls=config.relax_required, on_refusal="message", max_tokens=config.max_tokens)
     seconds = time.perf_counter() - started
     common = {"raw": response.raw, "seconds": seconds, "prompt_tokens": response.usage.prompt_tokens,
               "completion_tokens": response.usage.completion_tokens}

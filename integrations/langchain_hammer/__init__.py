@@ -12,7 +12,6 @@ from __future__ import annotations
 from hammer_plugins import __version__
 
 from .chat_models import ChatHammer, to_engine_messages
-from .slot_filling import ACTION_METADATA_KEY, snapshot_from_message, to_snapshot_history
+from .slot_filling import snapshot_from_message
 
-__all__ = ["ACTION_METADATA_KEY", "ChatHammer", "__version__", "snapshot_from_message", "to_engine_messages",
-           "to_snapshot_history"]
+__all__ = ["ChatHammer", "__version__", "snapshot_from_message", "to_engine_messages"]

@@ -46,11 +46,9 @@ from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
 from langchain_core.utils.pydantic import is_basemodel_subclass
-from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, model_validator
+from pydantic import ConfigDict, model_validator
 
 from hammer_plugins import (
-    DEFAULT_REFUSAL_TEXT,
-    Backend,
     GenerationSettings,
     HammerEngine,
     HammerError,
@@ -62,14 +60,10 @@ from hammer_plugins import (
     normalize_tool_choice,
     to_tool,
 )
-from hammer_plugins.snapshots import SlotFiller
-
-from .slot_filling import (
-    SLOT_FILLING_KEY,
-    step_chunk,
-    step_result,
-    to_snapshot_history,
-)
+from hammer_plugins.calls import new_call_id
+from hammer_plugins.config import SERVER_OPTIONS, EngineSettings
+from hammer_plugins.slot_filling import SlotFiller
+from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
 
 # LangChain passes these through the call kwargs for its own bookkeeping; every other per-call
 # argument goes to the engine, which raises TypeError for one it does not know.
@@ -85,7 +79,7 @@ _SKIPPED_BLOCKS = frozenset({"tool_use", "tool_call", "tool_call_chunk", "functi
                              "invalid_tool_call"})
 
 
-class ChatHammer(BaseChatModel):
+class ChatHammer(BaseChatModel, EngineSettings):
     """A Hammer function-calling model (local, offline) as a LangChain chat model.
 
     Nothing is loaded when you construct it: the model loads on the first call, and every
@@ -96,7 +90,8 @@ class ChatHammer(BaseChatModel):
         model: a Hugging Face id or local directory (``backend="transformers"``), or a ``.gguf`` path.
             With neither, the embedded default model is used (a stand-in base model, not a Hammer
             fine-tune; see docs/langchain.md).
-        backend: ``"llama_cpp"`` (default), ``"transformers"``, or a ``hammer_plugins.Backend``.
+        backend: ``"llama_cpp"`` (default), ``"transformers"``, ``"server"`` (with ``base_url``,
+            ``api_key``, ``timeout``, ``max_retries``; docs/server.md), or a ``hammer_plugins.Backend``.
 
     Hammer behaviour:
         prompt_format: ``"hammer2.1"`` (default), ``"hammer2.0"`` or ``"hammer1.0"``.
@@ -108,12 +103,13 @@ class ChatHammer(BaseChatModel):
         max_tool_rounds: rounds of tool calls per user turn (default 1) after which the model answers
             from the tool results without being offered the tools again (``None``: no cap). The
             engine ends an agent turn: after tool results, ``[]`` or a repeat of an answered call
-            becomes a plain-language answer (see docs/langchain.md, LangGraph agents).
+            becomes a plain-language answer (see docs/langchain.md, "The end of an agent's turn").
 
     Sampling: max_tokens, temperature (0 = greedy), top_p, top_k, repeat_penalty, seed, stop, loop_guard
     (close a string argument the model repeats itself in; on by default).
     Runtime: n_ctx, n_threads, n_gpu_layers (llama.cpp); device, dtype (transformers);
-    model_kwargs (anything else for the backend).
+    model_kwargs (anything else for the backend). Every one of these is an
+    :class:`hammer_plugins.config.EngineSettings` field, shared with LlamaIndex's ``HammerLLM``.
 
     Example:
         >>> from langchain_hammer import ChatHammer
@@ -125,62 +121,14 @@ class ChatHammer(BaseChatModel):
         >>> # -> [{'name': 'get_weather', 'args': {'city': 'Paris'}, 'id': 'call_...', 'type': 'tool_call'}]
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
 
-    model_path: str | None = None
-    """A ``.gguf`` file or checkpoint directory; with ``model`` unset too, the embedded default."""
-    model: str | None = None
-    """A Hugging Face id, local directory or ``.gguf`` path."""
-    backend: Literal["llama_cpp", "transformers", "server"] | Backend = "llama_cpp"
-    """Which runtime runs the model; ``"server"`` is an OpenAI-compatible inference server (docs/server.md)."""
-    base_url: str | None = None
-    """``backend="server"``: the server's URL (e.g. ``http://127.0.0.1:8000/v1``)."""
-    api_key: SecretStr | None = None
-    """``backend="server"``: its bearer token."""
-    timeout: float | None = None
-    """``backend="server"``: the longest silence allowed, in seconds."""
-    max_retries: int | None = None
-    """``backend="server"``: retries of connection failures and 429/502/503/504."""
-    prompt_format: Literal["hammer2.1", "hammer2.0", "hammer1.0"] = "hammer2.1"
-    """The prompt layout the checkpoint was trained on."""
-    constrained: bool = True
-    """Constrain decoding with a grammar built from the bound tools."""
-    mask_names: bool = False
-    """Replace function and parameter names with opaque strings in the prompt."""
-    on_refusal: Literal["message", "answer", "raise"] = "message"
-    """What Hammer's ``[]`` (no suitable tool) becomes."""
-    refusal_text: str = DEFAULT_REFUSAL_TEXT
-    """The message content of a refusal when ``on_refusal="message"``."""
-    max_tool_rounds: int | None = Field(default=1, ge=1)
-    """Rounds of tool calls per user turn before the model answers from the results (``None``: no cap)."""
-    max_tokens: int = _DEFAULTS.max_tokens
-    """Most tokens to generate."""
-    temperature: float = _DEFAULTS.temperature
-    """Sampling temperature; 0 is greedy decoding."""
-    top_p: float = _DEFAULTS.top_p
-    """Nucleus sampling mass (1.0: off)."""
-    top_k: int = _DEFAULTS.top_k
-    """Top-k sampling (0: off)."""
-    repeat_penalty: float = _DEFAULTS.repeat_penalty
-    """Penalty on repeated tokens (llama.cpp; 1.0: off)."""
-    loop_guard: bool = _DEFAULTS.loop_guard
-    """Close a string argument the model repeats itself in (constrained decoding on a local backend)."""
-    seed: int | None = _DEFAULTS.seed
-    """Sampling seed (matters only when temperature > 0)."""
+    # Every engine setting (model, backend and server, Hammer behaviour, sampling, runtime) is a field
+    # inherited from hammer_plugins.config.EngineSettings: the same names and defaults as HammerLLM.
     stop: list[str] | None = None
     """Stop sequences (a per-call ``stop`` replaces these)."""
-    n_ctx: int = 8192
-    """Context window in tokens."""
-    n_threads: int | None = None
-    n_gpu_layers: int = 0
-    device: str = "auto"
-    dtype: str = "auto"
-    model_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Extra keyword arguments for the backend (e.g. ``llama_cpp.Llama`` options)."""
     streaming: bool = False
     """Route ``invoke`` through streaming (so streaming callbacks see tokens)."""
-
-    _engines: dict[str, HammerEngine] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -194,7 +142,7 @@ class ChatHammer(BaseChatModel):
                 warnings.warn(f"ChatHammer ignores {unknown}: it runs a local model, and these are not among "
                               "its parameters (see ChatHammer's docstring).", stacklevel=4)
                 values = {k: v for k, v in values.items() if k in known}
-            remote = sorted(k for k in ("base_url", "api_key", "timeout", "max_retries") if values.get(k) is not None)
+            remote = sorted(k for k in SERVER_OPTIONS if values.get(k) is not None)
             if remote and values.get("backend", "llama_cpp") != "server":
                 warnings.warn(f"ChatHammer ignores {remote} unless backend='server': a local model needs no "
                               "server settings.", stacklevel=4)
@@ -241,7 +189,9 @@ class ChatHammer(BaseChatModel):
         if self.model_path:
             return str(self.model_path)
         try:
-            return self._engine().model_name  # the default (or $HAMMER_MODEL_PATH); resolves, does not load
+            # Resolves the model without loading it; for the embedded default that may assemble its
+            # file from the installed parts once (a local copy, never a download).
+            return self._engine().model_name
         except HammerError:
             return "hammer-default"
 
@@ -270,28 +220,10 @@ class ChatHammer(BaseChatModel):
     def _engine(self, model: str | None = None) -> HammerEngine:
         """The engine for this configuration (or a per-call ``model=`` override): cheap and lazy.
 
-        Engines are kept per configuration, so changing a field after a call (``llm.max_tokens = 64``)
-        takes effect; the loaded model itself is shared by every engine with the same model settings.
+        Built from the fields on each call, so changing a field after a call (``llm.max_tokens = 64``)
+        takes effect; engines are shared per configuration and the loaded model per backend settings.
         """
-        config: dict[str, Any] = {
-            "model_path": None if model else self.model_path, "model": model or self.model, "backend": self.backend,
-            "prompt_format": self.prompt_format, "constrained": self.constrained, "mask_names": self.mask_names,
-            "on_refusal": self.on_refusal, "refusal_text": self.refusal_text,
-            "max_tool_rounds": self.max_tool_rounds, "max_tokens": self.max_tokens,
-            "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
-            "repeat_penalty": self.repeat_penalty, "seed": self.seed, "loop_guard": self.loop_guard, "n_ctx": self.n_ctx,
-            "n_threads": self.n_threads, "n_gpu_layers": self.n_gpu_layers, "device": self.device,
-            "dtype": self.dtype, **self.model_kwargs,
-        }
-        if self.backend == "server":
-            remote = {"base_url": self.base_url, "api_key": self.api_key, "timeout": self.timeout,
-                      "max_retries": self.max_retries}
-            config.update({k: v for k, v in remote.items() if v is not None})
-        key = repr(sorted((k, v if isinstance(v, str | int | float | bool | None) else id(v)) for k, v in config.items()))
-        engine = self._engines.get(key)
-        if engine is None:
-            engine = self._engines[key] = HammerEngine(**config)
-        return engine
+        return self.build_engine(model)
 
     def _prepare(self, messages: list[BaseMessage], stop: list[str] | None,
                  kwargs: dict[str, Any]) -> tuple[HammerEngine, list[Message], dict[str, Any], str | None]:
@@ -306,49 +238,21 @@ class ChatHammer(BaseChatModel):
         call["stop"] = list(stop if stop is not None else self.stop or [])
         return self._engine(override), to_engine_messages(messages), call, override
 
-    def _slot_filling(self, messages: list[BaseMessage],
-                      kwargs: dict[str, Any]) -> tuple[SlotFiller, list[Message], str] | None:
-        """Filler, snapshot-carrying history and model label when this call is a slot-filling turn.
-
-        Removes ``slot_filling`` from ``kwargs`` either way, so that after tool results (when the
-        normal path answers from them) the engine never sees it.
-        """
-        setting, override = kwargs.pop(SLOT_FILLING_KEY, None), kwargs.get("model") or None
-        converted = to_engine_messages(messages) if setting else []
-        filler = SlotFiller.for_turn(self._engine(override), kwargs.get("tools") or [], converted, setting)
-        return None if filler is None else (filler, to_snapshot_history(messages, converted), self._model_label(override))
-
     # ---------------------------------------------------------------- generation
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        filling = self._slot_filling(messages, kwargs)
-        if filling is not None:
-            filler, history, label = filling
-            return step_result(filler.step(history), label)
         engine, msgs, call, override = self._prepare(messages, stop, kwargs)
         response = engine.generate(msgs, **call)
         return _result(response, self._model_label(override))
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                          run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        filling = self._slot_filling(messages, kwargs)
-        if filling is not None:
-            filler, history, label = filling
-            return step_result(await filler.astep(history), label)
         engine, msgs, call, override = self._prepare(messages, stop, kwargs)
         response = await engine.agenerate(msgs, **call)
         return _result(response, self._model_label(override))
 
     def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                 run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
-        filling = self._slot_filling(messages, kwargs)
-        if filling is not None:
-            filler, history, label = filling
-            chunk = step_chunk(filler.step(history), label)
-            if run_manager:
-                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-            yield chunk
-            return
         engine, msgs, call, override = self._prepare(messages, stop, kwargs)
         converter = _StreamConverter(self._model_label(override))
         for event in engine.stream(msgs, **call):
@@ -360,14 +264,6 @@ class ChatHammer(BaseChatModel):
     async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                        run_manager: AsyncCallbackManagerForLLMRun | None = None,
                        **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
-        filling = self._slot_filling(messages, kwargs)
-        if filling is not None:
-            filler, history, label = filling
-            chunk = step_chunk(await filler.astep(history), label)
-            if run_manager:
-                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-            yield chunk
-            return
         engine, msgs, call, override = self._prepare(messages, stop, kwargs)
         converter = _StreamConverter(self._model_label(override))
         async for event in engine.astream(msgs, **call):
@@ -399,7 +295,7 @@ class ChatHammer(BaseChatModel):
                 within its schema (``constrained=True``).
             kwargs: more arguments for the call (e.g. ``mask_names``, ``on_refusal``, ``max_tool_rounds``,
                 ``max_tokens``). ``slot_filling=True`` (or a dict of
-                :class:`~hammer_plugins.snapshots.SlotFiller` options such as ``{"ask": "all"}``) turns
+                :class:`~hammer_plugins.slot_filling.SlotFiller` options such as ``{"ask": "all"}``) turns
                 each user turn into a slot-filling step: the reply is the follow-up question or the
                 complete call, with the snapshot in ``response_metadata["hammer_snapshot"]``; after
                 tool results the model answers from them as usual (see docs/langchain.md, Slot filling).
@@ -417,7 +313,7 @@ class ChatHammer(BaseChatModel):
         formatted = [_openai_tool(t) for t in tools]
         # Convert now so an unrenderable schema or an unknown tool_choice fails here, not mid-run.
         names = [to_tool(t).name for t in formatted]
-        setting = kwargs.get(SLOT_FILLING_KEY)
+        setting = kwargs.get("slot_filling")
         if setting:
             if tool_choice not in (None, "auto"):
                 raise ValueError(f"slot_filling=True decides itself whether to call a tool; tool_choice={tool_choice!r} "
@@ -514,7 +410,9 @@ def to_engine_messages(messages: Sequence[BaseMessage]) -> list[Message]:
     """LangChain messages to engine messages.
 
     ``ToolMessage(status="error")`` becomes a tool message with ``is_error=True``; list content is
-    flattened to its text; images, audio and files raise ``ValueError`` (Hammer reads text only).
+    flattened to its text; images, audio and files raise ``ValueError`` (Hammer reads text only); an
+    ``AIMessage`` carrying a slot-filling snapshot (``response_metadata["hammer_snapshot"]``) becomes a
+    ``SnapshotMessage``.
 
     Example:
         >>> from langchain_core.messages import HumanMessage, ToolMessage
@@ -525,9 +423,15 @@ def to_engine_messages(messages: Sequence[BaseMessage]) -> list[Message]:
     out: list[Message] = []
     for message in messages:
         if isinstance(message, AIMessage):
-            calls = [ToolCall(name=c["name"], arguments=dict(c["args"]), id=c.get("id") or ToolCall(name="_").id)
+            calls = [ToolCall(name=c["name"], arguments=dict(c["args"]), id=c.get("id") or new_call_id())
                      for c in message.tool_calls]
-            out.append(Message(role="assistant", content=_text(message.content, "assistant"), tool_calls=calls))
+            content = _text(message.content, "assistant")
+            # A slot-filling turn's snapshot (response_metadata, or additional_kwargs after some stores)
+            # comes along, so the slot-filling state is rebuilt from the history alone.
+            snapshot = snapshot_of({"response_metadata": message.response_metadata,
+                                    "additional_kwargs": message.additional_kwargs})
+            out.append(SnapshotMessage(role="assistant", content=content, tool_calls=calls, snapshot=snapshot)
+                       if snapshot is not None else Message(role="assistant", content=content, tool_calls=calls))
         elif isinstance(message, ToolMessage):
             # The engine names an unnamed result after the call it answers (by tool_call_id).
             out.append(Message(role="tool", content=_text(message.content, "tool"), tool_call_id=message.tool_call_id,
@@ -587,6 +491,9 @@ def _metadata(response: HammerResponse, model_name: str) -> dict[str, Any]:
                                 "refusal": response.kind == "refusal"}
     if response.raw.strip() != response.text:
         metadata["raw_output"] = response.raw  # what the model wrote, when the content is not it
+    if response.snapshot is not None:  # a slot-filling turn: the state travels with the message
+        metadata.update(response.snapshot.to_metadata())
+        metadata[SLOT_FILLING_ACTION_KEY] = response.slot_filling_action
     return metadata
 
 

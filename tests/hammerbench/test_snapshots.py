@@ -18,11 +18,10 @@ import pytest
 from hammer_plugins import HammerEngine, Message, ToolCall
 from hammer_plugins.backends.scripted import ScriptedBackend
 from hammer_plugins.hammerbench import fix_tool_schema
+from hammer_plugins.slot_filling import SlotFiller, SlotFillingStep
 from hammer_plugins.snapshots import (
     SNAPSHOT_HINT,
     ConversationState,
-    SlotFiller,
-    SlotFillingStep,
     Snapshot,
     SnapshotMessage,
     dump_history,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
-from langchain_hammer import snapshot_from_message, to_engine_messages, to_snapshot_history
+from langchain_hammer import snapshot_from_message, to_engine_messages
 from shared_data import load_example
 
-from hammer_plugins.snapshots import SlotFiller
+from hammer_plugins.slot_filling import SlotFiller
 
 pytestmark = pytest.mark.real_model
 
@@ -24,6 +24,6 @@ def test_example_asks_for_missing_slots_then_calls_the_tool_and_the_messages_hol
     assert set(calls[-1].tool_calls[0]["args"]) == {"plate_number", "city", "time"}  # complete: all required slots
     assert any(isinstance(m, ToolMessage) and "speeding" in str(m.content) for m in messages)
     # A restart needs the messages only: the state is rebuilt without a model call.
-    state = SlotFiller.rebuild(to_snapshot_history(messages, to_engine_messages(messages)))
+    state = SlotFiller.rebuild(to_engine_messages(messages))
     assert state.state == "executed" and state.function == "Navigation.TrafficViolations.queryViolation"
     assert "calls Navigation.TrafficViolations.queryViolation" in capsys.readouterr().out

@@ -101,3 +101,27 @@ def test_adapters_reach_the_server_by_name(llama_server: Any) -> None:
                            backend_kwargs={"base_url": llama_server.base_url, "api_key": API_KEY})
     reply = hammer_llm.chat([ChatMessage(role="user", content="Say hello.")])
     assert reply.message.content
+
+
+async def test_slot_filling_runs_natively_async_on_the_server(backend: OpenAICompatibleBackend,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the engine's one pipeline a slot-filling step is native async on a server: no worker thread."""
+    from hammer_plugins import HammerEngine, Message, SlotFiller
+
+    def no_threads(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a worker thread was used")
+
+    # The backend's one-off setup (discovery, the grammar probe) may use a thread; generation may not.
+    backend.load()
+    backend.resolve_grammar_protocol()
+    monkeypatch.setattr(asyncio, "to_thread", no_threads)
+    tool = {"name": "pay_fine", "description": "Pay a traffic violation fine", "parameters": {"type": "object",
+            "properties": {"city": {"type": "string", "description": "Violating city"},
+                           "plate_number": {"type": "string", "description": "License plate number"}},
+            "required": ["city", "plate_number"]}}
+    filler = SlotFiller(HammerEngine(backend=backend, max_tokens=96), [tool], grounding="enforce")
+    steps = await asyncio.gather(*(filler.astep([Message.user(f"Pay my traffic fine from {city}.")])
+                                   for city in ("Guangzhou", "Shenzhen")))
+    assert [s.snapshot.function for s in steps] == ["pay_fine", "pay_fine"]
+    assert [s.snapshot.arguments.get("city") for s in steps] == ["Guangzhou", "Shenzhen"]
+    assert all(s.action == "ask" for s in steps)  # the plate number was never given

@@ -6,7 +6,7 @@ import llguidance
 import numpy as np
 import pytest
 
-from hammer_plugins.backends.token_mask import LogitsMask, LoopGuard, TokenMask
+from hammer_plugins.token_mask import LogitsMask, LoopGuard, TokenMask
 
 BYTES = llguidance.LLTokenizer("byte")
 

@@ -7,13 +7,7 @@ Example:
 """
 
 from llama_index.llms.hammer.base import HammerLLM, to_engine_message, to_engine_messages, to_engine_tool
-from llama_index.llms.hammer.slot_filling import (
-    ACTION_KEY,
-    SlotFillingResult,
-    SlotFillingWorkflow,
-    snapshot_from_message,
-    to_snapshot_history,
-)
+from llama_index.llms.hammer.slot_filling import SlotFillingResult, SlotFillingWorkflow, snapshot_from_message
 
-__all__ = ["ACTION_KEY", "HammerLLM", "SlotFillingResult", "SlotFillingWorkflow", "snapshot_from_message",
-           "to_engine_message", "to_engine_messages", "to_engine_tool", "to_snapshot_history"]
+__all__ = ["HammerLLM", "SlotFillingResult", "SlotFillingWorkflow", "snapshot_from_message", "to_engine_message",
+           "to_engine_messages", "to_engine_tool"]

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import inspect
 import json
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.llms.generic_utils import (
     achat_to_completion_decorator,
@@ -40,7 +41,7 @@ from llama_index.core.base.llms.types import (
     ThinkingBlock,
     ToolCallBlock,
 )
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import Field, model_validator
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
@@ -48,9 +49,6 @@ from llama_index.core.llms.utils import parse_partial_json
 from llama_index.core.types import PydanticProgramMode
 
 from hammer_plugins import (
-    DEFAULT_REFUSAL_TEXT,
-    Backend,
-    GenerationSettings,
     HammerEngine,
     HammerResponse,
     InvalidModelFileError,
@@ -60,11 +58,10 @@ from hammer_plugins import (
     TextDelta,
     ToolCall,
     ToolCallDelta,
-    to_message,
 )
-from hammer_plugins.snapshots import SlotFiller, SlotFillingStep
-
-from .slot_filling import SLOT_FILLING_KEY, step_response, to_snapshot_history
+from hammer_plugins.config import EngineSettings
+from hammer_plugins.messages import to_message
+from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
 
 if TYPE_CHECKING:
     from llama_index.core.program.utils import FlexibleModel
@@ -76,16 +73,7 @@ _ROLES = {
     "system": "system", "developer": "system", "user": "user", "assistant": "assistant",
     "chatbot": "assistant", "model": "assistant", "tool": "tool", "function": "tool",
 }
-_ENGINE_FIELDS = (
-    "model_path", "model", "backend", "prompt_format", "constrained", "mask_names", "on_refusal", "refusal_text",
-    "max_tool_rounds", "max_tokens", "temperature", "top_p", "top_k", "repeat_penalty", "loop_guard", "seed", "n_ctx",
-    "n_threads", "n_gpu_layers", "device", "dtype", "backend_kwargs",
-)
-# The engine's sampling defaults, so a field left unset never overrides them with a copy.
-_DEFAULTS = GenerationSettings()
-
-
-class HammerLLM(FunctionCallingLLM):
+class HammerLLM(FunctionCallingLLM, EngineSettings):
     """A local Hammer model (llama.cpp or transformers) that calls LlamaIndex tools.
 
     Tool calls come back as ``ToolCallBlock`` s (and OpenAI-style ``additional_kwargs["tool_calls"]``),
@@ -93,7 +81,9 @@ class HammerLLM(FunctionCallingLLM):
     Hammer's ``[]`` ("no suitable tool") becomes a message without calls holding ``refusal_text``;
     ``raw`` is the engine's full answer (``raw["kind"]``, ``raw["usage"]``, ``raw["raw"]``).
 
-    Every engine setting is a field; per-call overrides go to ``chat(..., max_tokens=..., ...)``.
+    Every engine setting is a field (:class:`hammer_plugins.config.EngineSettings`, shared with
+    LangChain's ``ChatHammer``: model, ``backend`` with the server options, Hammer behaviour, sampling,
+    runtime, ``model_kwargs``); per-call overrides go to ``chat(..., max_tokens=..., ...)``.
     Nothing loads in the constructor: the model loads on the first call (or :meth:`load`).
 
     Example:
@@ -108,47 +98,21 @@ class HammerLLM(FunctionCallingLLM):
         {'city': 'Paris'}
     """
 
-    model_path: str | Path | None = Field(
-        default=None, description="A .gguf file (llama.cpp) or a checkpoint directory (transformers).")
-    model: str | None = Field(
-        default=None, description="A Hugging Face id or local directory (transformers), or a .gguf path.")
-    backend: str | Backend = Field(
-        default="llama_cpp", description="'llama_cpp', 'transformers', or a hammer_plugins Backend instance.")
-    prompt_format: Literal["hammer2.1", "hammer2.0", "hammer1.0"] = Field(
-        default="hammer2.1", description="Hammer 2.1 prompt layout, or the 1.0/2.0 query-block layout.")
-    constrained: bool = Field(default=True, description="Constrain decoding with a grammar built from the tools.")
-    mask_names: bool = Field(
-        default=False, description="Show the model opaque function/parameter names; calls are mapped back.")
-    on_refusal: Literal["message", "answer", "raise"] = Field(
-        default="message",
-        description="What Hammer's [] after a user turn becomes: refusal_text, a tool-free answer, or RefusalError.")
-    refusal_text: str = Field(default=DEFAULT_REFUSAL_TEXT, description="The message content for a refusal.")
+    # Every engine setting (model, backend and server, Hammer behaviour, sampling, runtime) is a field
+    # inherited from hammer_plugins.config.EngineSettings: the same names and defaults as ChatHammer.
     parallel_tool_calls: bool = Field(
         default=True,
         description="Allow several calls in one answer; LlamaIndex's allow_parallel_tool_calls can only narrow it.")
-    max_tool_rounds: int | None = Field(
-        default=1, ge=1,
-        description="Rounds of tool calls per user turn before the engine answers from the results without "
-                    "tools (None: until the model answers []; a repeat of an answered call counts as []).")
-    max_tokens: int = Field(default=_DEFAULTS.max_tokens, gt=0,
-                            description="Most new tokens per answer (also metadata.num_output).")
-    temperature: float = Field(default=_DEFAULTS.temperature, ge=0.0, description="0 is greedy decoding.")
-    top_p: float = Field(default=_DEFAULTS.top_p, gt=0.0, le=1.0)
-    top_k: int = Field(default=_DEFAULTS.top_k, ge=0, description="0 disables top-k.")
-    repeat_penalty: float = Field(default=_DEFAULTS.repeat_penalty, gt=0.0)
-    loop_guard: bool = Field(default=_DEFAULTS.loop_guard,
-                             description="Close a string argument the model repeats itself in (constrained, local).")
-    seed: int | None = Field(default=_DEFAULTS.seed, description="Sampling seed (only matters when temperature > 0).")
-    n_ctx: int = Field(default=8192, gt=0, description="Context window in tokens.")
-    n_threads: int | None = Field(default=None, description="CPU threads for llama.cpp (None: its own choice).")
-    n_gpu_layers: int = Field(default=0, description="Layers llama.cpp offloads to a GPU build (-1: all).")
-    device: str = Field(default="auto", description="transformers device.")
-    dtype: str = Field(default="auto", description="transformers dtype.")
-    backend_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="Anything else for the backend (llama_cpp.Llama or from_pretrained).")
 
-    _engine: HammerEngine | None = PrivateAttr(default=None)
-    _engine_key: str = PrivateAttr(default="")
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_backend_kwargs(cls, values: Any) -> Any:
+        # backend_kwargs was this adapter's name for what ChatHammer (and now both) call model_kwargs.
+        if isinstance(values, dict) and "backend_kwargs" in values:
+            warnings.warn("HammerLLM(backend_kwargs=...) is now model_kwargs=..., as in ChatHammer.",
+                          DeprecationWarning, stacklevel=4)
+            values = {**values, "model_kwargs": {**values.pop("backend_kwargs"), **values.get("model_kwargs", {})}}
+        return values
 
     @classmethod
     def class_name(cls) -> str:
@@ -157,14 +121,9 @@ class HammerLLM(FunctionCallingLLM):
     # ----------------------------------------------------------------- engine
     @property
     def engine(self) -> HammerEngine:
-        """The engine behind this LLM (rebuilt when a field changes; the loaded model is shared)."""
-        config = {name: getattr(self, name) for name in _ENGINE_FIELDS}
-        key = repr(config)
-        if self._engine is None or key != self._engine_key:
-            extra = config.pop("backend_kwargs")
-            self._engine = HammerEngine(**config, **extra)
-            self._engine_key = key
-        return self._engine
+        """The engine behind this LLM (built from the fields, so a changed field takes effect; engines are
+        shared per configuration and the loaded model per backend settings)."""
+        return self.build_engine()
 
     # ----------------------------------------------------------------- tokens
     @property
@@ -192,7 +151,8 @@ class HammerLLM(FunctionCallingLLM):
     def metadata(self) -> LLMMetadata:
         """Function calling, chat, ``num_output=max_tokens``; the loaded model's window, ``n_ctx`` before."""
         # LlamaIndex reads metadata on every call, also inside the event loop: the backend is created
-        # (the model resolved, not loaded) and asked for its window only once its model is loaded.
+        # (the model resolved, not loaded; for the embedded default that may assemble its file from
+        # the installed parts once) and asked for its window only once its model is loaded.
         window, name = self.n_ctx, Path(self.model_path).name if self.model_path else str(self.model or "hammer")
         try:
             backend = self.engine.backend
@@ -257,42 +217,14 @@ class HammerLLM(FunctionCallingLLM):
         return self._astream_chat(messages, **kwargs)
 
     def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Iterator[ChatResponse]:
-        filling = self._slot_filling(messages, kwargs)
-        if filling is not None:
-            filler, history = filling
-            yield self._step_response(filler.step(history))
-            return
         turn = _Turn()
         for event in self.engine.stream(to_engine_messages(messages), **self._options(kwargs)):
             yield turn.feed(event)
 
     async def _astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> AsyncIterator[ChatResponse]:
-        filling = self._slot_filling(messages, kwargs)
-        if filling is not None:
-            filler, history = filling
-            yield self._step_response(await filler.astep(history))
-            return
         turn = _Turn()
         async for event in self.engine.astream(to_engine_messages(messages), **self._options(kwargs)):
             yield turn.feed(event)
-
-    def _slot_filling(self, messages: Sequence[ChatMessage],
-                      kwargs: dict[str, Any]) -> tuple[SlotFiller, list[Message]] | None:
-        """Filler and snapshot-carrying history when this call is a slot-filling turn.
-
-        Removes ``slot_filling`` from ``kwargs`` either way, so that after tool results (when the
-        normal path answers from them) the engine never sees it.
-        """
-        setting = kwargs.pop(SLOT_FILLING_KEY, None)
-        converted = to_engine_messages(messages) if setting else []
-        tools = [to_engine_tool(t) for t in kwargs.get("tools") or []] if setting else []
-        filler = SlotFiller.for_turn(self.engine, tools, converted, setting)
-        return None if filler is None else (filler, to_snapshot_history(messages, converted))
-
-    @staticmethod
-    def _step_response(step: SlotFillingStep) -> ChatResponse:
-        calls = [step.call] if step.call is not None else []
-        return step_response(step, _assistant(step.message.content, calls))
 
     def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The engine's call arguments: tools converted, the ``parallel_tool_calls`` field as the default.
@@ -389,7 +321,9 @@ def to_engine_message(message: ChatMessage) -> Message:
     """A LlamaIndex ``ChatMessage`` as an engine :class:`~hammer_plugins.Message`.
 
     Text blocks become the content, ``ToolCallBlock`` s (or OpenAI-style ``additional_kwargs["tool_calls"]``)
-    the calls, ``additional_kwargs["tool_call_id"]`` links a tool result to its call.
+    the calls, ``additional_kwargs["tool_call_id"]`` links a tool result to its call, and an assistant
+    message carrying a slot-filling snapshot (``additional_kwargs["hammer_snapshot"]``) becomes a
+    ``SnapshotMessage``.
 
     Example:
         >>> to_engine_message(ChatMessage(role="tool", content="sunny",
@@ -412,9 +346,12 @@ def to_engine_message(message: ChatMessage) -> Message:
     if not calls:
         calls = [raw.model_dump() if hasattr(raw, "model_dump") else dict(raw)
                  for raw in message.additional_kwargs.get("tool_calls") or []]
-    return to_message({"role": role, "content": "\n".join(texts), "tool_calls": calls,
-                       "tool_call_id": message.additional_kwargs.get("tool_call_id"),
-                       "name": message.additional_kwargs.get("name")})
+    converted = to_message({"role": role, "content": "\n".join(texts), "tool_calls": calls,
+                            "tool_call_id": message.additional_kwargs.get("tool_call_id"),
+                            "name": message.additional_kwargs.get("name")})
+    # A slot-filling turn's snapshot comes along, so the slot-filling state is rebuilt from the history alone.
+    snapshot = snapshot_of(message.additional_kwargs) if role == "assistant" else None
+    return SnapshotMessage(**converted.model_dump(), snapshot=snapshot) if snapshot is not None else converted
 
 
 def to_engine_messages(messages: Sequence[ChatMessage]) -> list[Message]:
@@ -503,8 +440,11 @@ class _Turn:
             self.calls.append(event.call)
             return ChatResponse(message=_assistant(self.text, self.calls), delta="")
         usage = event.usage
+        message = _assistant(event.text, event.tool_calls, event.invalid_tool_calls)
+        if event.snapshot is not None:  # a slot-filling turn: the state travels with the message
+            message.additional_kwargs.update({**event.snapshot.to_metadata(), SLOT_FILLING_ACTION_KEY: event.slot_filling_action})
         return ChatResponse(
-            message=_assistant(event.text, event.tool_calls, event.invalid_tool_calls),
+            message=message,
             delta=event.text.removeprefix(self.text),  # a refusal text or prose around calls: not streamed
             raw=event.model_dump(mode="json"),
             additional_kwargs={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,

@@ -1,11 +1,12 @@
 """Slot filling for ``HammerLLM``: ``chat_with_tools(..., slot_filling=True)`` and ``SlotFillingWorkflow``.
 
-Each user turn the engine's :class:`~hammer_plugins.snapshots.SlotFiller` takes a function-calling
+Each user turn the engine's :class:`~hammer_plugins.slot_filling.SlotFiller` takes a function-calling
 snapshot (the call the model would make now) and plain rules decide: ask for the missing required
 slots, or hand back the complete call. This module is the LlamaIndex edge of it:
 
 * messages in: an assistant ``ChatMessage`` whose ``additional_kwargs`` hold ``"hammer_snapshot"``
-  becomes a ``SnapshotMessage``, so the filler rebuilds its state from the history alone;
+  becomes a ``SnapshotMessage`` (``to_engine_message``), so the filler rebuilds its state from the
+  history alone;
 * the step out: a ``ChatResponse`` whose message is the follow-up question, or holds the complete
   call as a ``ToolCallBlock``; the snapshot (JSON-ready) is in ``message.additional_kwargs["hammer_snapshot"]``
   and the decision in ``additional_kwargs["slot_filling_action"]``;
@@ -30,36 +31,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.workflow import Context, Event, StartEvent, StopEvent, Workflow, step
 from pydantic import BaseModel, ConfigDict, Field
 
-from hammer_plugins import Message, ToolCall
-from hammer_plugins.snapshots import SlotFillingStep, Snapshot, StepAction, snapshot_of, with_snapshots
+from hammer_plugins import ToolCall
+from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, Snapshot, StepAction, snapshot_of
+
+from .base import HammerLLM, to_engine_tool
 
 if TYPE_CHECKING:
     from llama_index.core.tools.types import BaseTool
-    from llama_index.llms.hammer.base import HammerLLM
-
-SLOT_FILLING_KEY = "slot_filling"
-"""The ``chat`` / ``chat_with_tools`` argument that turns slot filling on (``True`` or a dict of options)."""
-
-ACTION_KEY = "slot_filling_action"
-"""``additional_kwargs`` key of the step's decision: ``ask``, ``execute``, ``terminate`` or ``none``."""
-
-
-def to_snapshot_history(messages: Sequence[ChatMessage], converted: Sequence[Message]) -> list[Message]:
-    """Engine messages (``converted``, from ``to_engine_messages``) with each assistant turn's snapshot.
-
-    Example:
-        >>> from llama_index.llms.hammer import to_engine_messages
-        >>> history = [ChatMessage(role="user", content="Pay my fine"), ChatMessage(role="assistant",
-        ...     content="Which city?", additional_kwargs={"hammer_snapshot": {"turn": 0, "state": "collecting"}})]
-        >>> to_snapshot_history(history, to_engine_messages(history))[1].snapshot.state
-        'collecting'
-    """
-    return with_snapshots(converted, [m.additional_kwargs if m.role == MessageRole.ASSISTANT else None for m in messages])
-
 
 def snapshot_from_message(message: ChatMessage) -> Snapshot | None:
     """The snapshot a slot-filling assistant message carries (also after a JSON round trip).
@@ -70,18 +52,6 @@ def snapshot_from_message(message: ChatMessage) -> Snapshot | None:
         3
     """
     return snapshot_of(message.additional_kwargs)
-
-
-def step_response(step: SlotFillingStep, message: ChatMessage) -> ChatResponse:
-    """A filler step as a ``ChatResponse``; ``message`` is the step's message as the adapter renders it."""
-    message.additional_kwargs.update({ACTION_KEY: step.action, **step.snapshot.to_metadata()})
-    usage: dict[str, Any] = {}
-    if step.response is not None:
-        u = step.response.usage
-        usage = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-                 "total_tokens": u.total_tokens}
-    raw = step.response.model_dump(mode="json") if step.response is not None else None
-    return ChatResponse(message=message, delta=step.message.content, raw=raw, additional_kwargs=usage)
 
 
 # ------------------------------------------------------------------ the workflow
@@ -124,7 +94,7 @@ class SlotFillingWorkflow(Workflow):
     Args:
         llm: the ``HammerLLM`` to ask.
         tools: LlamaIndex tools (``FunctionTool`` ...); a complete call runs ``tool.acall(**arguments)``.
-        slot_filling: ``True`` or a dict of :class:`~hammer_plugins.snapshots.SlotFiller` options.
+        slot_filling: ``True`` or a dict of :class:`~hammer_plugins.slot_filling.SlotFiller` options.
 
     Example:
         >>> import asyncio
@@ -144,8 +114,6 @@ class SlotFillingWorkflow(Workflow):
 
     def __init__(self, llm: HammerLLM, tools: Sequence[BaseTool], slot_filling: bool | Mapping[str, Any] = True,
                  timeout: float | None = 600.0, **kwargs: Any) -> None:
-        from llama_index.llms.hammer.base import to_engine_tool  # base imports this module
-
         super().__init__(timeout=timeout, **kwargs)
         self.llm = llm
         self.tools = list(tools)
@@ -174,7 +142,7 @@ class SlotFillingWorkflow(Workflow):
         await self._save(ctx, history)
         snapshot = snapshot_from_message(response.message)
         assert snapshot is not None
-        action = response.message.additional_kwargs[ACTION_KEY]
+        action = response.message.additional_kwargs[SLOT_FILLING_ACTION_KEY]
         if action == "execute":
             call = snapshot.call()
             assert call is not None
@@ -202,13 +170,4 @@ class SlotFillingWorkflow(Workflow):
                                                   chat_history=history))
 
 
-__all__ = [
-    "ACTION_KEY",
-    "SLOT_FILLING_KEY",
-    "ExecuteEvent",
-    "SlotFillingResult",
-    "SlotFillingWorkflow",
-    "snapshot_from_message",
-    "step_response",
-    "to_snapshot_history",
-]
+__all__ = ["ExecuteEvent", "SlotFillingResult", "SlotFillingWorkflow", "snapshot_from_message"]

@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from ..errors import BackendNotInstalledError
-from ..grammar import Grammar
+from .errors import BackendNotInstalledError
+from .grammar import Grammar
 
 
 def import_llguidance() -> Any:
