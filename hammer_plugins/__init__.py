@@ -45,6 +45,7 @@ from .errors import (
     ServerStreamError,
     ServerTimeoutError,
     ServerUnavailableError,
+    UnknownModelError,
     UnknownToolError,
 )
 from .messages import Message
@@ -107,6 +108,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolCallDelta",
+    "UnknownModelError",
     "UnknownToolError",
     "Usage",
     "__version__",

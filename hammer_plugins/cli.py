@@ -67,7 +67,38 @@ def load_tools_file(path: str | None) -> tuple[list[Tool], dict[str, Callable[..
 
 
 def _engine(args: argparse.Namespace) -> HammerEngine:
+    if args.model is None and args.model_path is None and args.backend == "llama_cpp":
+        # Say which model runs when none was named: a pulled Hammer model, or the stand-in (and how to do better).
+        from .model_store import default_model_line
+
+        print(default_model_line(), file=sys.stderr)
     return EngineSettings.from_args(args).build_engine()
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from .model_source import resolve_model
+    from .model_store import describe_pull, pull
+
+    source = resolve_model(model=args.name, gguf=not args.checkpoint, revision=args.revision)
+    print(f"pulling {describe_pull(source)}", file=sys.stderr)
+    print(pull(args.name, checkpoint=args.checkpoint, force=args.force, revision=args.revision))
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from .model_source import hub_cache_dir
+    from .model_store import default_model_line, model_table
+
+    rows = model_table()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'preset':<16} {'format':<10} {'GGUF size':<14} {'license':<24} downloaded")
+    for row in rows:
+        here = f"{row['downloaded_bytes'] / 1e9:.2f} GB  {row['downloaded']}" if row["downloaded"] else "-"
+        print(f"{row['name']:<16} {row['prompt_format']:<10} {row['size']:<14} {row['license']:<24} {here}")
+    print(f"\ncache: {hub_cache_dir()}\n{default_model_line()}")
+    return 0
 
 
 def _calls_json(response: HammerResponse) -> str:
@@ -205,6 +236,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     for command in _commands():
         command(sub)
+
+    pull_cmd = sub.add_parser("pull", help="download a Hammer model by name (a preset, or a Hugging Face repo)")
+    pull_cmd.add_argument("name", help="a preset (hammer2.1-1.5b; see `hammer models`), 'owner/repo:Q4_K_M' or "
+                                       "'owner/repo/file.gguf'")
+    pull_cmd.add_argument("--checkpoint", action="store_true",
+                          help="the Hugging Face checkpoint (for --backend transformers) instead of the GGUF")
+    pull_cmd.add_argument("--revision", help="a branch, tag or commit of the repo")
+    pull_cmd.add_argument("--force", action="store_true", help="download again (e.g. a damaged or truncated file)")
+    pull_cmd.set_defaults(func=cmd_pull)
+
+    models = sub.add_parser("models", help="the Hammer presets, their licenses, and what is downloaded here")
+    models.add_argument("--json", action="store_true", help="print the table as JSON")
+    models.set_defaults(func=cmd_models)
 
     info = sub.add_parser("info", help="model, backend and versions")
     add_engine_arguments(info)

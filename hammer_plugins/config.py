@@ -49,7 +49,9 @@ class EngineSettings(BaseModel):
     model_path: str | Path | None = Field(
         default=None, description="A .gguf file (llama.cpp) or checkpoint directory (transformers); with "
                                   "model unset too, the embedded default model.")
-    model: str | None = Field(default=None, description="A Hugging Face id or local directory, or a .gguf path.")
+    model: str | None = Field(default=None, description="A preset ('hammer2.1-1.5b'), a Hugging Face repo ('owner/repo', "
+                                                        "'owner/repo:Q4_K_M', 'owner/repo/file.gguf'), a local "
+                                                        "directory or a .gguf path.")
     backend: Literal["llama_cpp", "transformers", "server"] | Backend = Field(
         default="llama_cpp", description="'llama_cpp', 'transformers', 'server' (an OpenAI-compatible inference "
                                          "server, docs/server.md) or a hammer_plugins Backend instance.")
@@ -60,8 +62,9 @@ class EngineSettings(BaseModel):
     max_retries: int | None = Field(default=None, description="backend='server': retries of connection failures "
                                                               "and 429/502/503/504.")
     # --- Hammer behaviour
-    prompt_format: Literal["hammer2.1", "hammer2.0", "hammer1.0"] = Field(
-        default="hammer2.1", description="The prompt layout the checkpoint was trained on.")
+    prompt_format: Literal["hammer2.1", "hammer2.0", "hammer1.0"] | None = Field(
+        default=None, description="The prompt layout the checkpoint was trained on; None: the named model's "
+                                  "(a Hammer 2.0 or 1.0 preset has its own), else hammer2.1.")
     constrained: bool = Field(default=True, description="Constrain decoding with a grammar built from the tools.")
     mask_names: bool = Field(default=False, description="Show the model opaque function and parameter names; "
                                                         "calls come back with the real ones.")
@@ -160,10 +163,12 @@ def add_engine_arguments(parser: argparse.ArgumentParser, max_tokens: int = 512)
         2
     """
     parser.add_argument("--model-path", help="a .gguf file (or checkpoint directory); default: the embedded model")
-    parser.add_argument("--model", help="a Hugging Face hub id or local directory (transformers backend)")
+    parser.add_argument("--model", help="a preset (hammer2.1-1.5b; `hammer models` lists them), a Hugging Face repo "
+                        "('owner/repo', 'owner/repo:Q4_K_M', 'owner/repo/file.gguf') or a local directory")
     parser.add_argument("--backend", default="llama_cpp", choices=["llama_cpp", "transformers", "server"])
     parser.add_argument("--base-url", help="--backend server: the server's URL, e.g. http://127.0.0.1:8080/v1")
-    parser.add_argument("--prompt-format", default="hammer2.1", choices=list(PROMPT_FORMATS))
+    parser.add_argument("--prompt-format", default=None, choices=list(PROMPT_FORMATS),
+                        help="default: the model's own (a preset's), else hammer2.1")
     parser.add_argument("--no-constrained", action="store_true", help="turn constrained decoding off")
     parser.add_argument("--mask-names", action="store_true", help="mask function and parameter names")
     parser.add_argument("--max-tokens", type=int, default=max_tokens, help="default: %(default)s")

@@ -32,7 +32,9 @@ from .errors import ContextWindowExceededError, HammerError, UnknownToolError
 from .grammar import Grammar, build_grammar, build_json_grammar
 from .masking import NameMask
 from .messages import Message, to_message
+from .model_source import best_pulled_preset
 from .parsing import items_to_calls, parse_output
+from .presets import find_preset
 from .prompt import PROMPT_FORMATS, PromptFormat, describe_answer, render_chat, render_prefix, render_prompt
 from .response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
 from .slot_filling import SlotFiller, SnapshotRequest
@@ -44,6 +46,14 @@ RefusalMode = Literal["message", "answer", "raise"]
 # stand-in default model chains spurious calls on results when allowed more (measured).
 DEFAULT_MAX_TOOL_ROUNDS = 1
 _MIN_ANSWER_TOKENS = 16
+
+
+def _model_prompt_format(model_path: str | Path | None, model: str | None, backend: str | Backend) -> PromptFormat:
+    """The prompt layout of the model these settings name: a preset's (Hammer 2.0/1.0 differ), else 2.1."""
+    if model_path is not None or not isinstance(backend, str) or backend == "server":
+        return "hammer2.1"
+    preset = find_preset(model) if model else best_pulled_preset() if backend != "transformers" else None
+    return preset.prompt_format if preset else "hammer2.1"  # type: ignore[return-value]
 
 
 def _check_rounds(value: int | None) -> int | None:
@@ -200,11 +210,14 @@ class HammerEngine:
 
     Args:
         model_path: a ``.gguf`` file (llama.cpp) or checkpoint directory (transformers).
-        model: a hub id or local directory (transformers), or a ``.gguf`` path.
+        model: a preset (``"hammer2.1-1.5b"``: its GGUF on llama.cpp, its checkpoint on transformers), a
+            Hugging Face repo (``"owner/repo"``, ``"owner/repo:Q4_K_M"``, ``"owner/repo/file.gguf"``), a
+            local directory or a ``.gguf`` path (see :mod:`hammer_plugins.model_source`).
         backend: ``"llama_cpp"`` (default), ``"transformers"``, ``"server"`` (an OpenAI-compatible
             inference server: pass ``base_url=``, and ``api_key=``, ``timeout=``, ... as for
             :class:`~hammer_plugins.backends.server.OpenAICompatibleBackend`), or a :class:`Backend` instance.
-        prompt_format: ``"hammer2.1"`` (default) or ``"hammer2.0"`` / ``"hammer1.0"``.
+        prompt_format: ``"hammer2.1"``, ``"hammer2.0"`` or ``"hammer1.0"``; ``None`` (default): the
+            layout of the model named (a Hammer 2.0 or 1.0 preset has its own), else ``"hammer2.1"``.
         constrained: constrain decoding with a grammar built from the tools (default on).
         mask_names: replace function and parameter names with opaque strings in the prompt.
         on_refusal: what ``[]`` becomes: ``"message"`` (a refusal text), ``"answer"`` (a second,
@@ -232,7 +245,7 @@ class HammerEngine:
         model: str | None = None,
         *,
         backend: str | Backend = "llama_cpp",
-        prompt_format: PromptFormat = "hammer2.1",
+        prompt_format: PromptFormat | None = None,
         constrained: bool = True,
         mask_names: bool = False,
         on_refusal: RefusalMode = "message",
@@ -252,6 +265,7 @@ class HammerEngine:
         dtype: str = "auto",
         **backend_kwargs: Any,
     ) -> None:
+        prompt_format = prompt_format or _model_prompt_format(model_path, model, backend)
         if prompt_format not in PROMPT_FORMATS:
             raise ValueError(f"unknown prompt_format {prompt_format!r}; use one of {PROMPT_FORMATS}")
         if on_refusal not in ("message", "answer", "raise"):
@@ -316,7 +330,7 @@ class HammerEngine:
         from .backends.llama_cpp import LlamaCppBackend
 
         extra = {k: v for k, v in opts.items() if k not in ("n_ctx", "n_threads", "n_gpu_layers", "device", "dtype")}
-        return LlamaCppBackend(self.model_path or self.model, n_ctx=opts["n_ctx"], n_threads=opts["n_threads"],
+        return LlamaCppBackend(self.model_path, model=self.model, n_ctx=opts["n_ctx"], n_threads=opts["n_threads"],
                                n_gpu_layers=opts["n_gpu_layers"], **extra)
 
     @property

@@ -86,6 +86,19 @@ class SchemaConversionError(HammerError, ValueError):
         super().__init__(message)
 
 
+class UnknownModelError(ModelNotFoundError):
+    """A model name that looks like a Hammer preset but is none (the message lists the known ones).
+
+    Example:
+        >>> from hammer_plugins.model_source import resolve_model
+        >>> try:
+        ...     resolve_model(model="hammer2.1-1.6b")
+        ... except UnknownModelError as exc:
+        ...     print("hammer2.1-1.5b" in str(exc))
+        True
+    """
+
+
 class UnknownToolError(HammerError, ValueError):
     """A forced ``tool_choice`` names a tool that is not among the bound tools.
 

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from hammer_plugins import HammerEngine
+# The tests never see the Hugging Face cache of the machine they run on: a Hammer model pulled
+# there would become the default of every test that names none (before huggingface_hub is imported).
+os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="hammer-tests-hf-")
+
+from hammer_plugins import HammerEngine  # noqa: E402
 from hammer_plugins.demo_tools import DEMO_TOOLS
 
 

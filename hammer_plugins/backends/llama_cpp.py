@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import BackendNotInstalledError, InvalidModelFileError
 from ..grammar import Grammar
-from ..model_source import ModelSource, check_gguf, resolve_model
+from ..model_source import ModelSource, check_gguf, fetch_gguf, resolve_model
 from ..prompt import STOP_SEQUENCES
 from ..token_mask import LogitsMask, TokenMask, import_llguidance
 from .base import Backend, GenerationChunk, GenerationSettings, Usage
@@ -43,7 +43,9 @@ class LlamaCppBackend(Backend):
     """Runs a GGUF model with llama-cpp-python.
 
     Args:
-        model_path: a ``.gguf`` file; ``None`` resolves the default (see ``model_source``).
+        model_path: a ``.gguf`` file; ``None`` resolves ``model`` or the default (see ``model_source``).
+        model: a preset (``"hammer2.1-1.5b"``), ``"owner/repo:Q4_K_M"``, ``"owner/repo/file.gguf"`` or a path;
+            a hub file is downloaded into the Hugging Face cache on first load (never at construction).
         n_ctx: context window in tokens.
         n_threads: CPU threads (``None``: llama.cpp's choice).
         n_gpu_layers: layers offloaded to a GPU build (0 on CPU).
@@ -56,6 +58,7 @@ class LlamaCppBackend(Backend):
         self,
         model_path: str | Path | None = None,
         *,
+        model: str | None = None,
         n_ctx: int = 8192,
         n_threads: int | None = None,
         n_gpu_layers: int = 0,
@@ -63,8 +66,8 @@ class LlamaCppBackend(Backend):
         **llama_kwargs: Any,
     ) -> None:
         super().__init__()
-        self._source = source or resolve_model(model_path)
-        if self._source.kind != "gguf":
+        self._source = source or resolve_model(model_path, model, gguf=True)
+        if self._source.kind not in ("gguf", "hub_gguf"):
             raise InvalidModelFileError(
                 f"the llama.cpp backend loads .gguf files, got {self._source.location!r}. Fix: pass a "
                 ".gguf path, or use backend='transformers' for a checkpoint directory or hub id."
@@ -79,7 +82,12 @@ class LlamaCppBackend(Backend):
 
     @property
     def model_name(self) -> str:
-        return self._source.display_name if self._source.is_default else Path(self._source.location).name
+        return self._source.display_name if self._source.is_default else self._source.short_name
+
+    @property
+    def source(self) -> ModelSource:
+        """Where the model comes from (a path, a preset, a hub file), resolved but not downloaded."""
+        return self._source
 
     @property
     def model_path(self) -> str:
@@ -104,7 +112,8 @@ class LlamaCppBackend(Backend):
         if self._llama is not None:
             return
         llama_cpp = _import_llama_cpp()
-        path = check_gguf(Path(self._source.location))
+        hub = self._source.kind == "hub_gguf"
+        path = fetch_gguf(self._source) if hub else check_gguf(Path(self._source.location))
         started = time.perf_counter()
         try:
             self._llama = llama_cpp.Llama(
@@ -119,7 +128,8 @@ class LlamaCppBackend(Backend):
             raise InvalidModelFileError(
                 f"llama.cpp could not load {str(path)!r} ({exc}). The file is a GGUF but may be truncated, "
                 "corrupt, or of an architecture this llama-cpp-python does not know. Fix: re-download "
-                "the file, or upgrade llama-cpp-python."
+                "the file" + (f" (`hammer pull {self._source.pull_name} --force`)" if hub else "")
+                + ", or upgrade llama-cpp-python."
             ) from exc
         self.load_seconds = time.perf_counter() - started
         # Free the native model before interpreter shutdown: llama-cpp-python's own destructor

@@ -68,7 +68,7 @@ class TransformersBackend(Backend):
         n_ctx: int | None = None,
     ) -> None:
         super().__init__()
-        self._source = source or resolve_model(model_path, model)
+        self._source = source or resolve_model(model_path, model, gguf=False, revision=revision)
         self.device_option = device
         self.dtype_option = dtype
         self.revision = revision
@@ -84,7 +84,7 @@ class TransformersBackend(Backend):
     # ------------------------------------------------------------- loading
     @property
     def model_name(self) -> str:
-        return self._source.display_name if self._source.is_default else self._source.location
+        return self._source.display_name if self._source.is_default else self._source.short_name
 
     @property
     def context_window(self) -> int:
@@ -138,6 +138,11 @@ class TransformersBackend(Backend):
         tokenizer.save_pretrained(str(target))
         (target / ".complete").write_text(str(gguf) + "\n")
         return str(target)
+
+    @property
+    def source(self) -> ModelSource:
+        """Where the model comes from (a directory, a hub checkpoint, a GGUF), resolved but not downloaded."""
+        return self._source
 
     @property
     def is_loaded(self) -> bool:

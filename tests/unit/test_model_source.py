@@ -50,10 +50,11 @@ def test_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     gguf.write_bytes(b"GGUF....")
     monkeypatch.setenv("HAMMER_MODEL_PATH", str(gguf))
     assert resolve_model().location == str(gguf)
-    assert resolve_model(model="MadeAgents/Hammer2.1-0.5b").kind == "hub"
+    assert resolve_model(model="MadeAgents/Hammer2.1-0.5b", gguf=False).kind == "hub"  # a checkpoint for transformers
+    assert resolve_model(model="MadeAgents/Hammer2.1-0.5b").quant == "Q4_K_M"  # its Q4_K_M GGUF for llama.cpp
     monkeypatch.delenv("HAMMER_MODEL_PATH")
     monkeypatch.setenv("HAMMER_MODEL", "MadeAgents/Hammer2.1-1.5b")
-    assert resolve_model().location == "MadeAgents/Hammer2.1-1.5b"
+    assert resolve_model(gguf=False).location == "MadeAgents/Hammer2.1-1.5b"
     assert resolve_model(model=str(tmp_path)).kind == "directory"
 
 
