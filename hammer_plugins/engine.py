@@ -33,7 +33,7 @@ from .grammar import Grammar, build_grammar, build_json_grammar
 from .masking import NameMask
 from .messages import Message, to_message
 from .model_source import best_pulled_preset
-from .parsing import items_to_calls, parse_output
+from .parsing import items_to_calls, parse_output, parse_stopped_list
 from .presets import find_preset
 from .prompt import PROMPT_FORMATS, PromptFormat, describe_answer, render_chat, render_prefix, render_prompt
 from .response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
@@ -419,7 +419,7 @@ class HammerEngine:
         *,
         mask_names: bool | None = None,
         constrained: bool | None = None,
-        parallel_tool_calls: bool = True,
+        parallel_tool_calls: bool | None = None,
         on_refusal: RefusalMode | None = None,
         response_format: Mapping[str, Any] | None = None,
         max_tool_rounds: int | None | Literal["default"] = "default",
@@ -430,6 +430,7 @@ class HammerEngine:
         """Answer the conversation: tool calls, a refusal, text, or invalid calls.
 
         ``settings`` override sampling for this call (``max_tokens``, ``temperature``, ``stop``, ...).
+        ``parallel_tool_calls`` (default: several calls allowed, one with a named ``tool_choice``).
         ``response_format`` shapes the answer as JSON: ``{"type": "json_object"}`` or ``{"type":
         "json_schema", "json_schema": {"name": ..., "schema": {...}}}``; with tools, the tools stay
         offered and the JSON answer ends the turn (in ``text``). ``slot_filling`` (``True``, a dict of
@@ -456,7 +457,7 @@ class HammerEngine:
         *,
         mask_names: bool | None = None,
         constrained: bool | None = None,
-        parallel_tool_calls: bool = True,
+        parallel_tool_calls: bool | None = None,
         on_refusal: RefusalMode | None = None,
         response_format: Mapping[str, Any] | None = None,
         max_tool_rounds: int | None | Literal["default"] = "default",
@@ -475,7 +476,7 @@ class HammerEngine:
                                          slot_filling=slot_filling, partial_calls=partial_calls, **settings))
 
     def _prepare(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
-                 *, mask_names: bool | None = None, constrained: bool | None = None, parallel_tool_calls: bool = True,
+                 *, mask_names: bool | None = None, constrained: bool | None = None, parallel_tool_calls: bool | None = None,
                  on_refusal: RefusalMode | None = None, response_format: Mapping[str, Any] | None = None,
                  max_tool_rounds: int | None | Literal["default"] = "default",
                  slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None, partial_calls: bool = False,
@@ -770,7 +771,7 @@ class HammerEngine:
 
     # ------------------------------------------------------------- planning
     def _plan(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
-              mask_names: bool | None, constrained: bool | None, parallel: bool,
+              mask_names: bool | None, constrained: bool | None, parallel: bool | None,
               overrides: Mapping[str, Any] | None, response_format: Mapping[str, Any] | None = None,
               fit: bool = True, rounds_cap: int | None = None, partial_calls: bool = False) -> _Plan:
         msgs = [to_message(m) for m in messages]
@@ -779,6 +780,11 @@ class HammerEngine:
         binding = self.bind(tools or [], mask_names)
         names = [t.name for t in binding.tools]
         choice = normalize_tool_choice(tool_choice, names) if binding.tools else "none"
+        if parallel is None:
+            # A named tool choice forces that one tool: one call, as with_structured_output and
+            # LangChain's standard tests read it (forced, a small model with nothing to pass may
+            # otherwise list calls of it until max_tokens). parallel_tool_calls=True still allows more.
+            parallel = choice in ("auto", "required", "none")
         unknown = sorted(set(overrides or {}) - set(GenerationSettings.model_fields))
         if unknown:
             raise TypeError(f"unknown generation settings {unknown}; use {sorted(GenerationSettings.model_fields)}")
@@ -856,7 +862,8 @@ class HammerEngine:
 
     def _finish(self, plan: _Plan, raw: str, usage: Usage, finish: str, timings: dict[str, float]) -> HammerResponse:
         parse_started = time.perf_counter()
-        parsed = parse_output(raw)
+        # The loop guard stopped a call list that kept repeating itself: the calls made so far stand.
+        parsed = parse_stopped_list(raw) if timings.get("loop_guard_stop") else parse_output(raw)
         calls: list[ToolCall] = []
         invalid = list(parsed.invalid_tool_calls)
         for call in parsed.tool_calls:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .calls import InvalidToolCall, ToolCall
+from .streaming import CallScanner
 
 OutputKind = Literal["tool_calls", "refusal", "text", "invalid"]
 
@@ -69,6 +70,22 @@ def parse_output(raw: str) -> ParsedOutput:
             invalid_tool_calls=[InvalidToolCall(raw=str(raw), reason=f"unparseable output ({type(exc).__name__})")],
             raw=str(raw),
         )
+
+
+def parse_stopped_list(raw: str) -> ParsedOutput:
+    """The complete calls of a call list whose generation was stopped before its end (the loop guard
+    stops a list that keeps repeating calls): each call object closed so far, in order.
+
+    Example:
+        >>> parse_stopped_list('[{"name": "f", "arguments": {"n": 1}}, {"name": "f", "arguments": {"n": 1}},').kind
+        'tool_calls'
+    """
+    try:
+        calls, invalid = items_to_calls(CallScanner().feed(raw), raw)
+    except Exception:  # noqa: BLE001 - model output never raises; the plain parse reports it
+        return parse_output(raw)
+    return ParsedOutput(kind="tool_calls", tool_calls=calls, invalid_tool_calls=invalid, raw=raw) if calls \
+        else parse_output(raw)
 
 
 def _parse(raw: str) -> ParsedOutput:

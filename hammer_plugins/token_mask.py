@@ -15,7 +15,9 @@ before. Food Name should be Apple, ..."), and the answer is lost. When the strin
 ends with a run that repeats one unit at least three times and is at least 32 bytes long (units of
 1 to 128 bytes), only tokens that close the string (that start with ``"``) stay allowed, so the
 answer ends well-formed. Unlike a repeat penalty it touches nothing outside a looping string
-(function names repeated across parallel calls, JSON punctuation).
+(function names repeated across parallel calls, JSON punctuation). It also closes a call list
+that repeats its calls (``LoopGuard.list_looping``), or, when a token has already opened the next
+call, ends the generation (``TokenMask.loop_stopped``; the engine keeps the calls made so far).
 
 Example:
     >>> import llguidance
@@ -58,23 +60,34 @@ def _compiled(lark: str) -> str:
     return str(llguidance.grammar_from("lark", lark))
 
 
-_QUOTE_TOKENS: dict[int, tuple[Any, Any]] = {}
+_FIRST_BYTES: dict[int, tuple[Any, Any]] = {}
 
 
-def _quote_tokens(tokenizer: Any) -> Any:
-    """A boolean array over the vocabulary: the tokens whose text starts with ``"`` (once per tokenizer;
-    about 35 ms for Qwen2.5's 152k tokens)."""
-    cached = _QUOTE_TOKENS.get(id(tokenizer))
+def _tokens_starting_with(tokenizer: Any, first: bytes) -> Any:
+    """A boolean array over the vocabulary: the tokens whose text starts with ``first`` (the first bytes
+    are read once per tokenizer, about 35 ms for Qwen2.5's 152k tokens)."""
+    import numpy as np
+
+    cached = _FIRST_BYTES.get(id(tokenizer))
     if cached is None or cached[0] is not tokenizer:
-        import numpy as np
-
-        flags = np.array([tokenizer.decode_bytes([i])[:1] == b'"' for i in range(tokenizer.vocab_size)], dtype=bool)
-        cached = _QUOTE_TOKENS[id(tokenizer)] = (tokenizer, flags)  # keeps the tokenizer, so the id stays its own
-    return cached[1]
+        firsts = np.array([(tokenizer.decode_bytes([i])[:1] or b"\0")[0] for i in range(tokenizer.vocab_size)],
+                          dtype=np.uint8)
+        cached = _FIRST_BYTES[id(tokenizer)] = (tokenizer, firsts)  # keeps the tokenizer, so the id stays its own
+    return cached[1] == first[0]
 
 
 class LoopGuard:
-    """Tracks the JSON string being written and tells when it has fallen into a repetition loop.
+    """Follows the answer being written and tells when it has fallen into a repetition loop.
+
+    Two loops, two ways out:
+
+    * **inside a string** (:attr:`looping`): the value ends with one unit repeated (module
+      docstring for the bounds); only tokens that close the string stay allowed;
+    * **in the call list** (:attr:`list_looping`): a call just completed repeats an earlier call
+      that is not right before it, or is the third identical call in a row (greedy decoding of a
+      small model that has nothing to call may list ``{"input": 10}, {"input": 5}, ...`` over and
+      over until ``max_tokens``); only tokens that close the list (``]``) stay allowed. Two
+      identical calls in a row stay allowed ("roll the die twice").
 
     Example:
         >>> guard = LoopGuard()
@@ -83,6 +96,10 @@ class LoopGuard:
         False
         >>> guard.feed(b"ab")   # 32 bytes of one repeated unit
         >>> guard.looping
+        True
+        >>> guard = LoopGuard()
+        >>> guard.feed(b'[{"n": 1}, {"n": 2}, {"n": 1}')
+        >>> guard.list_looping
         True
     """
 
@@ -94,13 +111,37 @@ class LoopGuard:
         self.in_string = False
         self._escaped = False
         self._content = bytearray()
+        self._depth = 0
+        self._call = bytearray()  # the call (top-level list element) being written, whitespace dropped
+        self._calls: list[bytes] = []
+        self._in_list = False
+        self.list_looping = False
+        self.list_continued = False  # a "," came after the looping call: the loop cannot be cut there
 
     def feed(self, data: bytes) -> None:
         """Follow the bytes the model emitted."""
         for byte in data:
+            if self._depth >= 2:
+                self._call.append(byte)
             if not self.in_string:
                 if byte == 0x22:
                     self.in_string, self._content = True, bytearray()
+                elif byte in b"[{":
+                    self._depth += 1
+                    if self._depth == 1:
+                        self._in_list = byte == 0x5B  # only a call list's elements are calls
+                    elif self._depth == 2:
+                        self._call = bytearray(bytes([byte]))
+                elif byte in b"]}":
+                    self._depth -= 1
+                    if self._depth == 1 and self._in_list:
+                        self._end_call(bytes(self._call))
+                    elif self._depth <= 0:
+                        self.list_looping = False
+                elif byte == 0x2C and self._depth == 1 and self.list_looping:
+                    self.list_continued = True
+                elif byte in b" \t\r\n" and self._depth >= 2:
+                    self._call.pop()
             elif self._escaped:
                 self._escaped = False
                 self._content.append(byte)
@@ -111,6 +152,12 @@ class LoopGuard:
                 self.in_string = False
             else:
                 self._content.append(byte)
+
+    def _end_call(self, call: bytes) -> None:
+        calls = self._calls
+        if call in calls[:-1] or (len(calls) >= 2 and calls[-1] == calls[-2] == call):
+            self.list_looping = True
+        calls.append(call)
 
     @property
     def looping(self) -> bool:
@@ -152,20 +199,25 @@ class TokenMask:
         self._bitmask = self._numpy.allocate_token_bitmask(1, tokenizer.vocab_size)
         self.guard = LoopGuard() if loop_guard else None
         self.loops_cut = 0
+        self.loop_stopped = False  # a call list looped past the point where it could be closed
 
     def allowed(self, n_vocab: int) -> Any:
         """A boolean numpy array of length ``n_vocab``: True where the token keeps the grammar."""
         import numpy as np
 
+        if self.loop_stopped:  # only the end of generation: the engine keeps the calls made so far
+            out = np.zeros(n_vocab, dtype=bool)
+            out[[t for t in self._tokenizer.eos_tokens if t < n_vocab]] = True
+            return out
         self._numpy.fill_next_token_bitmask(self.matcher, self._bitmask, 0)
         # One bit per token, least significant first; numpy unpacks 150k bits in microseconds.
         bits = np.unpackbits(self._bitmask[0].view(np.uint8), bitorder="little")
         out = np.zeros(n_vocab, dtype=bool)
         n = min(n_vocab, bits.shape[0])
         out[:n] = bits[:n].astype(bool)
-        if self.guard is not None and self.guard.looping:
+        if self.guard is not None and (self.guard.looping or self.guard.list_looping):
             closing = out.copy()
-            closing[:n] &= _quote_tokens(self._tokenizer)[:n]
+            closing[:n] &= _tokens_starting_with(self._tokenizer, b'"' if self.guard.in_string else b"]")[:n]
             closing[n:] = False
             if closing.any():  # never leave nothing allowed (e.g. in the middle of an escape)
                 self.loops_cut += 1
@@ -175,11 +227,14 @@ class TokenMask:
     def consume(self, tokens: Sequence[int]) -> None:
         """Advance past tokens the model emitted; a token the grammar forbids raises ``ValueError``."""
         for token in tokens:
+            if self.loop_stopped:
+                return
             if not self.matcher.consume_token(int(token)):
                 reason = (self.matcher.get_error() or "rejected").splitlines()[0]  # the rest is a parser state dump
                 raise ValueError(f"token {int(token)} breaks the grammar ({reason})")
             if self.guard is not None:
                 self.guard.feed(self._tokenizer.decode_bytes([int(token)]))
+                self.loop_stopped = self.guard.list_looping and self.guard.list_continued
 
     @property
     def accepting(self) -> bool:
@@ -189,7 +244,11 @@ class TokenMask:
     @property
     def stopped(self) -> bool:
         """Nothing but the end of the answer may come next."""
-        return bool(self.matcher.is_stopped())
+        return self.loop_stopped or bool(self.matcher.is_stopped())
+
+    def timings(self) -> dict[str, float]:
+        """What the loop guard did, for the response's timings."""
+        return {"loop_guard_cuts": float(self.loops_cut), **({"loop_guard_stop": 1.0} if self.loop_stopped else {})}
 
 
 class LogitsMask:

@@ -40,7 +40,8 @@ class GenerationSettings(BaseModel):
     # unrelated call at 1.1), though 1.1 stops rare loops inside free-text arguments.
     repeat_penalty: float = 1.0
     repeat_last_n: int = 64
-    # Constrained answers only: close a string value the model repeats itself in (token_mask.LoopGuard).
+    # Constrained answers only: close a string value the model repeats itself in, and a call list that
+    # repeats its calls (token_mask.LoopGuard).
     loop_guard: bool = True
     seed: int | None = None
     stop: list[str] = Field(default_factory=list)

@@ -213,7 +213,7 @@ class LlamaCppBackend(Backend):
                 "time_to_first_token": (first or done) - started,
                 "total": done - started,
                 "cached_prompt_tokens": float(min(cached, len(prompt_tokens) - 1)),
-                **({"loop_guard_cuts": float(processor.mask.loops_cut)} if processor is not None else {}),
+                **(processor.mask.timings() if processor is not None else {}),
             },
         )
 

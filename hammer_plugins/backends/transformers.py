@@ -291,7 +291,7 @@ class TransformersBackend(Backend):
             usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(generated) + (finish == "stop")),
             timings={"time_to_first_token": (first or done) - started, "total": done - started,
                      "cached_prompt_tokens": float(common),
-                     **({"loop_guard_cuts": float(mask.loops_cut)} if mask is not None else {})},
+                     **(mask.timings() if mask is not None else {})},
         )
 
     @staticmethod

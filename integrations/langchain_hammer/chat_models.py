@@ -290,7 +290,8 @@ class ChatHammer(BaseChatModel, EngineSettings):
             tool_choice: ``"auto"`` (default: call or refuse), ``"any"`` / ``"required"`` / ``True``
                 (at least one call), ``"none"`` (answer without tools), a tool name, or an OpenAI-style
                 ``{"type": "function", "function": {"name": ...}}``. Forced choices are enforced by the grammar.
-            parallel_tool_calls: allow several calls in one answer (default ``True``).
+            parallel_tool_calls: allow several calls in one answer (default: yes, except with a named
+                ``tool_choice``, which forces one call of that tool).
             strict: accepted for OpenAI compatibility; constrained decoding already keeps every call
                 within its schema (``constrained=True``).
             kwargs: more arguments for the call (e.g. ``mask_names``, ``on_refusal``, ``max_tool_rounds``,

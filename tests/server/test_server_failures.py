@@ -173,7 +173,7 @@ def test_the_request_on_the_wire(proxy: FaultProxy, demo_tools: list[Any]) -> No
     assert body["model"] == MODEL and body["stream"] is True and body["seed"] == 7
     assert body["prompt"] == engine.render([Message.user("Weather in Paris?")], demo_tools)
     assert body["prompt"].endswith("<|im_start|>assistant\n")
-    assert body["grammar"] == engine.bind(demo_tools).grammar("auto", True)
+    assert body["grammar"] == engine.bind(demo_tools).grammar("auto", True).gbnf
     assert "<|im_end|>" in body["stop"] and body["temperature"] == 0.0 and body["max_tokens"] <= 100
     # llama.cpp's sampling field names
     assert body["top_k"] == 0 and body["repeat_penalty"] == engine.settings.repeat_penalty

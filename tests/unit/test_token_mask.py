@@ -5,6 +5,8 @@ from __future__ import annotations
 import llguidance
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hammer_plugins.token_mask import LogitsMask, LoopGuard, TokenMask
 
@@ -97,3 +99,46 @@ def test_loop_guard_follows_escapes() -> None:
     assert guard.in_string and guard.looping
     guard.feed(b'"')
     assert not guard.in_string and not guard.looping
+
+
+CALL_LIST = ('start: "[" call ("," call)* "]"\n'
+             'call: "{\\"n\\": " NUMBER "}"\n'
+             'NUMBER: /[0-9]+/')
+
+
+def test_a_call_list_that_repeats_an_earlier_call_is_closed_after_it() -> None:
+    mask = TokenMask(BYTES, CALL_LIST)
+    feed_text(mask, '[{"n": 10},{"n": 5},{"n": 10}')  # a repeat of a call that is not the one before
+    assert allowed_chars(mask) == ["]"] and mask.loops_cut == 1
+    feed_text(mask, "]")
+    assert mask.accepting and "loop_guard_stop" not in mask.timings()
+
+
+def test_a_repeating_list_past_its_close_stops_with_the_end_token() -> None:
+    """A token like ``},`` can end the repeat and open the next call at once; then the list cannot be
+    closed, so the generation stops and the engine keeps the calls made (parse_stopped_list)."""
+    tokenizer = llguidance.LLTokenizer("byte")
+    mask = TokenMask(tokenizer, CALL_LIST)
+    feed_text(mask, '[{"n": 1},{"n": 2},{"n": 1},')
+    assert mask.stopped and mask.timings()["loop_guard_stop"] == 1.0
+    allowed = mask.allowed(tokenizer.vocab_size)
+    assert set(np.flatnonzero(allowed)) == set(tokenizer.eos_tokens)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=12))
+def test_the_list_guard_flags_exactly_the_repeats(values: list[int]) -> None:
+    """Oracle: a call list loops from the first call that repeats an earlier, non-adjacent call, or
+    that is the third identical call in a row; two identical calls in a row are allowed."""
+    guard = LoopGuard()
+    guard.feed(b"[")
+    for i, value in enumerate(values):
+        guard.feed((b", " if i else b"") + b'{"name": "f", "arguments": {"n": %d}}' % value)
+        expected = any(values[j] in values[:max(j - 1, 0)] or (j >= 2 and values[j - 2] == values[j - 1] == values[j])
+                       for j in range(i + 1))
+        assert guard.list_looping == expected, values[:i + 1]
+
+
+def test_the_list_guard_ignores_objects_inside_an_answer_object() -> None:
+    guard = LoopGuard()
+    guard.feed(b'{"items": [{"a": 1}, {"a": 2}, {"a": 1}], "b": {"a": 1}}')
+    assert not guard.list_looping
