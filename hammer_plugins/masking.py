@@ -39,7 +39,20 @@ _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_.0123456789"
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
-def _random_name(rng: random.Random, low: int, high: int, taken: set[str]) -> str:
+FUNCTION_NAME_LENGTHS = (5, 15)
+PARAMETER_NAME_LENGTHS = (4, 10)
+"""The lengths of masked names (the paper's training-time masking: functions 5-15, parameters 4-10)."""
+
+
+def random_name(rng: random.Random, low: int, high: int, taken: set[str]) -> str:
+    """A fresh opaque name of ``low`` to ``high`` characters from the paper's alphabet ``[A-Za-z_.0-9]``
+    (a letter first), not in ``taken`` (which it joins).
+
+    Example:
+        >>> name = random_name(random.Random(0), 5, 15, set())
+        >>> 5 <= len(name) <= 15 and name[0].isalpha()
+        True
+    """
     while True:
         length = rng.randint(low, high)
         # A letter first keeps the name a plausible identifier; the rest follows the paper's alphabet.
@@ -69,13 +82,13 @@ class NameMask:
         function_names: dict[str, str] = {}
         parameter_names: dict[str, dict[str, str]] = {}
         for tool in tools:
-            fn_mask = _random_name(rng, 5, 15, taken_functions)
+            fn_mask = random_name(rng, *FUNCTION_NAME_LENGTHS, taken_functions)
             function_names[fn_mask] = tool.name
             taken_params = set(tool.properties)
             param_map: dict[str, str] = {}
             properties: dict[str, Any] = {}
             for pname, pschema in tool.properties.items():
-                p_mask = _random_name(rng, 4, 10, taken_params)
+                p_mask = random_name(rng, *PARAMETER_NAME_LENGTHS, taken_params)
                 param_map[p_mask] = pname
                 properties[p_mask] = copy.deepcopy(pschema)
             reverse = {real: masked for masked, real in param_map.items()}

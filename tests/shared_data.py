@@ -33,6 +33,21 @@ def hammerbench_dir() -> Path:
     return path
 
 
+DEFAULT_ACADEMIC = REPO.parent / "shared" / "data" / "hammer-academic"
+
+
+def academic_dir() -> Path:
+    """The Hammer paper's academic test sets (``$HAMMER_ACADEMIC_DATA``, else ``../shared`` beside the repo);
+    missing data fails in CI and skips elsewhere, as for HammerBench."""
+    path = Path(os.environ.get("HAMMER_ACADEMIC_DATA", DEFAULT_ACADEMIC))
+    if not (path / "sealtool.json").is_file():
+        message = f"academic test sets not found at {path}; set HAMMER_ACADEMIC_DATA"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
 def hammerbench_record(name: str, index: int = 0) -> dict[str, Any]:
     """Record ``index`` of ``multi-turn/HammerBench_<name>.json``."""
     path = hammerbench_dir() / "multi-turn" / f"HammerBench_{name}.json"

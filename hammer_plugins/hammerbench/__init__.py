@@ -21,7 +21,7 @@ Example:
 
 from __future__ import annotations
 
-from .cli import add_eval_parser, run_hammerbench
+from .cli import add_hammerbench_parser, run_hammerbench
 from .data import (
     DATA_TYPES,
     FILE_SPECS,
@@ -80,7 +80,7 @@ __all__ = [
     "SnapshotPrediction",
     "SnapshotScore",
     "Timing",
-    "add_eval_parser",
+    "add_hammerbench_parser",
     "aggregate",
     "arguments_correct",
     "available_files",

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import HammerError
-from .cli import add_eval_parser
+from ..evaluators import add_eval_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

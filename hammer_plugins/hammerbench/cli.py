@@ -1,13 +1,13 @@
 """``hammer eval hammerbench``: the command line of the evaluator.
 
-``hammer_plugins.cli.build_parser`` wires it with ``add_eval_parser(sub)``;
+``hammer_plugins.evaluators.add_eval_parser`` wires it under ``hammer eval``;
 ``python -m hammer_plugins.hammerbench ...`` takes the same options.
 
 Example:
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="hammer")
-    >>> add_eval_parser(parser.add_subparsers(dest="command"))
-    >>> args = parser.parse_args(["eval", "hammerbench", "--data", "d", "--limit", "3", "--files", "Based", "IS"])
+    >>> add_hammerbench_parser(parser.add_subparsers(dest="benchmark"))
+    >>> args = parser.parse_args(["hammerbench", "--data", "d", "--limit", "3", "--files", "Based", "IS"])
     >>> args.limit, args.files, args.order, args.func is run_hammerbench
     (3, ['Based', 'IS'], 'prefix', True)
 """
@@ -23,10 +23,8 @@ from ..config import EngineSettings, add_engine_arguments
 from ..snapshots import SNAPSHOT_HINT
 
 
-def add_eval_parser(sub: Any) -> None:
-    """Add ``eval`` with its ``hammerbench`` subcommand to ``sub`` (an argparse subparsers object)."""
-    evaluation = sub.add_parser("eval", help="evaluate a model on a benchmark")
-    benchmarks = evaluation.add_subparsers(dest="benchmark", required=True)
+def add_hammerbench_parser(benchmarks: Any) -> None:
+    """Add ``hammerbench`` to the subparsers of ``hammer eval`` (:func:`hammer_plugins.evaluators.add_eval_parser`)."""
     hb = benchmarks.add_parser(
         "hammerbench", help="HammerBench: single- and multi-turn slot filling (Acc, Func.Acc, PHR, PMR, PR, SR)",
         description="Run a model (or read a predictions file) over HammerBench files and write results.json, "

@@ -19,9 +19,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..engine import HammerEngine
+from ..run_journal import RUN_SETTINGS, check_resumable, drop_partial_line, write_json
 from .data import FILE_SPECS, BenchRecord, ScoringMode, available_files, load_file
 from .metrics import Language, Metrics, RecordScore, aggregate, score_record
-from .report import known_file_order, markdown_table, overall, write_charts, write_json
+from .report import known_file_order, markdown_table, overall, write_charts
 from .runner import (
     JournalEntry,
     RecordPrediction,
@@ -149,7 +150,6 @@ def evaluate(
 
 PREDICTIONS = "predictions.jsonl"
 JOURNAL = "snapshots.jsonl"
-RUN_SETTINGS = "run_settings.json"
 
 
 def run_settings(engine: HammerEngine, runner: RunnerConfig) -> dict[str, Any]:
@@ -167,20 +167,6 @@ def run_settings(engine: HammerEngine, runner: RunnerConfig) -> dict[str, Any]:
         "max_tokens": runner.max_tokens or engine.settings.max_tokens,
         "runner": runner.model_dump(mode="json", exclude={"order", "mask_names", "max_tokens"}),
     }
-
-
-def _check_resumable(out: Path, settings: dict[str, Any]) -> None:
-    """A resumed run reuses stored answers, so they must come from the same settings."""
-    stored_path = out / RUN_SETTINGS
-    if not stored_path.is_file():
-        return
-    stored = json.loads(stored_path.read_text(encoding="utf-8"))
-    if stored != settings:
-        changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
-        raise ValueError(
-            f"{out} holds answers made with other settings ({', '.join(changed)}: stored {[stored.get(k) for k in changed]}, "
-            f"now {[settings.get(k) for k in changed]}); resuming would mix them. Fix: use another --output, "
-            "or run without --resume to start that folder afresh.")
 
 
 def _predict(engine: HammerEngine, records: list[BenchRecord], runner: RunnerConfig, out: Path | None,
@@ -204,17 +190,17 @@ def _predict(engine: HammerEngine, records: list[BenchRecord], runner: RunnerCon
     if out is not None:
         settings = run_settings(engine, runner)
         if resume:
-            _check_resumable(out, settings)
+            check_resumable(out, settings)
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / RUN_SETTINGS, settings)
     if path is not None and journal_path is not None and resume:
         if path.is_file():
-            _drop_partial_line(path)
+            drop_partial_line(path)
             done = load_predictions(path)
             saved = set(done)
             preds.update({k: v for k, v in done.items() if k in wanted})
         if journal_path.is_file():
-            _drop_partial_line(journal_path)
+            drop_partial_line(journal_path)
             journal = load_journal(journal_path)
             journaled = set(journal)
             # Turns beyond the record's length (the data changed since) are ignored, not trusted.
@@ -280,25 +266,6 @@ def _predict(engine: HammerEngine, records: list[BenchRecord], runner: RunnerCon
     return preds
 
 
-def _drop_partial_line(path: Path) -> None:
-    """Cut a last line the killed run did not finish, so the lines appended on resume start clean.
-
-    A last line that is whole JSON without its newline (a hand-edited file) only gets the newline.
-    """
-    data = path.read_bytes()
-    if not data or data.endswith(b"\n"):
-        return
-    start = data.rfind(b"\n") + 1
-    try:
-        json.loads(data[start:])
-    except ValueError:
-        with path.open("r+b") as stream:
-            stream.truncate(start)
-        return
-    with path.open("ab") as stream:
-        stream.write(b"\n")
-
-
 def _config(engine: HammerEngine | None, runner: RunnerConfig, mode: ScoringMode | None, language: str,
             predictions: Any) -> dict[str, Any]:
     config: dict[str, Any] = {"mode": mode or "official", "language": language}
@@ -340,7 +307,6 @@ def _timing(data_dir: str | Path, stems: list[str], records: list[BenchRecord],
 
 def write_results(result: EvalResult, output_dir: str | Path) -> dict[str, Path]:
     """Write ``results.json``, ``scores.jsonl``, ``table.md`` and the PNG charts into ``output_dir``."""
-    import json
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -145,14 +144,6 @@ def _grouped(plt: Any, groups: list[str], series: dict[str, list[float | None]],
 def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     return path
-
-
-def write_json(path: str | Path, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` as indented UTF-8 JSON."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return target
 
 
 def known_file_order(stems: Sequence[str]) -> list[str]:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hammer_plugins.hammerbench import Metrics, add_eval_parser, label_calls, load_file, markdown_table, write_charts
+from hammer_plugins.evaluators import add_eval_parser
+from hammer_plugins.hammerbench import Metrics, label_calls, load_file, markdown_table, write_charts
 from hammer_plugins.hammerbench.__main__ import main
 
 

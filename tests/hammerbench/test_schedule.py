@@ -14,8 +14,9 @@ import pytest
 
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.scripted import ScriptedBackend
+from hammer_plugins.evaluators import add_eval_parser
 from hammer_plugins.hammerbench import evaluation, label_calls, load_file, load_predictions
-from hammer_plugins.hammerbench.cli import add_eval_parser, run_hammerbench
+from hammer_plugins.hammerbench.cli import run_hammerbench
 from hammer_plugins.hammerbench.runner import RunnerConfig, load_journal, schedule_snapshots, snapshot_prompt
 
 FILES = ["ST_Perfect", "Based", "IS"]
