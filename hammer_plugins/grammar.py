@@ -16,7 +16,9 @@ parameters without a type take any JSON value of their kind. Strings are JSON st
 included; JSON escapes only ``"``, ``\\`` and control characters), integers are written without a
 fraction or exponent, numbers are bounded (18 integer digits, 17 fraction digits) so a model cannot spin on
 digits forever, and whitespace runs are bounded (64 characters: a newline and 15 levels of
-4-space indentation).
+4-space indentation). Nothing may follow the answer: once the list (or its closing fence) is
+written only the end of generation is allowed, since a model that prefers newlines to its end
+token would otherwise pad every answer (SmolLM2-135M wrote 64 newlines after each).
 
 **Two notations, one source.** The rules are built once as a small expression tree and written out:
 
@@ -45,7 +47,7 @@ Example:
     ...     "properties": {"host": {"type": "string"}}, "required": ["host"]})
     >>> grammar = build_grammar([tool], "required")
     >>> grammar.gbnf.splitlines()[0], grammar.lark.splitlines()[0]
-    ('root ::= ws ( fenced | calls ) ws', 'start: ws ( fenced | calls ) ws')
+    ('root ::= ws ( fenced | calls )', 'start: ws ( fenced | calls )')
 """
 
 from __future__ import annotations
@@ -218,7 +220,7 @@ class Grammar:
 
     Example:
         >>> grammar = build_json_grammar(None)
-        >>> "start: ws object ws" in grammar.lark, "root ::= ws object ws" in grammar.gbnf
+        >>> "start: ws object" in grammar.lark, "root ::= ws object" in grammar.gbnf
         (True, True)
     """
 
@@ -364,7 +366,7 @@ def build_grammar(tools: Sequence[Tool], tool_choice: str = "auto", parallel: bo
     listed = _seq(call_any, more) if more is not None else call_any
     body = _opt(listed) if tool_choice == "auto" else listed
     head: dict[str, _Expr] = {
-        "root": _seq(WS, _alt(_Ref("fenced"), _Ref("calls")), WS),
+        "root": _seq(WS, _alt(_Ref("fenced"), _Ref("calls"))),
         "fenced": _seq(_lit("```"), _opt(_lit("json")), WS, _Ref("calls"), WS, _lit("```")),
         "calls": _seq(_lit("["), WS, body, WS, _lit("]")),
         "call": _alt(*calls),
@@ -379,14 +381,14 @@ def build_json_grammar(schema: Mapping[str, Any] | None = None, name: str = "res
 
     Example:
         >>> build_json_grammar(None).gbnf.splitlines()[0]
-        'root ::= ws object ws'
+        'root ::= ws object'
     """
     from .tools import normalize_parameters
 
     if schema is None:
-        return _render({"root": _seq(WS, _OBJECT, WS)})
+        return _render({"root": _seq(WS, _OBJECT)})
     is_object = json_type(str(schema.get("type", "object"))) == "object"
     normalized = normalize_parameters(name, schema) if is_object else dict(schema)
     builder = _Builder(name, "j")
     root = builder.value(normalized, "root")
-    return _render({"root": _seq(WS, root, WS), **builder.rules})
+    return _render({"root": _seq(WS, root), **builder.rules})
