@@ -215,6 +215,18 @@ def _commands() -> list[Callable[[Any], None]]:
     return [entry.load() for entry in found]
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    """``hammer cache [info|clear]``: the prefix cache's folder and size, or empty it."""
+    from .prefix_cache import PrefixCache
+
+    cache = PrefixCache()
+    if args.action == "clear":
+        print(f"removed {cache.clear()} cached prefix states from {cache.directory}")
+    else:
+        print(f"{cache.directory}: {cache.size() / 1e6:.1f} MB (bound {cache.max_bytes / 1e6:.0f} MB)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hammer", description="Hammer function calling, offline.")
     parser.add_argument("--version", action="version", version=f"hammer-plugins {__version__}")
@@ -225,13 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--tools", help=".json schemas or .py functions; default: the demo tools")
     call.add_argument("--tool-choice", default="auto", help="auto, required, none, or a tool name")
     call.add_argument("-v", "--verbose", action="store_true", help="print usage and timings to stderr")
-    add_engine_arguments(call)
+    add_engine_arguments(call, prefix_cache=True)
     call.set_defaults(func=cmd_call)
 
     chat = sub.add_parser("chat", help="interactive multi-turn chat that runs the tools it calls")
     chat.add_argument("--tools", help=".py functions (executed) or .json schemas; default: the demo tools")
     chat.add_argument("--max-steps", type=int, default=1, help="tool rounds per user turn before a plain answer")
-    add_engine_arguments(chat)
+    add_engine_arguments(chat, prefix_cache=True)
     chat.set_defaults(func=cmd_chat)
 
     for command in _commands():
@@ -249,6 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="the Hammer presets, their licenses, and what is downloaded here")
     models.add_argument("--json", action="store_true", help="print the table as JSON")
     models.set_defaults(func=cmd_models)
+
+    cache = sub.add_parser("cache", help="the on-disk prefix cache (KV states of tools prompts): where, how big, clear")
+    cache.add_argument("action", nargs="?", choices=["info", "clear"], default="info")
+    cache.set_defaults(func=cmd_cache)
 
     info = sub.add_parser("info", help="model, backend and versions")
     add_engine_arguments(info)

@@ -91,6 +91,9 @@ class EngineSettings(BaseModel):
     n_gpu_layers: int = Field(default=0, description="Layers llama.cpp offloads to a GPU build (-1: all).")
     device: str = Field(default="auto", description="transformers device: auto, cpu, cuda, mps.")
     dtype: str = Field(default="auto", description="transformers dtype: auto (float32 on CPU, bfloat16 on GPU).")
+    prefix_cache: bool | str | Path = Field(
+        default=False, description="llama.cpp: keep the KV state of the tools prefix on disk across processes "
+                                   "(True: $HAMMER_CACHE_DIR/prefix-kv, or a folder). On in the hammer command.")
     model_kwargs: dict[str, Any] = Field(default_factory=dict, description="Anything else for the backend "
                                                                          "(llama_cpp.Llama or from_pretrained options).")
 
@@ -132,7 +135,8 @@ class EngineSettings(BaseModel):
         return cls(model_path=args.model_path, model=args.model, backend=args.backend, base_url=args.base_url,
                    prompt_format=args.prompt_format, constrained=not args.no_constrained, mask_names=args.mask_names,
                    max_tokens=args.max_tokens, n_ctx=args.n_ctx, n_threads=args.threads,
-                   on_refusal=getattr(args, "on_refusal", "message"))
+                   on_refusal=getattr(args, "on_refusal", "message"),
+                   prefix_cache=getattr(args, "prefix_cache", False))
 
 
 def _key_part(value: Any) -> Any:
@@ -153,8 +157,11 @@ _ENGINES: OrderedDict[str, HammerEngine] = OrderedDict()
 _LOCK = threading.Lock()
 
 
-def add_engine_arguments(parser: argparse.ArgumentParser, max_tokens: int = 512) -> None:
+def add_engine_arguments(parser: argparse.ArgumentParser, max_tokens: int = 512, prefix_cache: bool = False) -> None:
     """The model and decoding options every ``hammer`` subcommand shares (read by :meth:`EngineSettings.from_args`).
+
+    ``prefix_cache`` is the default of the on-disk prefix cache: on for one-shot commands that
+    repeat a tool set across runs (``hammer call``), off for evaluators that see a new one per question.
 
     Example:
         >>> parser = argparse.ArgumentParser()
@@ -173,5 +180,12 @@ def add_engine_arguments(parser: argparse.ArgumentParser, max_tokens: int = 512)
     parser.add_argument("--mask-names", action="store_true", help="mask function and parameter names")
     parser.add_argument("--max-tokens", type=int, default=max_tokens, help="default: %(default)s")
     parser.add_argument("--n-ctx", type=int, default=8192)
+    where = "$HAMMER_CACHE_DIR/prefix-kv; `hammer cache clear` empties it"
+    if prefix_cache:
+        parser.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
+                            help=f"do not keep the tools prefix's KV state on disk (llama.cpp; kept in {where})")
+    else:
+        parser.add_argument("--prefix-cache", action="store_true",
+                            help=f"keep the tools prefix's KV state on disk for later runs (llama.cpp; {where})")
     parser.add_argument("--threads", type=int, default=None,
                         help="llama.cpp CPU threads (default: llama-cpp-python's choice, half the cores for generation)")

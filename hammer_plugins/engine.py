@@ -229,6 +229,9 @@ class HammerEngine:
         loop_guard: close a string value the model repeats itself in (constrained local decoding;
             see :mod:`hammer_plugins.token_mask`). On by default.
         n_ctx, n_threads, n_gpu_layers: llama.cpp settings. device, dtype: transformers settings.
+        prefix_cache: llama.cpp: keep the KV state of the tools prefix on disk, so a new process with
+            the same model and tools skips evaluating it (``True``: ``$HAMMER_CACHE_DIR/prefix-kv``;
+            a folder; ``False``: off). See :mod:`hammer_plugins.prefix_cache`.
         backend_kwargs: anything else for the backend constructor.
 
     Nothing is loaded until the first call (or :meth:`load`).
@@ -263,6 +266,7 @@ class HammerEngine:
         n_gpu_layers: int = 0,
         device: str = "auto",
         dtype: str = "auto",
+        prefix_cache: bool | str | Path = False,
         **backend_kwargs: Any,
     ) -> None:
         prompt_format = prompt_format or _model_prompt_format(model_path, model, backend)
@@ -286,7 +290,7 @@ class HammerEngine:
                                            top_k=top_k, repeat_penalty=repeat_penalty, seed=seed,
                                            loop_guard=loop_guard)
         self._backend_options = {"n_ctx": n_ctx, "n_threads": n_threads, "n_gpu_layers": n_gpu_layers,
-                                 "device": device, "dtype": dtype, **backend_kwargs}
+                                 "device": device, "dtype": dtype, "prefix_cache": prefix_cache, **backend_kwargs}
         self._bindings: OrderedDict[tuple[Any, ...], ToolBinding] = OrderedDict()
         self._create_lock = threading.Lock()
 
@@ -317,21 +321,20 @@ class HammerEngine:
             from .backends.server import OpenAICompatibleBackend
 
             # n_ctx & co. configure in-process runtimes; a server reports its own context window.
-            extra = {k: v for k, v in opts.items() if k not in ("n_ctx", "n_threads", "n_gpu_layers", "device", "dtype")}
+            extra = {k: v for k, v in opts.items() if k not in _RUNTIME_OPTIONS}
             return OpenAICompatibleBackend(model=self.model, **extra)
         if self.backend_name == "transformers":
             from .backends.transformers import TransformersBackend
 
             return TransformersBackend(
                 model=self.model, model_path=self.model_path, device=opts["device"], dtype=opts["dtype"],
-                n_ctx=opts["n_ctx"], **{k: v for k, v in opts.items()
-                                        if k not in ("n_ctx", "n_threads", "n_gpu_layers", "device", "dtype")},
+                n_ctx=opts["n_ctx"], **{k: v for k, v in opts.items() if k not in _RUNTIME_OPTIONS},
             )
         from .backends.llama_cpp import LlamaCppBackend
 
-        extra = {k: v for k, v in opts.items() if k not in ("n_ctx", "n_threads", "n_gpu_layers", "device", "dtype")}
+        extra = {k: v for k, v in opts.items() if k not in _RUNTIME_OPTIONS}
         return LlamaCppBackend(self.model_path, model=self.model, n_ctx=opts["n_ctx"], n_threads=opts["n_threads"],
-                               n_gpu_layers=opts["n_gpu_layers"], **extra)
+                               n_gpu_layers=opts["n_gpu_layers"], prefix_cache=opts["prefix_cache"] or None, **extra)
 
     @property
     def is_loaded(self) -> bool:
@@ -807,6 +810,7 @@ class HammerEngine:
                 # it must be to a tool not called yet in this turn, or the agent would loop.
                 only = frozenset(names) - called_tools(msgs)
             grammar = binding.grammar(choice, parallel, only, partial_calls) if use_grammar else None
+            settings.shared_prefix_chars = len(binding.prefix)
         if fit:  # the native async path fits with an awaited token count instead
             settings.max_tokens = self._fit(prompt, settings.max_tokens)
         return _Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
@@ -903,6 +907,10 @@ class _Generate:
 
 _NEXT = object()  # _run asks for the next chunk of the running generation
 _END = object()  # the driver's reply once the generation has ended
+
+
+# The runtime options HammerEngine names itself; the rest of its keyword arguments go to the backend.
+_RUNTIME_OPTIONS = ("n_ctx", "n_threads", "n_gpu_layers", "device", "dtype", "prefix_cache")
 
 
 @dataclass

@@ -13,6 +13,8 @@ import pytest
 # The tests never see the Hugging Face cache of the machine they run on: a Hammer model pulled
 # there would become the default of every test that names none (before huggingface_hub is imported).
 os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="hammer-tests-hf-")
+# Nor its prefix cache: `hammer call` in a test starts from an empty one, and leaves nothing behind.
+os.environ["HAMMER_PREFIX_CACHE_DIR"] = tempfile.mkdtemp(prefix="hammer-tests-kv-")
 
 from hammer_plugins import HammerEngine  # noqa: E402
 from hammer_plugins.demo_tools import DEMO_TOOLS

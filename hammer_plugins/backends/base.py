@@ -45,6 +45,9 @@ class GenerationSettings(BaseModel):
     loop_guard: bool = True
     seed: int | None = None
     stop: list[str] = Field(default_factory=list)
+    # How many leading characters of the prompt every call with these tools shares (the system turn
+    # and the tools block); a backend with a prefix cache keeps their state (0: nothing shared).
+    shared_prefix_chars: int = 0
 
 
 @dataclass

@@ -2,6 +2,9 @@
 
 llama-cpp-python keeps the tokens of the previous call and re-evaluates only what differs, so
 consecutive turns of one conversation (same tools block, longer history) skip the shared prefix.
+With ``prefix_cache`` set, the state of that prefix (the system turn and the tools block) is also
+kept on disk (``hammer_plugins.prefix_cache``), so a new process with the same model and tools
+loads it instead of evaluating it again.
 One ``Llama`` instance is not re-entrant: calls are serialized by the backend lock. Grammars are
 applied as an llguidance token mask (``token_mask``), not llama.cpp's own grammar sampler, which
 is slower by about 15 ms a token on Qwen2.5's vocabulary.
@@ -15,8 +18,11 @@ Example:
 
 from __future__ import annotations
 
+import ctypes
+import json
 import time
 import weakref
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +30,7 @@ from typing import Any
 from ..errors import BackendNotInstalledError, InvalidModelFileError
 from ..grammar import Grammar
 from ..model_source import ModelSource, check_gguf, fetch_gguf, resolve_model
+from ..prefix_cache import PrefixCache
 from ..prompt import STOP_SEQUENCES
 from ..token_mask import LogitsMask, TokenMask, import_llguidance
 from .base import Backend, GenerationChunk, GenerationSettings, Usage
@@ -39,6 +46,23 @@ def _import_llama_cpp() -> Any:
     return llama_cpp
 
 
+def _pack_vocabulary(tokens: list[bytes], ends: list[int]) -> bytes:
+    head = array("I", [len(tokens), len(ends), *ends, *(len(t) for t in tokens)])
+    return head.tobytes() + b"".join(tokens)
+
+
+def _unpack_vocabulary(blob: bytes) -> tuple[list[bytes], list[int]]:
+    counts = array("I", blob[:8])
+    n_tokens, n_ends = counts
+    head = array("I", blob[8:8 + 4 * (n_ends + n_tokens)])
+    ends, lengths = list(head[:n_ends]), head[n_ends:]
+    tokens, at = [], 8 + 4 * (n_ends + n_tokens)
+    for length in lengths:
+        tokens.append(blob[at:at + length])
+        at += length
+    return tokens, ends
+
+
 class LlamaCppBackend(Backend):
     """Runs a GGUF model with llama-cpp-python.
 
@@ -49,6 +73,8 @@ class LlamaCppBackend(Backend):
         n_ctx: context window in tokens.
         n_threads: CPU threads (``None``: llama.cpp's choice).
         n_gpu_layers: layers offloaded to a GPU build (0 on CPU).
+        prefix_cache: keep the KV state of the tools prefix on disk across processes: ``True`` for the
+            default folder, a path or a :class:`~hammer_plugins.prefix_cache.PrefixCache`; ``None`` off.
         **llama_kwargs: any other ``llama_cpp.Llama`` argument, passed through.
     """
 
@@ -63,6 +89,7 @@ class LlamaCppBackend(Backend):
         n_threads: int | None = None,
         n_gpu_layers: int = 0,
         source: ModelSource | None = None,
+        prefix_cache: bool | str | Path | PrefixCache | None = None,
         **llama_kwargs: Any,
     ) -> None:
         super().__init__()
@@ -79,6 +106,12 @@ class LlamaCppBackend(Backend):
         self._llama: Any = None
         self._ll_tokenizer: Any = None
         self.load_seconds: float | None = None
+        self.prefix_cache: PrefixCache | None = None
+        if isinstance(prefix_cache, PrefixCache):
+            self.prefix_cache = prefix_cache
+        elif prefix_cache is not None and prefix_cache is not False:
+            self.prefix_cache = PrefixCache(None if prefix_cache is True else prefix_cache)
+        self._runtime: str | None = None
 
     @property
     def model_name(self) -> str:
@@ -138,18 +171,47 @@ class LlamaCppBackend(Backend):
 
     def _token_mask(self, grammar: Grammar, loop_guard: bool) -> TokenMask:
         if self._ll_tokenizer is None:
-            # Reading the 152k-entry vocabulary takes about a second: once per loaded model.
             import_llguidance()
-            from llguidance.llamacpp import lltokenizer_from_vocab
+            from llguidance import LLTokenizer
 
             llama_cpp = _import_llama_cpp()
             vocab = llama_cpp.llama_model_get_vocab(self.llama.model)
-            n_vocab = self.llama.n_vocab()
-            # Every end-of-generation token may end a complete answer (as with llama.cpp's own
-            # grammar sampler), not only the GGUF's EOS: a base-model GGUF's EOS is <|endoftext|>.
-            ends = [t for t in range(llama_cpp.llama_vocab_n_tokens(vocab)) if llama_cpp.llama_vocab_is_eog(vocab, t)]
-            self._ll_tokenizer = lltokenizer_from_vocab(vocab, n_vocab=n_vocab, eos_token=ends or None)
+            tokens, ends = self._vocabulary(llama_cpp, vocab)
+            tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
+            self._ll_tokenizer = LLTokenizer.from_llamacpp(tokens=tokens, vocab_ptr=vocab, tokenize_fptr=tokenize,
+                                                           eos_token=ends or None)
         return TokenMask(self._ll_tokenizer, grammar, loop_guard=loop_guard)
+
+    def _vocabulary(self, llama_cpp: Any, vocab: Any) -> tuple[list[bytes], list[int]]:
+        """Every token's bytes as llguidance reads them, and the end-of-generation tokens.
+
+        Reading 152k tokens through ctypes takes about 0.9 s, so with a prefix cache the result is
+        kept there too (keyed like a KV state: by model file and runtime).
+        """
+        cache = self.prefix_cache
+        runtime = self._runtime_id() + "|vocabulary" if cache is not None else ""
+        blob = cache.load(runtime, [0]) if cache is not None else None
+        if blob is not None:
+            return _unpack_vocabulary(blob)
+        n_tokens = llama_cpp.llama_vocab_n_tokens(vocab)
+        buffer = ctypes.create_string_buffer(16 * 1024 + 1)
+        tokens: list[bytes] = []
+        for token in range(n_tokens):
+            size = llama_cpp.llama_token_to_piece(vocab, token, buffer, 16 * 1024, 0, True)
+            piece = bytes(buffer[:max(size, 0)])
+            attr = llama_cpp.llama_token_get_attr(vocab, token)
+            # llguidance marks special tokens with a leading 0xff so that text can never produce them.
+            if attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL or (
+                    attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED and piece.startswith(b"<") and piece.endswith(b">")):
+                piece = b"\xff" + piece
+            tokens.append(piece)
+        tokens += [b""] * (self.llama.n_vocab() - len(tokens))
+        # Every end-of-generation token may end a complete answer (as with llama.cpp's own grammar
+        # sampler), not only the GGUF's EOS: a base-model GGUF's EOS is <|endoftext|>.
+        ends = [t for t in range(n_tokens) if llama_cpp.llama_vocab_is_eog(vocab, t)]
+        if cache is not None:
+            cache.store(runtime, [0], _pack_vocabulary(tokens, ends))
+        return tokens, ends
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenize(text))
@@ -161,13 +223,14 @@ class LlamaCppBackend(Backend):
         llama = self.llama
         prompt_tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
         # llama-cpp-python re-evaluates only what differs from the previous call's tokens.
-        previous = llama.input_ids[: llama.n_tokens].tolist()
-        cached = 0
-        for a, b in zip(previous, prompt_tokens, strict=False):
-            if a != b:
-                break
-            cached += 1
         started = time.perf_counter()
+        cached = self._common_prefix(prompt_tokens)
+        from_disk = 0
+        if self.prefix_cache is not None and settings.shared_prefix_chars:
+            shared = self._shared_tokens(prompt, prompt_tokens, settings.shared_prefix_chars)
+            if cached < len(shared):
+                from_disk = self._restore_or_store(shared)
+                cached = len(shared)
         first: float | None = None
         pieces: list[str] = []
         finish: str | None = None
@@ -213,9 +276,81 @@ class LlamaCppBackend(Backend):
                 "time_to_first_token": (first or done) - started,
                 "total": done - started,
                 "cached_prompt_tokens": float(min(cached, len(prompt_tokens) - 1)),
+                **({"disk_cached_prompt_tokens": float(from_disk)} if self.prefix_cache is not None else {}),
                 **(processor.mask.timings() if processor is not None else {}),
             },
         )
+
+    # ------------------------------------------------------------ prefix cache
+    def _common_prefix(self, tokens: list[int]) -> int:
+        """How many leading ``tokens`` the context already holds."""
+        llama = self.llama
+        previous = llama.input_ids[: llama.n_tokens].tolist()
+        same = 0
+        for a, b in zip(previous, tokens, strict=False):
+            if a != b:
+                break
+            same += 1
+        return same
+
+    def _shared_tokens(self, prompt: str, prompt_tokens: list[int], chars: int) -> list[int]:
+        """The prompt's leading tokens that stand for its first ``chars`` characters (the tools prefix).
+
+        The prefix ends a ChatML turn, so its tokens are the prompt's own; should a tokenizer merge
+        across that boundary, only the tokens both agree on are shared. One token is always left
+        to evaluate, as llama-cpp-python needs logits for the first answer token.
+        """
+        own = self.tokenize(prompt[:chars])
+        n = 0
+        for a, b in zip(own, prompt_tokens, strict=False):
+            if a != b:
+                break
+            n += 1
+        n = min(n, len(prompt_tokens) - 1)
+        return prompt_tokens[:n] if n >= 16 else []
+
+    def _runtime_id(self) -> str:
+        """What the KV state depends on besides the tokens: a change makes every stored state miss."""
+        if self._runtime is None:
+            llama_cpp = _import_llama_cpp()
+            path = Path(self.llama.model_path).resolve()
+            stat = path.stat()
+            params = self.llama.context_params
+            self._runtime = json.dumps([
+                str(path), stat.st_size, stat.st_mtime_ns, getattr(llama_cpp, "__version__", "?"),
+                self.n_gpu_layers, int(params.n_ctx), int(params.n_batch), int(params.type_k), int(params.type_v),
+                repr(getattr(params, "flash_attn", None)), repr(getattr(params, "flash_attn_type", None)),
+            ])
+        return self._runtime
+
+    def _restore_or_store(self, shared: list[int]) -> int:
+        """Put the state of ``shared`` in the context, from disk when stored; the tokens it saved from evaluation.
+
+        Without a stored state the prefix is evaluated on its own and stored, so a cold call and a
+        later warm one decode from byte-identical KV state (and give identical answers).
+        """
+        assert self.prefix_cache is not None
+        llama_cpp = _import_llama_cpp()
+        llama = self.llama
+        ctx = llama._ctx.ctx
+        runtime = self._runtime_id()
+        state = self.prefix_cache.load(runtime, shared)
+        llama.reset()
+        llama._ctx.kv_cache_clear()
+        if state is not None:
+            buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+            if llama_cpp.llama_state_seq_set_data(ctx, buffer, len(state), 0):
+                llama.input_ids[: len(shared)] = shared
+                llama.n_tokens = len(shared)
+                return len(shared)
+            llama._ctx.kv_cache_clear()  # a state this runtime cannot read: evaluate instead
+        llama.eval(shared)
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        buffer = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
+        if written:
+            self.prefix_cache.store(runtime, shared, bytes(buffer)[:written])
+        return 0
 
     def info(self) -> dict[str, Any]:
         llama_cpp = _import_llama_cpp()

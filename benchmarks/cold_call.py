@@ -1,0 +1,100 @@
+"""The README's main job, a new process each time, against a plain llama-cpp-python floor (issue 17).
+
+Side by side in one run, interleaved round by round so that machine noise hits every row alike:
+
+* **floor**: a plain llama-cpp-python script (a new process) that loads the same GGUF, evaluates
+  the very prompt ``hammer call`` renders and greedily generates as many tokens as ``hammer call``
+  did, with no grammar and nothing cached;
+* **hammer call, first run**: ``hammer call`` with an empty prefix cache (it evaluates the tools
+  prefix and stores its state);
+* **hammer call, repeat**: the same command again (the tools prefix's KV state and the tokenizer
+  vocabulary come from the cache);
+* **hammer call --no-prefix-cache**: every run pays the whole prompt.
+
+Prints medians (wall seconds of the whole process) and the ratio of each to the floor.
+
+Usage::
+
+    .venv/bin/python benchmarks/cold_call.py [--rounds 5] [--threads 2] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERY = "What's the weather in Paris?"
+FLOOR = """
+import sys, llama_cpp
+path, prompt_file, n_out, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+llm = llama_cpp.Llama(model_path=path, n_ctx=8192, n_threads=threads, verbose=False)
+tokens = llm.tokenize(open(prompt_file, encoding="utf-8").read().encode(), add_bos=False, special=True)
+out = llm.create_completion(tokens, max_tokens=n_out, temperature=0.0, top_k=0, top_p=1.0, repeat_penalty=1.0)
+print(out["usage"]["completion_tokens"], file=sys.stderr)
+"""
+
+
+def _timed(command: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args()
+
+    from hammer_plugins import HammerEngine, Message
+    from hammer_plugins.demo_tools import DEMO_TOOLS
+    from hammer_plugins.model_source import default_model_path
+
+    model = str(default_model_path())
+    engine = HammerEngine(n_threads=args.threads)
+    response = engine.generate([Message.user(QUERY)], tools=DEMO_TOOLS)
+    n_out = response.usage.completion_tokens
+    work = Path(tempfile.mkdtemp(prefix="cold-call-"))
+    prompt_file = work / "prompt.txt"
+    prompt_file.write_text(engine.render([Message.user(QUERY)], DEMO_TOOLS), encoding="utf-8")
+    floor_script = work / "floor.py"
+    floor_script.write_text(FLOOR, encoding="utf-8")
+    # A private prefix cache; the model itself stays where it is.
+    kv_dir = work / "kv"
+    env = {**os.environ, "HAMMER_PREFIX_CACHE_DIR": str(kv_dir)}
+    hammer = [str(ROOT / ".venv/bin/hammer"), "call", QUERY, "--threads", str(args.threads)]
+    rows: dict[str, list[float]] = {"floor": [], "first run": [], "repeat": [], "no prefix cache": []}
+    for _ in range(args.rounds):
+        rows["floor"].append(_timed([sys.executable, str(floor_script), model, str(prompt_file), str(n_out),
+                                     str(args.threads)], env))
+        shutil.rmtree(kv_dir, ignore_errors=True)
+        rows["first run"].append(_timed(hammer, env))
+        rows["repeat"].append(_timed(hammer, env))
+        rows["no prefix cache"].append(_timed([*hammer, "--no-prefix-cache"], env))
+    floor = statistics.median(rows["floor"])
+    result = {"model": Path(model).name, "threads": args.threads, "rounds": args.rounds,
+              "prompt_tokens": response.usage.prompt_tokens, "completion_tokens": n_out,
+              "median_s": {k: statistics.median(v) for k, v in rows.items()}, "runs_s": rows}
+    print(f"{result['model']}, {result['prompt_tokens']} prompt + {n_out} completion tokens, "
+          f"{args.threads} threads, median of {args.rounds} rounds")
+    print("| run | median wall s | ratio to floor |\n|---|---|---|")
+    for name, values in rows.items():
+        print(f"| {name} | {statistics.median(values):.2f} | {statistics.median(values) / floor:.2f} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

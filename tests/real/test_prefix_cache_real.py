@@ -1,0 +1,90 @@
+"""The on-disk prefix cache on the real default model: a new process (here: a new llama.cpp context)
+with the same model and tools loads the tools prefix instead of evaluating it, and answers exactly
+as the run that stored it; anything that could make the state stale makes it miss instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hammer_plugins import HammerEngine, Message
+from hammer_plugins.backends.llama_cpp import LlamaCppBackend
+from hammer_plugins.prefix_cache import PrefixCache
+
+QUESTIONS = [
+    "What's the weather in Paris?",
+    "What is 23 * 47?",
+    "Email bob@example.com that the meeting moved to 3pm.",
+    "Weather in Rome and Oslo, in fahrenheit",
+]
+
+
+def _answers(backend: LlamaCppBackend, tools: list[Any]) -> list[tuple[str, dict[str, float]]]:
+    engine = HammerEngine(backend=backend, max_tokens=96)
+    out = []
+    for question in QUESTIONS:
+        response = engine.generate([Message.user(question)], tools=tools)
+        out.append((response.raw, response.timings))
+    return out
+
+
+@pytest.fixture(scope="module")
+def cold_and_warm(default_model_path: str, demo_tools: list[Any], tmp_path_factory: pytest.TempPathFactory):
+    directory = tmp_path_factory.mktemp("kv")
+    cold = _answers(LlamaCppBackend(default_model_path, n_ctx=4096, prefix_cache=directory), demo_tools)
+    warm_backend = LlamaCppBackend(default_model_path, n_ctx=4096, prefix_cache=directory)
+    warm = _answers(warm_backend, demo_tools)
+    return directory, cold, warm, warm_backend
+
+
+def test_a_new_context_loads_the_prefix_and_answers_identically(cold_and_warm) -> None:
+    directory, cold, warm, _ = cold_and_warm
+    assert [raw for raw, _ in warm] == [raw for raw, _ in cold]
+    assert cold[0][1]["disk_cached_prompt_tokens"] == 0  # the first call stored it
+    assert warm[0][1]["disk_cached_prompt_tokens"] > 500  # the new context loaded it: ~580 tokens
+    # Later calls in one context reuse the prefix in memory, as without the disk cache.
+    assert all(t["cached_prompt_tokens"] > 500 for _, t in warm[1:])
+    files = list(Path(directory).glob("*.kv"))
+    assert len(files) == 2  # one prefix state and the tokenizer's vocabulary
+
+
+def test_other_tools_or_another_runtime_miss(cold_and_warm, default_model_path: str, demo_tools: list[Any]) -> None:
+    directory, cold, _, _ = cold_and_warm
+    other_tools = _answers(LlamaCppBackend(default_model_path, n_ctx=4096, prefix_cache=directory), demo_tools[:2])
+    assert other_tools[0][1]["disk_cached_prompt_tokens"] == 0
+    other_runtime = LlamaCppBackend(default_model_path, n_ctx=2048, prefix_cache=directory)  # another KV layout
+    engine = HammerEngine(backend=other_runtime, max_tokens=96)
+    response = engine.generate([Message.user(QUESTIONS[0])], tools=demo_tools)
+    assert response.timings["disk_cached_prompt_tokens"] == 0 and response.raw == cold[0][0]
+
+
+def test_a_damaged_state_is_evaluated_again(cold_and_warm, default_model_path: str, demo_tools: list[Any]) -> None:
+    directory, cold, _, _ = cold_and_warm
+    cache = PrefixCache(directory)
+    for path in Path(directory).glob("*.kv"):
+        blob = bytearray(path.read_bytes())
+        blob[len(blob) // 2] ^= 0xFF
+        path.write_bytes(bytes(blob))
+    backend = LlamaCppBackend(default_model_path, n_ctx=4096, prefix_cache=cache)
+    response = HammerEngine(backend=backend, max_tokens=96).generate([Message.user(QUESTIONS[0])], tools=demo_tools)
+    assert response.timings["disk_cached_prompt_tokens"] == 0 and response.raw == cold[0][0]
+
+
+def test_hammer_call_uses_the_cache_by_default(tmp_path: Path) -> None:
+    env = {**os.environ, "HAMMER_PREFIX_CACHE_DIR": str(tmp_path)}
+    command = [sys.executable, "-m", "hammer_plugins.cli", "call", QUESTIONS[0], "-v", "--max-tokens", "96"]
+    runs = [subprocess.run(command, env=env, capture_output=True, text=True, check=True) for _ in range(2)]
+    assert runs[0].stdout == runs[1].stdout and json.loads(runs[0].stdout)[0]["name"] == "get_weather"
+    assert "disk_cached_prompt_tokens=0" in runs[0].stderr
+    assert "disk_cached_prompt_tokens=0" not in runs[1].stderr and "disk_cached_prompt_tokens=" in runs[1].stderr
+    off = subprocess.run([*command, "--no-prefix-cache"], env=env, capture_output=True, text=True, check=True)
+    assert "disk_cached_prompt_tokens" not in off.stderr and off.stdout == runs[0].stdout
+    cleared = subprocess.run([sys.executable, "-m", "hammer_plugins.cli", "cache", "clear"], env=env,
+                             capture_output=True, text=True, check=True)
+    assert "removed 2" in cleared.stdout and not list(tmp_path.glob("*.kv"))
