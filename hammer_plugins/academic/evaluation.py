@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..engine import HammerEngine
+from ..response import HammerResponse
 from ..run_journal import RUN_SETTINGS, check_resumable, drop_partial_line, write_json
 from .data import SETS, AcademicEntry, load_set
 from .masking import mask_entry
@@ -58,6 +59,23 @@ class Variant(BaseModel):
         return f"{self.names}, inference masking {'on' if self.mask_names else 'off'}"
 
 
+def prediction_text(response: HammerResponse) -> str:
+    """The answer as the metric reads it, in the tools' real names: with inference masking the model
+    wrote masked names, which the engine maps back into ``tool_calls``; a refusal is ``[]``; anything
+    else (invalid calls, prose) stays the model's own text, and scores as such.
+
+    Example:
+        >>> from hammer_plugins import ToolCall
+        >>> prediction_text(HammerResponse(kind="tool_calls", raw='[{"name": "Xy1", "arguments": {}}]',
+        ...                                tool_calls=[ToolCall(name="getTime", arguments={"city": "Oslo"})]))
+        '[{"name": "getTime", "arguments": {"city": "Oslo"}}]'
+    """
+    if response.kind == "tool_calls":
+        return json.dumps([{"name": c.name, "arguments": c.arguments} for c in response.tool_calls],
+                          ensure_ascii=False)
+    return "[]" if response.kind == "refusal" else response.raw
+
+
 class Answer(BaseModel):
     """One model answer, as journaled and as a predictions file holds it."""
 
@@ -66,6 +84,8 @@ class Answer(BaseModel):
     names: Names = "original"
     mask_names: bool = False
     predict: str
+    raw: str | None = Field(default=None, description="the model's own text when predict differs from it "
+                                                      "(inference masking: predict has the real names)")
     seconds: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -157,8 +177,10 @@ def _ask(engine: HammerEngine, entries: Mapping[str, Sequence[AcademicEntry]], v
             bar.set_description(f"{entry.set} ({variant.names}{', masking' if variant.mask_names else ''})")
             began = time.perf_counter()
             response = engine.generate(entry.messages, entry.tools, mask_names=variant.mask_names)
+            predict = prediction_text(response) if variant.mask_names else response.raw
             answer = Answer(set=entry.set, index=entry.index, names=variant.names, mask_names=variant.mask_names,
-                            predict=response.raw, seconds=time.perf_counter() - began,
+                            predict=predict, raw=response.raw if predict != response.raw else None,
+                            seconds=time.perf_counter() - began,
                             prompt_tokens=response.usage.prompt_tokens,
                             completion_tokens=response.usage.completion_tokens)
             known[answer.key] = answer
