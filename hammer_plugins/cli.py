@@ -106,8 +106,9 @@ def _calls_json(response: HammerResponse) -> str:
 
 
 def _report(response: HammerResponse, seconds: float) -> None:
-    # Timings are seconds except the token count the backend reports alongside them.
-    timing = ", ".join(f"{k}={int(v)}" if k.endswith("_tokens") else f"{k}={v:.3f}s" for k, v in response.timings.items())
+    # Timings are seconds except the counts the backend reports alongside them (tokens, loop guard).
+    timing = ", ".join(f"{k}={int(v)}" if k.endswith(("_tokens", "_cuts", "_stop")) else f"{k}={v:.3f}s"
+                       for k, v in response.timings.items())
     print(f"[{response.kind}] {response.usage.prompt_tokens} prompt + {response.usage.completion_tokens} "
           f"completion tokens, {seconds:.2f}s wall ({timing})", file=sys.stderr)
 

@@ -18,12 +18,14 @@ Example:
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import json
 import time
 import weakref
 from array import array
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,17 @@ def _unpack_vocabulary(blob: bytes) -> tuple[list[bytes], list[int]]:
     return tokens, ends
 
 
+@dataclass
+class _Run:
+    """What one generation reports at its end."""
+
+    started: float
+    first: float | None = None
+    finish: str | None = None
+    completion_tokens: int = 0
+    forced: int = 0
+
+
 class LlamaCppBackend(Backend):
     """Runs a GGUF model with llama-cpp-python.
 
@@ -75,6 +88,9 @@ class LlamaCppBackend(Backend):
         n_gpu_layers: layers offloaded to a GPU build (0 on CPU).
         prefix_cache: keep the KV state of the tools prefix on disk across processes: ``True`` for the
             default folder, a path or a :class:`~hammer_plugins.prefix_cache.PrefixCache`; ``None`` off.
+        fast_forward: in greedy constrained decoding, take the tokens the grammar forces without
+            running the model for each (same output; ``_greedy_masked``). ``False``: llama-cpp-python's
+            own loop for every call.
         **llama_kwargs: any other ``llama_cpp.Llama`` argument, passed through.
     """
 
@@ -90,6 +106,7 @@ class LlamaCppBackend(Backend):
         n_gpu_layers: int = 0,
         source: ModelSource | None = None,
         prefix_cache: bool | str | Path | PrefixCache | None = None,
+        fast_forward: bool = True,
         **llama_kwargs: Any,
     ) -> None:
         super().__init__()
@@ -112,6 +129,7 @@ class LlamaCppBackend(Backend):
         elif prefix_cache is not None and prefix_cache is not False:
             self.prefix_cache = PrefixCache(None if prefix_cache is True else prefix_cache)
         self._runtime: str | None = None
+        self.fast_forward = fast_forward
 
     @property
     def model_name(self) -> str:
@@ -231,9 +249,35 @@ class LlamaCppBackend(Backend):
             if cached < len(shared):
                 from_disk = self._restore_or_store(shared)
                 cached = len(shared)
-        first: float | None = None
-        pieces: list[str] = []
-        finish: str | None = None
+        mask = self._token_mask(grammar, settings.loop_guard) if grammar is not None else None
+        run = _Run(started=started)
+        fast = (mask is not None and self.fast_forward and settings.temperature <= 0
+                and settings.repeat_penalty == 1.0)
+        pieces = self._greedy_masked(prompt_tokens, settings, mask, run) if fast and mask is not None \
+            else self._sampled(prompt_tokens, settings, mask, run)
+        for piece in pieces:
+            if run.first is None:
+                run.first = time.perf_counter()
+            yield GenerationChunk(text=piece)
+        done = time.perf_counter()
+        yield GenerationChunk(
+            text="",
+            finish_reason="length" if run.finish == "length" else "stop",
+            usage=Usage(prompt_tokens=len(prompt_tokens), completion_tokens=run.completion_tokens),
+            timings={
+                "time_to_first_token": (run.first or done) - started,
+                "total": done - started,
+                "cached_prompt_tokens": float(min(cached, len(prompt_tokens) - 1)),
+                **({"disk_cached_prompt_tokens": float(from_disk)} if self.prefix_cache is not None else {}),
+                **(mask.timings() if mask is not None else {}),
+                **({"forced_tokens": float(run.forced)} if fast else {}),
+            },
+        )
+
+    def _sampled(self, prompt_tokens: list[int], settings: GenerationSettings, mask: TokenMask | None,
+                 run: _Run) -> Iterator[str]:
+        """llama-cpp-python's own generation loop and samplers, the mask as a logits processor."""
+        llama = self.llama
         kwargs: dict[str, Any] = {
             "max_tokens": settings.max_tokens,
             "temperature": settings.temperature,
@@ -246,40 +290,83 @@ class LlamaCppBackend(Backend):
         if settings.seed is not None:
             kwargs["seed"] = settings.seed
         processor: LogitsMask | None = None
-        if grammar is not None:
-            processor = LogitsMask(self._token_mask(grammar, settings.loop_guard), len(prompt_tokens))
+        if mask is not None:
+            processor = LogitsMask(mask, len(prompt_tokens))
             kwargs["logits_processor"] = _import_llama_cpp().LogitsProcessorList([processor])
+        pieces: list[str] = []
         for chunk in llama.create_completion(prompt_tokens, **kwargs):
             if processor is not None:
                 processor.check()
             choice = chunk["choices"][0]
             text = choice.get("text") or ""
             if text:
-                if first is None:
-                    first = time.perf_counter()
                 pieces.append(text)
-                yield GenerationChunk(text=text)
+                yield text
             if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
+                run.finish = choice["finish_reason"]
         if processor is not None:
             processor.check()
-        done = time.perf_counter()
         completion = "".join(pieces)
-        n_completion = settings.max_tokens if finish == "length" else len(
+        run.completion_tokens = settings.max_tokens if run.finish == "length" else len(
             llama.tokenize(completion.encode("utf-8"), add_bos=False, special=True)
-        ) + (1 if finish == "stop" else 0)
-        yield GenerationChunk(
-            text="",
-            finish_reason="length" if finish == "length" else "stop",
-            usage=Usage(prompt_tokens=len(prompt_tokens), completion_tokens=n_completion),
-            timings={
-                "time_to_first_token": (first or done) - started,
-                "total": done - started,
-                "cached_prompt_tokens": float(min(cached, len(prompt_tokens) - 1)),
-                **({"disk_cached_prompt_tokens": float(from_disk)} if self.prefix_cache is not None else {}),
-                **(processor.mask.timings() if processor is not None else {}),
-            },
-        )
+        ) + (1 if run.finish == "stop" else 0)
+
+    def _greedy_masked(self, prompt_tokens: list[int], settings: GenerationSettings, mask: TokenMask,
+                       run: _Run) -> Iterator[str]:
+        """Greedy decoding under the grammar, fast-forwarding every token the grammar forces.
+
+        When the mask allows exactly one token, that token is what greedy decoding would pick, so
+        it is taken without asking the model; the forced run is then evaluated in one batch with
+        the next chosen token. The output is the same as one token per step (a test compares both
+        on the real model); what changes is how many times the model runs.
+        """
+        import numpy as np
+
+        llama = self.llama
+        n_vocab = llama.n_vocab()
+        ends = set(self._ll_tokenizer.eos_tokens)
+        # Keep what the context holds in common with the prompt; evaluate the rest (at least one token).
+        reuse = min(self._common_prefix(prompt_tokens), len(prompt_tokens) - 1)
+        llama.n_tokens = reuse
+        llama.eval(prompt_tokens[reuse:])
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        text = ""
+        produced = 0
+        allowed = mask.allowed(n_vocab)
+        while True:
+            logits = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(n_vocab,))
+            token = int(np.argmax(np.where(allowed, logits, -np.inf)))
+            batch: list[int] = []
+            while True:
+                if token in ends or produced >= settings.max_tokens:
+                    run.finish = "stop" if token in ends and produced < settings.max_tokens else "length"
+                    break
+                mask.consume([token])
+                batch.append(token)
+                produced += 1
+                if mask.stopped:
+                    break
+                allowed = mask.allowed(n_vocab)
+                if allowed.sum() != 1:
+                    break
+                token = int(np.flatnonzero(allowed)[0])  # forced: no need to ask the model
+                run.forced += token not in ends
+            piece = decoder.decode(llama.detokenize(batch)) if batch else ""
+            if piece:
+                text += piece
+                stop_at = min((text.find(s) for s in settings.stop if s and s in text), default=-1)
+                if stop_at >= 0:
+                    yield piece[: max(0, len(piece) - (len(text) - stop_at))]
+                    run.finish = "stop"
+                    break
+                yield piece
+            if run.finish is not None:
+                break
+            if mask.stopped:  # nothing but the end may follow: do not run the model for it
+                run.finish = "stop"
+                break
+            llama.eval(batch)
+        run.completion_tokens = produced + (1 if run.finish == "stop" else 0)
 
     # ------------------------------------------------------------ prefix cache
     def _common_prefix(self, tokens: list[int]) -> int:

@@ -1,0 +1,108 @@
+"""Decoding speed of constrained answers: fast-forward on and off, against plain llama-cpp-python (issue 17).
+
+Side by side in one process, on the same questions, interleaved question by question:
+
+* **plain**: llama-cpp-python's ``create_completion`` on the very prompt the engine renders,
+  greedy, no grammar, ``max_tokens`` set to the number of tokens the engine's answer had (so it
+  decodes as many tokens: the floor of one model run per token);
+* **engine, one token a step**: ``LlamaCppBackend(fast_forward=False)``, the grammar as a logits
+  processor in llama-cpp-python's loop;
+* **engine, fast-forward**: ``LlamaCppBackend()`` (the default): the tokens the grammar forces are
+  taken without running the model and evaluated in one batch with the next chosen token.
+
+Every call after the first reuses the tools prefix from the KV cache, as in an agent loop; each
+figure is the median over ``--repeats`` runs of every question. Prints decode ms per token
+((total - time to first token) / (tokens - 1)) and end-to-end seconds, with ratios to plain.
+
+Usage::
+
+    .venv/bin/python benchmarks/decode_speed.py [--threads 2] [--repeats 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+QUESTIONS = [
+    "What's the weather in Paris?",
+    "What is 23 * 47?",
+    "Email bob@example.com that the meeting moved to 3pm.",
+    "Weather in Rome and Oslo, in fahrenheit",
+    "What time is it in UTC+2?",
+    "Send an email to carol@example.org with subject Lunch and body See you at noon",
+]
+
+
+def _plain(llama: Any, prompt: str, n_tokens: int) -> tuple[float, float]:
+    tokens = llama.tokenize(prompt.encode(), add_bos=False, special=True)
+    started = time.perf_counter()
+    first = None
+    for _chunk in llama.create_completion(tokens, max_tokens=n_tokens, temperature=0.0, top_k=0, top_p=1.0,
+                                          repeat_penalty=1.0, stream=True):
+        first = first or time.perf_counter()
+    return (first or started) - started, time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args()
+
+    from hammer_plugins import HammerEngine, Message
+    from hammer_plugins.backends.llama_cpp import LlamaCppBackend
+    from hammer_plugins.demo_tools import DEMO_TOOLS
+    from hammer_plugins.model_source import default_model_path
+
+    path = str(default_model_path())
+    engines = {name: HammerEngine(backend=LlamaCppBackend(path, n_ctx=4096, n_threads=args.threads, fast_forward=ff))
+               for name, ff in (("one token a step", False), ("fast-forward", True))}
+    plain_llama = LlamaCppBackend(path, n_ctx=4096, n_threads=args.threads).llama
+    for engine in engines.values():  # the tools prefix into each KV cache
+        engine.generate([Message.user("hi")], tools=DEMO_TOOLS)
+    _plain(plain_llama, engines["fast-forward"].render([Message.user("hi")], DEMO_TOOLS), 4)
+
+    rows: dict[str, dict[str, list[float]]] = {k: {"decode_ms": [], "total_s": []}
+                                               for k in ("plain", *engines)}
+    forced = produced = 0
+    for _ in range(args.repeats):
+        for question in QUESTIONS:
+            messages = [Message.user(question)]
+            answers = {}
+            for name, engine in engines.items():
+                response = engine.generate(messages, tools=DEMO_TOOLS)
+                answers[name] = response.raw
+                n = response.usage.completion_tokens
+                t = response.timings
+                rows[name]["decode_ms"].append(1000 * (t["total"] - t["time_to_first_token"]) / max(n - 1, 1))
+                rows[name]["total_s"].append(t["total"])
+                if name == "fast-forward":
+                    forced += int(t.get("forced_tokens", 0))
+                    produced += n
+            assert answers["fast-forward"] == answers["one token a step"], question
+            ttft, total = _plain(plain_llama, engines["fast-forward"].render(messages, DEMO_TOOLS), n)
+            rows["plain"]["decode_ms"].append(1000 * (total - ttft) / max(n - 1, 1))
+            rows["plain"]["total_s"].append(total)
+
+    medians = {k: {m: statistics.median(v) for m, v in cols.items()} for k, cols in rows.items()}
+    base = medians["plain"]
+    print(f"{Path(path).name}, {args.threads} threads, {len(QUESTIONS)} questions x {args.repeats}; "
+          f"{forced} of {produced} answer tokens forced by the grammar ({100 * forced / max(produced, 1):.1f}%)")
+    print("| decoding | decode ms/token | ratio | end-to-end s | ratio |\n|---|---|---|---|---|")
+    for name, m in medians.items():
+        print(f"| {name} | {m['decode_ms']:.1f} | {m['decode_ms'] / base['decode_ms']:.2f} | "
+              f"{m['total_s']:.2f} | {m['total_s'] / base['total_s']:.2f} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"medians": medians, "forced": forced, "produced": produced,
+                                               "runs": rows}, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
