@@ -63,7 +63,8 @@ def main() -> int:
     path = str(default_model_path())
     engines = {name: HammerEngine(backend=LlamaCppBackend(path, n_ctx=4096, n_threads=args.threads, fast_forward=ff))
                for name, ff in (("one token a step", False), ("fast-forward", True))}
-    plain_llama = LlamaCppBackend(path, n_ctx=4096, n_threads=args.threads).llama
+    plain_backend = LlamaCppBackend(path, n_ctx=4096, n_threads=args.threads)  # kept: it owns the model
+    plain_llama = plain_backend.llama
     for engine in engines.values():  # the tools prefix into each KV cache
         engine.generate([Message.user("hi")], tools=DEMO_TOOLS)
     _plain(plain_llama, engines["fast-forward"].render([Message.user("hi")], DEMO_TOOLS), 4)
