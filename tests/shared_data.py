@@ -19,33 +19,29 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_HAMMERBENCH = REPO.parent / "shared" / "data" / "hammerbench" / "en"
 
 
-def hammerbench_dir() -> Path:
-    """The English HammerBench folder (``$HAMMERBENCH_DATA``, else ``../shared`` beside the repo).
-
-    Missing data fails in CI (``CI`` set: the folder is there by contract) and skips elsewhere.
-    """
-    path = Path(os.environ.get("HAMMERBENCH_DATA", DEFAULT_HAMMERBENCH))
-    if not (path / "multi-turn").is_dir():
-        message = f"HammerBench data not found at {path}; set HAMMERBENCH_DATA"
+def _shared_data(variable: str, default: Path, marker: str, what: str) -> Path:
+    """``$variable``, else ``default``; missing data (no ``marker`` inside) fails in CI (``CI`` set:
+    the folder is there by contract) and skips elsewhere."""
+    path = Path(os.environ.get(variable, default))
+    if not (path / marker).exists():
+        message = f"{what} not found at {path}; set {variable}"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+def hammerbench_dir() -> Path:
+    """The English HammerBench folder (``$HAMMERBENCH_DATA``, else ``../shared`` beside the repo)."""
+    return _shared_data("HAMMERBENCH_DATA", DEFAULT_HAMMERBENCH, "multi-turn", "HammerBench data")
 
 
 DEFAULT_ACADEMIC = REPO.parent / "shared" / "data" / "hammer-academic"
 
 
 def academic_dir() -> Path:
-    """The Hammer paper's academic test sets (``$HAMMER_ACADEMIC_DATA``, else ``../shared`` beside the repo);
-    missing data fails in CI and skips elsewhere, as for HammerBench."""
-    path = Path(os.environ.get("HAMMER_ACADEMIC_DATA", DEFAULT_ACADEMIC))
-    if not (path / "sealtool.json").is_file():
-        message = f"academic test sets not found at {path}; set HAMMER_ACADEMIC_DATA"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    """The Hammer paper's academic test sets (``$HAMMER_ACADEMIC_DATA``, else ``../shared`` beside the repo)."""
+    return _shared_data("HAMMER_ACADEMIC_DATA", DEFAULT_ACADEMIC, "sealtool.json", "academic test sets")
 
 
 def hammerbench_record(name: str, index: int = 0) -> dict[str, Any]:
