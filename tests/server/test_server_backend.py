@@ -18,11 +18,8 @@ from serverenv import API_KEY, MODEL, TIMEOUT
 from hammer_plugins import HammerEngine, HammerResponse, Message, TextDelta, ToolCallDelta
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings
 from hammer_plugins.backends.scripted import ScriptedBackend
-from hammer_plugins.backends.server import (
-    GrammarNotSupportedError,
-    LlamaCppPythonServer,
-    OpenAICompatibleBackend,
-)
+from hammer_plugins.backends.server import LlamaCppPythonServer, OpenAICompatibleBackend
+from hammer_plugins.errors import GrammarNotSupportedError
 
 pytestmark = pytest.mark.real_model
 

@@ -18,9 +18,8 @@ from fault_proxy import FaultProxy
 from serverenv import API_KEY, MODEL, TIMEOUT
 
 from hammer_plugins import ContextWindowExceededError, HammerEngine, HammerResponse, Message, TextDelta
-from hammer_plugins.backends.server import (
-    LlamaCppPythonServer,
-    OpenAICompatibleBackend,
+from hammer_plugins.backends.server import LlamaCppPythonServer, OpenAICompatibleBackend
+from hammer_plugins.errors import (
     ServerAuthenticationError,
     ServerHTTPError,
     ServerModelNotFoundError,

@@ -16,15 +16,9 @@ import pytest
 
 from hammer_plugins import ContextWindowExceededError
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings
-from hammer_plugins.backends.server import (
-    OpenAICompatibleBackend,
-    ServerAuthenticationError,
-    ServerStreamError,
-    ServerUnavailableError,
-    _Read,
-    _Send,
-    _Sleep,
-)
+from hammer_plugins.backends.server import OpenAICompatibleBackend
+from hammer_plugins.backends.server.sansio import _Read, _Send, _Sleep
+from hammer_plugins.errors import ServerAuthenticationError, ServerStreamError, ServerUnavailableError
 
 EVENTS = [b'data: {"choices": [{"index": 0, "text": "Hel", "finish_reason": null}]}\n\n',
           b'data: {"choices": [{"index": 0, "text": "lo", "finish_reason": "stop"}]}\n\n', b"data: [DONE]\n\n"]

@@ -12,15 +12,14 @@ import pytest
 
 from hammer_plugins import ContextWindowExceededError
 from hammer_plugins.backends.base import GenerationSettings
-from hammer_plugins.backends.server import (
-    OpenAICompatibleBackend,
+from hammer_plugins.backends.server import OpenAICompatibleBackend
+from hammer_plugins.backends.server.wire import _CompletionReader, _SSEDecoder
+from hammer_plugins.errors import (
     ServerAuthenticationError,
     ServerHTTPError,
     ServerModelNotFoundError,
     ServerStreamError,
     ServerUnavailableError,
-    _CompletionReader,
-    _SSEDecoder,
 )
 
 GRAMMAR = 'root ::= "[]"'
