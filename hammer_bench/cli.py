@@ -61,6 +61,29 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_multi_turn(args: argparse.Namespace) -> int:
+    from .multi_turn import CATEGORIES as MULTI_TURN
+    from .multi_turn import run_multi_turn, summary_table
+
+    label, path = resolve_model(args.model)
+    out = Path(args.out)
+    categories = args.categories.split(",") if args.categories else list(MULTI_TURN)
+    started = time.perf_counter()
+    machine_before = machine_info()
+    summary = run_multi_turn(path, args.runners.split(","), categories, args.sample, out, max_steps=args.max_steps,
+                             max_tokens=args.max_tokens, n_ctx=args.n_ctx, n_threads=args.threads)
+    table = summary_table(summary)
+    _write_json(out / "multi_turn.json", {
+        "model": label, "model_path": path, "command": _command(args), "categories": categories,
+        "entries_per_category": args.sample, "max_steps": args.max_steps, "max_tokens": args.max_tokens,
+        "threads": args.threads, "wall_s": round(time.perf_counter() - started, 1),
+        "machine_before": machine_before, "machine_after": machine_info(), "summary": summary, "table": table,
+    })
+    print(table)
+    print(f"wrote {out / 'multi_turn.json'}")
+    return 0
+
+
 def cmd_robustness(args: argparse.Namespace) -> int:
     from .robustness import run_robustness
 
@@ -143,6 +166,13 @@ def add_bench_parser(sub: Any) -> None:
         parser.add_argument("--repeats", type=int, default=5, help="speed: runs per measurement (medians)")
         parser.add_argument("--tools", type=int, default=20, help="speed: tools in the block")
         parser.set_defaults(func=func)
+    multi = steps.add_parser("multi-turn", help="BFCL multi-turn through the agent loop, on bfcl-eval's simulators "
+                                                "and checker (the first --sample entries of each category)")
+    _common(multi, sample=2)
+    multi.add_argument("--runners", default="hammer", help="comma-separated from hammer,hammer-mask,chatllamacpp")
+    multi.add_argument("--max-steps", type=int, default=20, help="steps per turn before the agent is stopped "
+                                                                 "(bfcl-eval's own limit: 20)")
+    multi.set_defaults(func=cmd_multi_turn)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
