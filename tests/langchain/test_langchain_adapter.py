@@ -228,7 +228,9 @@ def test_tool_choice_reaches_the_grammar(tool_choice: Any, mode: str) -> None:
     llm, backend = chat(answer(call("send_email", to="a@b.c", body="hi")))
     llm.bind_tools([get_weather, send_email], tool_choice=tool_choice).invoke("mail a@b.c")
     engine = HammerEngine(backend=ScriptedBackend())
-    expected = engine.bind([t for t in llm.bind_tools([get_weather, send_email]).kwargs["tools"]]).grammar(mode, True)
+    # A named choice forces one call of that tool (parallel_tool_calls not set); the others allow several.
+    parallel = mode in ("auto", "required")
+    expected = engine.bind([t for t in llm.bind_tools([get_weather, send_email]).kwargs["tools"]]).grammar(mode, parallel)
     assert backend.grammars[-1] == expected
 
 
