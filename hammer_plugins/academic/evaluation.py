@@ -110,7 +110,9 @@ class AcademicResult(BaseModel):
 def run_settings(engine: HammerEngine) -> dict[str, Any]:
     """What decides a model's answers besides the data: what a resumed run must share."""
     return {"model": engine.model_name, "backend": engine.backend_name, "prompt_format": engine.prompt_format,
-            "constrained": engine.constrained, "sampling": engine.settings.model_dump(mode="json")}
+            "constrained": engine.constrained,
+            # shared_prefix_chars describes each prompt, not the sampling: never part of a run's settings
+            "sampling": engine.settings.model_dump(mode="json", exclude={"shared_prefix_chars"})}
 
 
 def variant_entries(entries: Mapping[str, Sequence[AcademicEntry]], variant: Variant,

@@ -69,7 +69,6 @@ def _unpack_vocabulary(blob: bytes) -> tuple[list[bytes], list[int]]:
 class _Run:
     """What one generation reports at its end."""
 
-    started: float
     first: float | None = None
     finish: str | None = None
     completion_tokens: int = 0
@@ -204,7 +203,9 @@ class LlamaCppBackend(Backend):
         """Every token's bytes as llguidance reads them, and the end-of-generation tokens.
 
         Reading 152k tokens through ctypes takes about 0.9 s, so with a prefix cache the result is
-        kept there too (keyed like a KV state: by model file and runtime).
+        kept there too (keyed like a KV state: by model file and runtime). The reading follows
+        ``llguidance.llamacpp.lltokenizer_from_vocab``, which returns only the finished tokenizer
+        (nothing to store); a test checks every token against it.
         """
         cache = self.prefix_cache
         runtime = self._runtime_id() + "|vocabulary" if cache is not None else ""
@@ -250,7 +251,7 @@ class LlamaCppBackend(Backend):
                 from_disk = self._restore_or_store(shared)
                 cached = len(shared)
         mask = self._token_mask(grammar, settings.loop_guard) if grammar is not None else None
-        run = _Run(started=started)
+        run = _Run()
         fast = (mask is not None and self.fast_forward and settings.temperature <= 0
                 and settings.repeat_penalty == 1.0)
         pieces = self._greedy_masked(prompt_tokens, settings, mask, run) if fast and mask is not None \

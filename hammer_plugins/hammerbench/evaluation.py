@@ -163,7 +163,7 @@ def run_settings(engine: HammerEngine, runner: RunnerConfig) -> dict[str, Any]:
     return {
         "model": engine.model_name, "backend": engine.backend_name, "prompt_format": engine.prompt_format,
         "constrained": engine.constrained, "mask_names": engine.mask_names if runner.mask_names is None else runner.mask_names,
-        "sampling": engine.settings.model_dump(mode="json", exclude={"max_tokens"}),
+        "sampling": engine.settings.model_dump(mode="json", exclude={"max_tokens", "shared_prefix_chars"}),
         "max_tokens": runner.max_tokens or engine.settings.max_tokens,
         "runner": runner.model_dump(mode="json", exclude={"order", "mask_names", "max_tokens"}),
     }

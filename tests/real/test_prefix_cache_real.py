@@ -88,3 +88,23 @@ def test_hammer_call_uses_the_cache_by_default(tmp_path: Path) -> None:
     cleared = subprocess.run([sys.executable, "-m", "hammer_plugins.cli", "cache", "clear"], env=env,
                              capture_output=True, text=True, check=True)
     assert "removed 2" in cleared.stdout and not list(tmp_path.glob("*.kv"))
+
+
+def test_the_vocabulary_read_for_llguidance_is_llguidances_own(default_model_path: str, tmp_path: Path) -> None:
+    """Oracle: llguidance's own lltokenizer_from_vocab; ours is read once and then comes from the cache."""
+    import llama_cpp
+    from llguidance.llamacpp import lltokenizer_from_vocab
+
+    from hammer_plugins.grammar import build_json_grammar
+
+    fresh = LlamaCppBackend(default_model_path, n_ctx=512, prefix_cache=tmp_path)
+    fresh._token_mask(build_json_grammar(None), loop_guard=False)
+    cached = LlamaCppBackend(default_model_path, n_ctx=512, prefix_cache=tmp_path)
+    cached._token_mask(build_json_grammar(None), loop_guard=False)
+    vocab = llama_cpp.llama_model_get_vocab(fresh.llama.model)
+    ends = [t for t in range(llama_cpp.llama_vocab_n_tokens(vocab)) if llama_cpp.llama_vocab_is_eog(vocab, t)]
+    reference = lltokenizer_from_vocab(vocab, n_vocab=fresh.llama.n_vocab(), eos_token=ends)
+    for ours in (fresh._ll_tokenizer, cached._ll_tokenizer):
+        assert ours.vocab_size == reference.vocab_size and sorted(ours.eos_tokens) == sorted(reference.eos_tokens)
+        assert all(ours.decode_bytes([i]) == reference.decode_bytes([i]) and
+                   ours.is_special_token(i) == reference.is_special_token(i) for i in range(reference.vocab_size))
