@@ -17,6 +17,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from hammer_plugins.concurrency import run_concurrently
+
 from . import CATEGORIES
 from .bfcl import ANSWER_KEY_DEFECTS, BfclEntry, load_category, score
 from .runners import make_runner
@@ -39,13 +41,20 @@ def load_entries(categories: Sequence[str], sample: int | None, seed: int = 0) -
 
 def run_accuracy(model_path: str, runner_kinds: Sequence[str], entries: Sequence[BfclEntry], *,
                  max_tokens: int = 256, n_ctx: int = 8192, n_threads: int | None = None,
-                 records_file: Path | None = None, label: str = "") -> list[dict[str, Any]]:
-    """Every runner answers every entry; one record per (runner, entry), appended to ``records_file``."""
+                 records_file: Path | None = None, label: str = "", base_url: str | None = None,
+                 concurrency: int = 1) -> list[dict[str, Any]]:
+    """Every runner answers every entry; one record per (runner, entry), appended to ``records_file``.
+
+    With ``base_url`` the ChatHammer runners ask that server, ``concurrency`` questions at a time
+    (records then come in completion order); the other runners load the model and answer one by one.
+    """
     records: list[dict[str, Any]] = []
     for kind in runner_kinds:
-        runner = make_runner(kind, model_path, max_tokens=max_tokens, n_ctx=n_ctx, n_threads=n_threads)
-        for entry in tqdm(entries, desc=f"{label}{runner.name}", unit="q"):
-            outcome = runner.answer(entry)
+        runner = make_runner(kind, model_path, max_tokens=max_tokens, n_ctx=n_ctx, n_threads=n_threads,
+                             base_url=base_url)
+        at_once = concurrency if getattr(runner, "concurrent", False) else 1
+        answers = run_concurrently(runner.answer, entries, at_once)
+        for entry, outcome in tqdm(answers, total=len(entries), desc=f"{label}{runner.name}", unit="q"):
             verdict = score(entry, outcome.bfcl_output)
             record = {"runner": runner.name, "kind": kind, "id": entry.id, "category": entry.category,
                       "correct": verdict.correct, "error": verdict.error or outcome.error,

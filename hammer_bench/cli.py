@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hammer_plugins.config import add_concurrency_argument
+
 from . import CATEGORIES
 from .machine import machine_info, resolve_model
 from .runners import EXTRA_RUNNERS, RUNNERS
@@ -49,10 +51,12 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     _write_json(out / "accuracy_run.json", {"model": label, "model_path": path, "command": _command(args),
                                             "questions": len(entries), "machine_before": machine_before})
     records = run_accuracy(path, args.runners.split(","), entries, max_tokens=args.max_tokens, n_ctx=args.n_ctx,
-                           n_threads=args.threads, records_file=records_file)
+                           n_threads=args.threads, records_file=records_file, base_url=args.base_url,
+                           concurrency=args.concurrency)
     _write_json(out / "accuracy.json", {
         "model": label, "model_path": path, "command": _command(args), "categories": categories,
         "sample_per_category": args.sample, "seed": args.seed, "max_tokens": args.max_tokens, "threads": args.threads,
+        "base_url": args.base_url, "concurrency": args.concurrency,
         "questions": len(entries), "excluded_answer_key_defects": excluded_defects(categories),
         "wall_s": round(time.perf_counter() - started, 1), "machine_before": machine_before,
         "machine_after": machine_info(), "summary": summarize(records),
@@ -71,7 +75,8 @@ def cmd_multi_turn(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     machine_before = machine_info()
     summary = run_multi_turn(path, args.runners.split(","), categories, args.sample, out, max_steps=args.max_steps,
-                             max_tokens=args.max_tokens, n_ctx=args.n_ctx, n_threads=args.threads)
+                             max_tokens=args.max_tokens, n_ctx=args.n_ctx, n_threads=args.threads,
+                             base_url=args.base_url, concurrency=args.concurrency)
     table = summary_table(summary)
     _write_json(out / "multi_turn.json", {
         "model": label, "model_path": path, "command": _command(args), "categories": categories,
@@ -146,6 +151,9 @@ def _common(parser: argparse.ArgumentParser, *, sample: int | None = 5) -> None:
                         help="questions per category ('all' for full runs)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--categories", default="", help=f"comma-separated; default: {','.join(CATEGORIES)}")
+    parser.add_argument("--base-url", help="the ChatHammer runners ask this server (`hammer serve`) instead of "
+                                           "loading --model; the other runners still load --model")
+    add_concurrency_argument(parser)
 
 
 def add_bench_parser(sub: Any) -> None:

@@ -30,6 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from hammer_plugins.concurrency import run_concurrently
+
 from .bfcl import _offline_model_config, _read_jsonl, data_dir, to_tool_spec
 
 CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
@@ -204,9 +206,11 @@ MULTI_TURN_RUNNERS = ("hammer", "hammer-mask", "chatllamacpp")
 
 def run_multi_turn(model_path: str, runners: Sequence[str], categories: Sequence[str], sample: int | None,
                    out: Any, *, max_steps: int = MAX_STEPS, max_tokens: int = 256, n_ctx: int = 8192,
-                   n_threads: int | None = None, progress: bool = True) -> dict[str, dict[str, Any]]:
+                   n_threads: int | None = None, progress: bool = True, base_url: str | None = None,
+                   concurrency: int = 1) -> dict[str, dict[str, Any]]:
     """Every runner on the first ``sample`` entries of each category; one JSON line per entry in
-    ``out/multi_turn_records.jsonl``; the accuracy per runner and category."""
+    ``out/multi_turn_records.jsonl``; the accuracy per runner and category. With ``base_url`` the
+    ChatHammer runners ask that server, ``concurrency`` conversations at a time."""
     import json
     import time
     from pathlib import Path
@@ -223,25 +227,33 @@ def run_multi_turn(model_path: str, runners: Sequence[str], categories: Sequence
         for kind in runners:
             if kind not in MULTI_TURN_RUNNERS:
                 raise ValueError(f"runner {kind!r} cannot drive an agent loop; use one of {list(MULTI_TURN_RUNNERS)}")
-            runner: Any = make_runner(kind, model_path, max_tokens=max_tokens, n_ctx=n_ctx, n_threads=n_threads)
+            runner: Any = make_runner(kind, model_path, max_tokens=max_tokens, n_ctx=n_ctx, n_threads=n_threads,
+                                      base_url=base_url)
             llm = runner.llm
             if kind.startswith("hammer"):
                 # An agent turn here may take several steps (cd, then mv): the steps cap ends it instead.
                 llm = llm.model_copy(update={"max_tool_rounds": None})
             agent = chat_hammer_agent(llm)
             summary[runner.name] = {}
+            at_once = concurrency if getattr(runner, "concurrent", False) else 1
             for category, entries in data.items():
                 correct = 0
-                bar = tqdm(entries, desc=f"{runner.name} {category}", disable=not progress, dynamic_ncols=True)
-                for entry in bar:
+
+                def drive(entry: dict[str, Any], agent: Agent = agent) -> tuple[MultiTurnResult, float]:
                     started = time.perf_counter()
                     try:
                         result = run_entry(entry, agent, max_steps=max_steps)
                     except Exception as exc:  # noqa: BLE001 - a crash is a failed entry, recorded with its cause
-                        result = MultiTurnResult(id=entry["id"], category=category, steps=[], valid=False,
-                                                 error_type="runner_error", error=f"{type(exc).__name__}: {exc}"[:500])
+                        result = MultiTurnResult(id=entry["id"], category=entry["id"].rsplit("_", 1)[0], steps=[],
+                                                 valid=False, error_type="runner_error",
+                                                 error=f"{type(exc).__name__}: {exc}"[:500])
+                    return result, time.perf_counter() - started
+
+                bar = tqdm(run_concurrently(drive, entries, at_once), total=len(entries), desc=f"{runner.name} {category}",
+                           disable=not progress, dynamic_ncols=True)
+                for _, (result, seconds) in bar:
                     correct += result.valid
-                    stream.write(json.dumps({"runner": runner.name, "seconds": round(time.perf_counter() - started, 2),
+                    stream.write(json.dumps({"runner": runner.name, "seconds": round(seconds, 2),
                                              **result.model_dump()}) + "\n")
                     stream.flush()
                 summary[runner.name][category] = {"correct": correct, "entries": len(entries)}

@@ -97,16 +97,20 @@ class ChatHammerRunner:
 
     def __init__(self, model_path: str, *, constrained: bool = True, mask_names: bool = False,
                  loop_guard: bool = True, repeat_penalty: float = 1.0,
-                 max_tokens: int = 256, n_ctx: int = 8192, n_threads: int | None = None) -> None:
+                 max_tokens: int = 256, n_ctx: int = 8192, n_threads: int | None = None,
+                 base_url: str | None = None) -> None:
         from langchain_hammer import ChatHammer
 
         variant = "" if loop_guard else ", loop guard off"
         variant += f", repeat penalty {repeat_penalty}" if repeat_penalty != 1.0 else ""
         self.name = (f"ChatHammer (constrained {'on' if constrained else 'off'}, "
                      f"masking {'on' if mask_names else 'off'}{variant})")
-        self.llm = ChatHammer(model_path=model_path, constrained=constrained, mask_names=mask_names,
-                              loop_guard=loop_guard, repeat_penalty=repeat_penalty,
-                              max_tokens=max_tokens, temperature=0.0, n_ctx=n_ctx, n_threads=n_threads)
+        where: dict[str, Any] = {"model_path": model_path, "n_ctx": n_ctx, "n_threads": n_threads}
+        if base_url:  # the model as a server serves it: answers can be asked concurrently
+            where = {"backend": "server", "base_url": base_url}
+        self.concurrent = bool(base_url)
+        self.llm = ChatHammer(constrained=constrained, mask_names=mask_names, loop_guard=loop_guard,
+                              repeat_penalty=repeat_penalty, max_tokens=max_tokens, temperature=0.0, **where)
 
     def answer(self, entry: BfclEntry) -> Outcome:
         bound = self.llm.bind_tools([to_tool_spec(f) for f in entry.functions])
@@ -174,17 +178,20 @@ class LlamaCppToolsRunner:
 
 
 def make_runner(kind: str, model_path: str, *, max_tokens: int = 256, n_ctx: int = 8192,
-                n_threads: int | None = None) -> Runner:
+                n_threads: int | None = None, base_url: str | None = None) -> Runner:
     """A runner by its short name: ``hammer``, ``hammer-free``, ``hammer-mask``, ``hammer-free-mask``,
     ``chatllamacpp``, ``llamacpp-tools``; and for measuring the loop guard (constrained, masking off),
-    ``hammer-noguard`` (guard off) and ``hammer-penalty`` (guard off, repeat_penalty 1.1)."""
+    ``hammer-noguard`` (guard off) and ``hammer-penalty`` (guard off, repeat_penalty 1.1).
+    ``base_url``: the ChatHammer runners ask this server instead of loading the model (the others
+    still load ``model_path``)."""
     opts: dict[str, Any] = {"max_tokens": max_tokens, "n_ctx": n_ctx, "n_threads": n_threads}
     if kind in ("hammer-noguard", "hammer-penalty"):
         # The loop guard's comparison points: no guard, and the old remedy (a repeat penalty of 1.1).
         return ChatHammerRunner(model_path, loop_guard=False, repeat_penalty=1.1 if kind == "hammer-penalty" else 1.0,
-                                **opts)
+                                base_url=base_url, **opts)
     if kind.startswith("hammer"):
-        return ChatHammerRunner(model_path, constrained="free" not in kind, mask_names="mask" in kind, **opts)
+        return ChatHammerRunner(model_path, constrained="free" not in kind, mask_names="mask" in kind,
+                                base_url=base_url, **opts)
     if kind == "chatllamacpp":
         return ChatLlamaCppRunner(model_path, **opts)
     if kind == "llamacpp-tools":

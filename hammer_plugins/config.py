@@ -157,6 +157,20 @@ _ENGINES: OrderedDict[str, HammerEngine] = OrderedDict()
 _LOCK = threading.Lock()
 
 
+def add_concurrency_argument(parser: argparse.ArgumentParser) -> None:
+    """``--concurrency N``: questions in flight at once, for evaluators run against a server with N slots.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_concurrency_argument(parser)
+        >>> parser.parse_args(["--concurrency", "4"]).concurrency
+        4
+    """
+    parser.add_argument("--concurrency", type=int, default=1, metavar="N",
+                        help="questions in flight at once (default: 1). Pays with --backend server on a server with "
+                             "several slots (`hammer serve --parallel N`); a local model answers one at a time")
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser, max_tokens: int = 512, prefix_cache: bool = False) -> None:
     """The model and decoding options every ``hammer`` subcommand shares (read by :meth:`EngineSettings.from_args`).
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import EngineSettings, add_engine_arguments
+from ..config import EngineSettings, add_concurrency_argument, add_engine_arguments
 from .data import SETS
 from .evaluation import Variant
 
@@ -44,6 +44,7 @@ def add_academic_parser(benchmarks: Any) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the masked names (default: 0)")
     parser.add_argument("--resume", action="store_true", help="keep the answers already in --output; ask the rest")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_concurrency_argument(parser)
     add_engine_arguments(parser, max_tokens=256)
     parser.set_defaults(func=run_academic)
 
@@ -63,7 +64,8 @@ def run_academic(args: argparse.Namespace) -> int:
     answers = load_answers(args.predictions) if args.predictions else ()
     result = evaluate(args.data, sets=args.sets, limit=args.limit, engine=engine, answers=answers,
                       variants=variants(args), output_dir=args.output, resume=args.resume,
-                      progress=not args.no_progress, name=args.name, seed=args.seed)
+                      progress=not args.no_progress, name=args.name, seed=args.seed,
+                      concurrency=args.concurrency)
     print((Path(args.output) / "table.md").read_text(encoding="utf-8"))
     print(f"{result.answers} answers ({result.asked} asked now), {result.wall_seconds:.0f} s wall, "
           f"{result.model_seconds:.0f} s in the model; results in {args.output}/", file=sys.stderr)

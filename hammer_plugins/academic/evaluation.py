@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..concurrency import effective_concurrency, run_concurrently
 from ..engine import HammerEngine
 from ..response import HammerResponse
 from ..run_journal import RUN_SETTINGS, check_resumable, drop_partial_line, write_json
@@ -126,14 +127,17 @@ def variant_entries(entries: Mapping[str, Sequence[AcademicEntry]], variant: Var
 def evaluate_entries(entries: Mapping[str, Sequence[AcademicEntry]], *, engine: HammerEngine | None = None,
                      answers: Iterable[Answer] = (), variants: Sequence[Variant] = (Variant(),),
                      output_dir: str | Path | None = None, resume: bool = False, progress: bool = True,
-                     name: str | None = None, seed: int = 0) -> AcademicResult:
-    """Score every variant of ``entries``: answers given, else asked of ``engine`` (and journaled)."""
+                     name: str | None = None, seed: int = 0, concurrency: int = 1) -> AcademicResult:
+    """Score every variant of ``entries``: answers given, else asked of ``engine`` (and journaled).
+
+    ``concurrency``: questions in flight at once (a server with several slots; 1 for a local model).
+    """
     started = time.perf_counter()
     out = Path(output_dir) if output_dir is not None else None
     known = {a.key: a for a in answers}
     asked = 0
     if engine is not None:
-        known, asked = _ask(engine, entries, variants, out, resume, progress, seed, known)
+        known, asked = _ask(engine, entries, variants, out, resume, progress, seed, known, concurrency)
     result = AcademicResult(name=name or (engine.model_name if engine else "predictions"), answers=len(known),
                             asked=asked, settings=run_settings(engine) if engine else {})
     for variant in variants:
@@ -151,7 +155,8 @@ def evaluate_entries(entries: Mapping[str, Sequence[AcademicEntry]], *, engine: 
 
 def _ask(engine: HammerEngine, entries: Mapping[str, Sequence[AcademicEntry]], variants: Sequence[Variant],
          out: Path | None, resume: bool, progress: bool, seed: int,
-         known: dict[tuple[str, int, str, bool], Answer]) -> tuple[dict[tuple[str, int, str, bool], Answer], int]:
+         known: dict[tuple[str, int, str, bool], Answer],
+         concurrency: int = 1) -> tuple[dict[tuple[str, int, str, bool], Answer], int]:
     from tqdm.auto import tqdm
 
     path = out / ANSWERS if out is not None else None
@@ -172,19 +177,22 @@ def _ask(engine: HammerEngine, entries: Mapping[str, Sequence[AcademicEntry]], v
                     prompt = engine.render(entry.messages, entry.tools, mask_names=variant.mask_names)
                     todo.append((prompt, entry, variant))
     todo.sort(key=lambda item: item[0])  # neighbours share prefixes: llama.cpp re-evaluates less
+
+    def ask(item: tuple[str, AcademicEntry, Variant]) -> Answer:
+        _, entry, variant = item
+        began = time.perf_counter()
+        response = engine.generate(entry.messages, entry.tools, mask_names=variant.mask_names)
+        predict = prediction_text(response) if variant.mask_names else response.raw
+        return Answer(set=entry.set, index=entry.index, names=variant.names, mask_names=variant.mask_names,
+                      predict=predict, raw=response.raw if predict != response.raw else None,
+                      seconds=time.perf_counter() - began, prompt_tokens=response.usage.prompt_tokens,
+                      completion_tokens=response.usage.completion_tokens)
+
     with contextlib.ExitStack() as stack:
         stream = stack.enter_context(path.open("a" if resume else "w", encoding="utf-8")) if path else None
         bar = stack.enter_context(tqdm(total=len(todo), unit="answer", disable=not progress, dynamic_ncols=True))
-        for _, entry, variant in todo:
+        for (_, entry, variant), answer in run_concurrently(ask, todo, effective_concurrency(engine, concurrency)):
             bar.set_description(f"{entry.set} ({variant.names}{', masking' if variant.mask_names else ''})")
-            began = time.perf_counter()
-            response = engine.generate(entry.messages, entry.tools, mask_names=variant.mask_names)
-            predict = prediction_text(response) if variant.mask_names else response.raw
-            answer = Answer(set=entry.set, index=entry.index, names=variant.names, mask_names=variant.mask_names,
-                            predict=predict, raw=response.raw if predict != response.raw else None,
-                            seconds=time.perf_counter() - began,
-                            prompt_tokens=response.usage.prompt_tokens,
-                            completion_tokens=response.usage.completion_tokens)
             known[answer.key] = answer
             if stream is not None:
                 stream.write(answer.model_dump_json() + "\n")

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import EngineSettings, add_engine_arguments
+from ..config import EngineSettings, add_concurrency_argument, add_engine_arguments
 from ..snapshots import SNAPSHOT_HINT
 
 
@@ -57,6 +57,7 @@ def add_hammerbench_parser(benchmarks: Any) -> None:
                     help="keep the answers already in --output (predictions.jsonl and the snapshots.jsonl journal) "
                          "and do the rest")
     hb.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_concurrency_argument(hb)
 
     add_engine_arguments(hb, max_tokens=256)  # short answers: one snapshot call each
     hb.set_defaults(func=run_hammerbench)
@@ -75,6 +76,7 @@ def run_hammerbench(args: argparse.Namespace) -> int:
         args.data, engine=engine, predictions=args.predictions, files=args.files, limit=args.limit,
         mode=None if args.mode == "official" else "all", runner=runner, language=args.language,
         output_dir=args.output, progress=not args.no_progress, resume=args.resume, name=args.name,
+        concurrency=args.concurrency,
     )
     out = Path(args.output)
     print((out / "table.md").read_text(encoding="utf-8"))

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..concurrency import effective_concurrency, run_concurrently
 from ..engine import HammerEngine
 from ..run_journal import RUN_SETTINGS, check_resumable, drop_partial_line, write_json
 from .data import FILE_SPECS, BenchRecord, ScoringMode, available_files, load_file
@@ -27,6 +28,7 @@ from .runner import (
     JournalEntry,
     RecordPrediction,
     RunnerConfig,
+    ScheduledSnapshot,
     SnapshotPrediction,
     load_journal,
     load_predictions,
@@ -102,6 +104,7 @@ def evaluate(
     progress: bool = True,
     resume: bool = False,
     name: str | None = None,
+    concurrency: int = 1,
 ) -> EvalResult:
     """Evaluate ``engine`` (or a predictions file) on HammerBench files under ``data_dir``.
 
@@ -110,7 +113,8 @@ def evaluate(
     official mode). With ``output_dir`` each answer is journaled to ``snapshots.jsonl`` as it comes and
     a record's line goes to ``predictions.jsonl`` once all its snapshots are in (``resume`` skips the
     snapshots already in either file); the reports are written at the end. ``runner.order`` picks the
-    run order (``"prefix"``: sorted by prompt, for KV-cache reuse).
+    run order (``"prefix"``: sorted by prompt, for KV-cache reuse). ``concurrency``: snapshots in
+    flight at once (a server with several slots; a local model answers one at a time).
     """
     if engine is None and predictions is None:
         raise ValueError("evaluate needs an engine or a predictions file")
@@ -123,7 +127,7 @@ def evaluate(
         preds = dict(predictions) if isinstance(predictions, Mapping) else load_predictions(predictions)
     else:
         assert engine is not None
-        preds = _predict(engine, records, runner, out, progress, resume)
+        preds = _predict(engine, records, runner, out, progress, resume, concurrency)
     scores: list[RecordScore] = []
     missing: list[str] = []
     for record in records:
@@ -170,7 +174,7 @@ def run_settings(engine: HammerEngine, runner: RunnerConfig) -> dict[str, Any]:
 
 
 def _predict(engine: HammerEngine, records: list[BenchRecord], runner: RunnerConfig, out: Path | None,
-             progress: bool, resume: bool) -> dict[tuple[str, int], RecordPrediction]:
+             progress: bool, resume: bool, concurrency: int = 1) -> dict[tuple[str, int], RecordPrediction]:
     """Run every snapshot not done yet, in ``runner.order``, journaling each and writing records as they complete.
 
     With ``runner.order == "prefix"`` records complete out of order, so each finished snapshot goes
@@ -241,15 +245,12 @@ def _predict(engine: HammerEngine, records: list[BenchRecord], runner: RunnerCon
                 for number, prediction in known.items():
                     if not prediction.reused and number < record.n_snapshots:
                         answered.setdefault(snapshot_prompt(engine, record.turns[number], runner), prediction)
-        for record, number, prompt in todo:
+        def finish(job: ScheduledSnapshot, prediction: SnapshotPrediction) -> None:
+            nonlocal shown
+            record, number = job.record, job.turn
             if record.file != shown:  # redraw only when the file changes: prefix order hops between files
                 shown = record.file
                 bar.set_description(record.file.removeprefix("HammerBench_"))
-            earlier = answered.get(prompt) if greedy else None
-            if earlier is not None:
-                prediction = earlier.model_copy(update={"seconds": 0.0, "reused": True})
-            else:
-                prediction = answered[prompt] = predict_turn(engine, record.turns[number], runner)
             key = (record.file, record.index)
             partial.setdefault(key, {})[number] = prediction
             if journal_stream is not None:
@@ -259,6 +260,29 @@ def _predict(engine: HammerEngine, records: list[BenchRecord], runner: RunnerCon
             bar.update(1)
             if len(partial[key]) == record.n_snapshots:
                 complete(record)
+
+        # One question per distinct prompt under greedy decoding (the rest copy its answer), one per
+        # snapshot otherwise; in schedule order, so the server still sees prefix-sorted prompts.
+        groups: dict[Any, list[ScheduledSnapshot]] = {}
+        for number, job in enumerate(todo):
+            groups.setdefault(job.prompt if greedy else number, []).append(job)
+        questions = []
+        for jobs in groups.values():
+            earlier = answered.get(jobs[0].prompt) if greedy else None
+            if earlier is None:
+                questions.append(jobs)
+                continue
+            for job in jobs:
+                finish(job, earlier.model_copy(update={"seconds": 0.0, "reused": True}))
+
+        def ask(jobs: list[ScheduledSnapshot]) -> SnapshotPrediction:
+            return predict_turn(engine, jobs[0].record.turns[jobs[0].turn], runner)
+
+        for jobs, prediction in run_concurrently(ask, questions, effective_concurrency(engine, concurrency)):
+            answered[jobs[0].prompt] = prediction
+            finish(jobs[0], prediction)
+            for job in jobs[1:]:
+                finish(job, prediction.model_copy(update={"seconds": 0.0, "reused": True}))
     # Every journal line is now also in predictions.jsonl: the journal holds nothing more, so it goes.
     # Lines of records outside this selection (an earlier run on other files) keep it for their resume.
     if journal_path is not None and journaled <= saved:
