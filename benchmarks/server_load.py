@@ -14,13 +14,17 @@ Reported per N: requests, answers, errors by type, wrong answers, throughput (re
 completion tokens/s), end-to-end latency and time-to-first-token percentiles, the most requests
 the server had at once, and retries.
 
-Without ``--base-url`` it starts llama-cpp-python's server on loopback with the embedded default
-model (``--interrupt_requests False``, as docs/server.md recommends) and stops it at the end. That
-server runs one request at a time, so throughput cannot grow with N there: latency does.
+Without ``--base-url`` it starts each server of ``--servers`` in turn on loopback with the same
+model and threads, side by side in one run: llama.cpp's C++ ``llama-server`` (``--parallel`` slots,
+default the largest N; continuous batching) and llama-cpp-python's server (``--interrupt_requests
+False``, as docs/server.md recommends; one request at a time, so its throughput cannot grow with N:
+latency does). Before the levels, one unmeasured round of max(N) concurrent requests puts the tools
+prefix in every slot (steady state); the cost of that cold round is reported too.
 
 Usage::
 
-    .venv/bin/python benchmarks/server_load.py [--concurrency 1,4,16] [--duration 60] [--max-requests 64]
+    .venv/bin/python benchmarks/server_load.py [--concurrency 1,2,4] [--duration 60] [--max-requests 64]
+        [--servers llama-server,llama-cpp-python] [--threads 2]
         [--base-url http://127.0.0.1:8080/v1 --model NAME --api-key KEY] [--json out.json]
 """
 
@@ -169,13 +173,14 @@ def _round(value: float | None) -> float | None:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| N | requests | correct | wrong | errors | lost / twice | req/s | tok/s | p50 s | p90 s | p99 s | "
+    head = ("| server | N | requests | correct | wrong | errors | lost / twice | req/s | tok/s | p50 s | p90 s | p99 s | "
             "max s | TTFT p50 s | peak in flight | retries | cross-wired |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         lat, ttft = r["latency_s"], r["ttft_s"]
         errors = ", ".join(f"{k} {v}" for k, v in r["errors"].items()) or "0"
-        lines.append(f"| {r['concurrency']} | {r['requests']} | {r['correct']} | {r['wrong_answers']} | {errors} | "
+        lines.append(f"| {r.get('server', '')} | {r['concurrency']} | {r['requests']} | {r['correct']} | "
+                     f"{r['wrong_answers']} | {errors} | "
                      f"{len(r['lost'])} / {len(r['ended_twice'])} | {r['throughput_rps']} | {r['completion_tokens_per_s']} | "
                      f"{lat['p50']} | {lat['p90']} | {lat['p99']} | {lat['max']} | {ttft['p50']} | "
                      f"{r['peak_in_flight']} | {r['retries']} | {len(r['cross_wired'])} |")
@@ -196,9 +201,14 @@ async def main_async(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
         return astream(*a, **k)
 
     backend.astream = counting_astream  # type: ignore[method-assign]
-    # Warm-up, not measured: discovery, the grammar probe, and the tools prefix in the server's KV cache.
+    # Warm-up, not measured: discovery, the grammar probe, and the tools prefix in the server's KV cache
+    # (one round of max(N) concurrent requests, so every slot of a multi-slot server holds it).
     await engine.agenerate([Message.user(question(1))], tools=DEMO_TOOLS)
     native = native_calls > 0
+    began = time.perf_counter()
+    await asyncio.gather(*(engine.agenerate([Message.user(question(2 + i))], tools=DEMO_TOOLS)
+                           for i in range(max(args.levels))))
+    cold_round = time.perf_counter() - began
     rows = []
     first_id = 100
     for n in args.levels:
@@ -207,17 +217,22 @@ async def main_async(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
         rows.append(summarize(level))
         print(f"N={n}: {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
     await backend.aclose()
-    return {"rows": rows, "server": backend.info(), "engine_async_path": "native" if native else "worker threads"}
+    return {"rows": rows, "server": backend.info(), "engine_async_path": "native" if native else "worker threads",
+            "cold_round_s": round(cold_round, 2)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", help="a running server; default: start llama-cpp-python's on loopback")
+    parser.add_argument("--base-url", help="a running server; default: start each of --servers on loopback")
     parser.add_argument("--model", help="model name on the server (default: the only one it serves)")
     parser.add_argument("--api-key", default=os.environ.get("HAMMER_SERVER_API_KEY"))
     parser.add_argument("--model-path", help="GGUF for the local server (default: the embedded default model)")
     parser.add_argument("--n-ctx", type=int, default=4096)
-    parser.add_argument("--concurrency", default="1,4,16", help="comma-separated session counts")
+    parser.add_argument("--concurrency", default="1,2,4", help="comma-separated session counts")
+    parser.add_argument("--servers", default="llama-server,llama-cpp-python",
+                        help="without --base-url: the servers started in turn, side by side")
+    parser.add_argument("--parallel", type=int, help="llama-server slots (default: the largest session count)")
+    parser.add_argument("--threads", type=int, help="CPU threads of each server (default: theirs)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of new requests per level (max 60)")
     parser.add_argument("--max-requests", type=int, default=64, help="request budget per level")
     parser.add_argument("--max-tokens", type=int, default=64)
@@ -230,22 +245,37 @@ def main() -> None:
 
     started = time.perf_counter()
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    runs = []
     if args.base_url:
-        results = asyncio.run(main_async(args, args.base_url))
+        runs.append(asyncio.run(main_async(args, args.base_url)))
     else:
+        from hammer_plugins.backends.server import LlamaServer
         from hammer_plugins.model_source import default_model_path
 
-        with LlamaCppPythonServer(args.model_path or default_model_path(), n_ctx=args.n_ctx) as server:
-            results = asyncio.run(main_async(args, server.base_url))
-    results.update({
-        "command": " ".join(sys.argv), "total_wall_s": round(time.perf_counter() - started, 1),
+        model = args.model_path or default_model_path()
+        for kind in args.servers.split(","):
+            if kind == "llama-server":
+                server: Any = LlamaServer(model, n_ctx=args.n_ctx, parallel=args.parallel or max(args.levels),
+                                          n_threads=args.threads)
+            elif kind == "llama-cpp-python":
+                server = LlamaCppPythonServer(model, n_ctx=args.n_ctx, n_threads=args.threads)
+            else:
+                raise SystemExit(f"unknown server {kind!r}: use llama-server and/or llama-cpp-python")
+            with server:
+                runs.append(asyncio.run(main_async(args, server.base_url)))
+    for run in runs:
+        for row in run["rows"]:
+            row["server"] = run["server"]["server_kind"]
+    results = {
+        "runs": runs, "command": " ".join(sys.argv), "total_wall_s": round(time.perf_counter() - started, 1),
         "load_average_at_start": load, "cpu_count": os.cpu_count(), "platform": platform.platform(),
         "settings": {k: v for k, v in vars(args).items() if k != "api_key"},
-    })
-    print(table(results["rows"]))
-    print(f"\nserver: {results['server']['server_kind']} at {results['server']['base_url']}; engine async path: "
-          f"{results['engine_async_path']}; token counting: {args.token_counting}; load average at start: {load}; "
-          f"total {results['total_wall_s']} s")
+    }
+    print(table([row for run in runs for row in run["rows"]]))
+    for run in runs:
+        print(f"\nserver: {run['server']['server_kind']} at {run['server']['base_url']}; engine async path: "
+              f"{run['engine_async_path']}; cold warm-up round of {max(args.levels)}: {run['cold_round_s']} s")
+    print(f"token counting: {args.token_counting}; load average at start: {load}; total {results['total_wall_s']} s")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2)
