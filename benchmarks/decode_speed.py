@@ -8,7 +8,9 @@ Side by side in one process, on the same questions, interleaved question by ques
 * **engine, one token a step**: ``LlamaCppBackend(fast_forward=False)``, the grammar as a logits
   processor in llama-cpp-python's loop;
 * **engine, fast-forward**: ``LlamaCppBackend()`` (the default): the tokens the grammar forces are
-  taken without running the model and evaluated in one batch with the next chosen token.
+  taken without running the model and evaluated in one batch with the next chosen token;
+* **engine, fast-forward + drafts**: ``LlamaCppBackend(draft_tokens=K)``: each batch also carries up
+  to K prompt-lookup draft tokens, kept while greedy decoding agrees (``--draft-tokens``, default 8).
 
 Every call after the first reuses the tools prefix from the KV cache, as in an agent loop; each
 figure is the median over ``--repeats`` runs of every question. Prints decode ms per token
@@ -52,6 +54,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--draft-tokens", type=int, default=8)
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
 
@@ -61,8 +64,10 @@ def main() -> int:
     from hammer_plugins.model_source import default_model_path
 
     path = str(default_model_path())
-    engines = {name: HammerEngine(backend=LlamaCppBackend(path, n_ctx=4096, n_threads=args.threads, fast_forward=ff))
-               for name, ff in (("one token a step", False), ("fast-forward", True))}
+    engines = {name: HammerEngine(backend=LlamaCppBackend(path, n_ctx=4096, n_threads=args.threads, fast_forward=ff,
+                                                          draft_tokens=k))
+               for name, ff, k in (("one token a step", False, 0), ("fast-forward", True, 0),
+                                   ("fast-forward + drafts", True, args.draft_tokens))}
     plain_backend = LlamaCppBackend(path, n_ctx=4096, n_threads=args.threads)  # kept: it owns the model
     plain_llama = plain_backend.llama
     for engine in engines.values():  # the tools prefix into each KV cache
@@ -71,7 +76,7 @@ def main() -> int:
 
     rows: dict[str, dict[str, list[float]]] = {k: {"decode_ms": [], "total_s": []}
                                                for k in ("plain", *engines)}
-    forced = produced = 0
+    forced = produced = drafted = 0
     for _ in range(args.repeats):
         for question in QUESTIONS:
             messages = [Message.user(question)]
@@ -86,7 +91,8 @@ def main() -> int:
                 if name == "fast-forward":
                     forced += int(t.get("forced_tokens", 0))
                     produced += n
-            assert answers["fast-forward"] == answers["one token a step"], question
+                drafted += int(t.get("drafted_tokens", 0))
+            assert answers["fast-forward"] == answers["one token a step"] == answers["fast-forward + drafts"], question
             ttft, total = _plain(plain_llama, engines["fast-forward"].render(messages, DEMO_TOOLS), n)
             rows["plain"]["decode_ms"].append(1000 * (total - ttft) / max(n - 1, 1))
             rows["plain"]["total_s"].append(total)
@@ -94,13 +100,14 @@ def main() -> int:
     medians = {k: {m: statistics.median(v) for m, v in cols.items()} for k, cols in rows.items()}
     base = medians["plain"]
     print(f"{Path(path).name}, {args.threads} threads, {len(QUESTIONS)} questions x {args.repeats}; "
-          f"{forced} of {produced} answer tokens forced by the grammar ({100 * forced / max(produced, 1):.1f}%)")
+          f"{forced} of {produced} answer tokens forced by the grammar ({100 * forced / max(produced, 1):.1f}%), "
+          f"{drafted} taken from accepted drafts ({100 * drafted / max(produced, 1):.1f}%)")
     print("| decoding | decode ms/token | ratio | end-to-end s | ratio |\n|---|---|---|---|---|")
     for name, m in medians.items():
         print(f"| {name} | {m['decode_ms']:.1f} | {m['decode_ms'] / base['decode_ms']:.2f} | "
               f"{m['total_s']:.2f} | {m['total_s'] / base['total_s']:.2f} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"medians": medians, "forced": forced, "produced": produced,
+        Path(args.json).write_text(json.dumps({"medians": medians, "forced": forced, "produced": produced, "drafted": drafted,
                                                "runs": rows}, indent=2), encoding="utf-8")
     return 0
 

@@ -36,6 +36,7 @@ from ..prefix_cache import PrefixCache
 from ..prompt import STOP_SEQUENCES
 from ..token_mask import LogitsMask, TokenMask, import_llguidance
 from .base import Backend, GenerationChunk, GenerationSettings, Usage
+from .prompt_lookup import PromptLookup
 
 
 def _import_llama_cpp() -> Any:
@@ -73,6 +74,7 @@ class _Run:
     finish: str | None = None
     completion_tokens: int = 0
     forced: int = 0
+    drafted: int = 0
 
 
 class LlamaCppBackend(Backend):
@@ -90,6 +92,8 @@ class LlamaCppBackend(Backend):
         fast_forward: in greedy constrained decoding, take the tokens the grammar forces without
             running the model for each (same output; ``_greedy_masked``). ``False``: llama-cpp-python's
             own loop for every call.
+        draft_tokens: with ``fast_forward``, also verify up to this many prompt-lookup draft tokens per
+            model run (same output; :mod:`~hammer_plugins.backends.prompt_lookup`). 0: off.
         **llama_kwargs: any other ``llama_cpp.Llama`` argument, passed through.
     """
 
@@ -106,6 +110,7 @@ class LlamaCppBackend(Backend):
         source: ModelSource | None = None,
         prefix_cache: bool | str | Path | PrefixCache | None = None,
         fast_forward: bool = True,
+        draft_tokens: int = 0,
         **llama_kwargs: Any,
     ) -> None:
         super().__init__()
@@ -129,6 +134,7 @@ class LlamaCppBackend(Backend):
             self.prefix_cache = PrefixCache(None if prefix_cache is True else prefix_cache)
         self._runtime: str | None = None
         self.fast_forward = fast_forward
+        self.draft_tokens = draft_tokens
 
     @property
     def model_name(self) -> str:
@@ -272,6 +278,7 @@ class LlamaCppBackend(Backend):
                 **({"disk_cached_prompt_tokens": float(from_disk)} if self.prefix_cache is not None else {}),
                 **(mask.timings() if mask is not None else {}),
                 **({"forced_tokens": float(run.forced)} if fast else {}),
+                **({"drafted_tokens": float(run.drafted)} if fast and self.draft_tokens else {}),
             },
         )
 
@@ -314,11 +321,14 @@ class LlamaCppBackend(Backend):
 
     def _greedy_masked(self, prompt_tokens: list[int], settings: GenerationSettings, mask: TokenMask,
                        run: _Run) -> Iterator[str]:
-        """Greedy decoding under the grammar, fast-forwarding every token the grammar forces.
+        """Greedy decoding under the grammar: forced tokens fast-forwarded, prompt-lookup drafts verified.
 
         When the mask allows exactly one token, that token is what greedy decoding would pick, so
-        it is taken without asking the model; the forced run is then evaluated in one batch with
-        the next chosen token. The output is the same as one token per step (a test compares both
+        it is taken without asking the model; tokens taken so are evaluated later in one batch.
+        With ``draft_tokens``, each batch also carries a draft (:class:`PromptLookup`: what followed
+        the latest earlier occurrence of the last tokens); the logits of every position come back,
+        and a draft token is kept only while it is the masked argmax at its position, i.e. what one
+        token per step would have chosen. The output is the same either way (a test compares them
         on the real model); what changes is how many times the model runs.
         """
         import numpy as np
@@ -330,29 +340,43 @@ class LlamaCppBackend(Backend):
         reuse = min(self._common_prefix(prompt_tokens), len(prompt_tokens) - 1)
         llama.n_tokens = reuse
         llama.eval(prompt_tokens[reuse:])
+        row: Any = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(n_vocab,)).copy()
+        lookup = PromptLookup(prompt_tokens) if self.draft_tokens > 0 else None
+        unevaluated: list[int] = []  # accepted tokens not in the KV cache yet (forced, or after a miss)
+        spec: list[int] = []         # draft tokens in the KV cache beyond the accepted ones
+        spec_rows: list[Any] = []    # the logits after each of them
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = ""
         produced = 0
-        allowed = mask.allowed(n_vocab)
         while True:
-            logits = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(n_vocab,))
-            token = int(np.argmax(np.where(allowed, logits, -np.inf)))
-            batch: list[int] = []
-            while True:
-                if token in ends or produced >= settings.max_tokens:
-                    run.finish = "stop" if token in ends and produced < settings.max_tokens else "length"
-                    break
-                mask.consume([token])
-                batch.append(token)
-                produced += 1
-                if mask.stopped:
-                    break
-                allowed = mask.allowed(n_vocab)
-                if allowed.sum() != 1:
-                    break
-                token = int(np.flatnonzero(allowed)[0])  # forced: no need to ask the model
-                run.forced += token not in ends
-            piece = decoder.decode(llama.detokenize(batch)) if batch else ""
+            allowed = mask.allowed(n_vocab)
+            forced = allowed.sum() == 1
+            if forced:
+                token = int(np.flatnonzero(allowed)[0])  # no need to ask the model
+            else:
+                if unevaluated:
+                    row = self._evaluate(unevaluated, lookup, spec, spec_rows, n_vocab)
+                    unevaluated = []
+                token = int(np.argmax(np.where(allowed, row, -np.inf)))
+            if token in ends or produced >= settings.max_tokens:
+                run.finish = "stop" if token in ends and produced < settings.max_tokens else "length"
+                break
+            run.forced += forced
+            mask.consume([token])
+            produced += 1
+            if lookup is not None:
+                lookup.extend([token])
+            if spec and spec[0] == token:  # the draft guessed right: the token is evaluated already
+                spec.pop(0)
+                row = spec_rows.pop(0)
+                run.drafted += 1
+            else:
+                if spec:  # a miss: drop the rest of the draft (the next evaluation overwrites it)
+                    llama.n_tokens -= len(spec)
+                    spec.clear()
+                    spec_rows.clear()
+                unevaluated.append(token)
+            piece = decoder.decode(llama.detokenize([token]))
             if piece:
                 text += piece
                 stop_at = min((text.find(s) for s in settings.stop if s and s in text), default=-1)
@@ -361,13 +385,37 @@ class LlamaCppBackend(Backend):
                     run.finish = "stop"
                     break
                 yield piece
-            if run.finish is not None:
-                break
             if mask.stopped:  # nothing but the end may follow: do not run the model for it
                 run.finish = "stop"
                 break
-            llama.eval(batch)
+        if spec:
+            llama.n_tokens -= len(spec)  # the context holds only accepted tokens, for the next call's reuse
         run.completion_tokens = produced + (1 if run.finish == "stop" else 0)
+
+    def _evaluate(self, tokens: list[int], lookup: PromptLookup | None, spec: list[int], spec_rows: list[Any],
+                  n_vocab: int) -> Any:
+        """Evaluate ``tokens`` (and a draft after them); the logits after the last of ``tokens``.
+
+        Without a draft this is ``llama.eval``. With one, the batch asks for the logits of every
+        position, and ``spec`` / ``spec_rows`` receive the draft and the logits after each token.
+        """
+        import numpy as np
+
+        llama = self.llama
+        draft = lookup.draft(self.draft_tokens) if lookup is not None else []
+        batch = tokens + draft
+        if not draft or len(batch) > llama.n_batch or llama.n_tokens + len(batch) > llama.n_ctx():
+            llama.eval(tokens)
+            return np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(n_vocab,)).copy()
+        llama._ctx.kv_cache_seq_rm(-1, llama.n_tokens, -1)
+        llama._batch.set_batch(batch=batch, n_past=llama.n_tokens, logits_all=True)
+        llama._ctx.decode(llama._batch)
+        llama.input_ids[llama.n_tokens:llama.n_tokens + len(batch)] = batch
+        llama.n_tokens += len(batch)
+        rows = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(len(batch), n_vocab)).copy()
+        spec[:] = draft
+        spec_rows[:] = list(rows[len(tokens):])
+        return rows[len(tokens) - 1]
 
     # ------------------------------------------------------------ prefix cache
     def _common_prefix(self, tokens: list[int]) -> int:
