@@ -25,6 +25,7 @@ import time
 import weakref
 from array import array
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,10 +222,13 @@ class LlamaCppBackend(Backend):
         n_tokens = llama_cpp.llama_vocab_n_tokens(vocab)
         buffer = ctypes.create_string_buffer(16 * 1024 + 1)
         tokens: list[bytes] = []
+        # The non-deprecated spelling: the deprecated one warns through a Python wrapper on each of
+        # the 152k calls, which doubled the time of this loop (0.81 s -> 0.42 s).
+        to_piece, get_attr = llama_cpp.llama_token_to_piece, llama_cpp.llama_vocab_get_attr
         for token in range(n_tokens):
-            size = llama_cpp.llama_token_to_piece(vocab, token, buffer, 16 * 1024, 0, True)
+            size = to_piece(vocab, token, buffer, 16 * 1024, 0, True)
             piece = bytes(buffer[:max(size, 0)])
-            attr = llama_cpp.llama_token_get_attr(vocab, token)
+            attr = get_attr(vocab, token)
             # llguidance marks special tokens with a leading 0xff so that text can never produce them.
             if attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL or (
                     attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED and piece.startswith(b"<") and piece.endswith(b">")):
@@ -250,22 +254,34 @@ class LlamaCppBackend(Backend):
         # llama-cpp-python re-evaluates only what differs from the previous call's tokens.
         started = time.perf_counter()
         cached = self._common_prefix(prompt_tokens)
+        fast = (grammar is not None and self.fast_forward and settings.temperature <= 0
+                and settings.repeat_penalty == 1.0)
+        mask_job: Future[TokenMask] | None = None
+        if grammar is not None and self._ll_tokenizer is None:
+            # The first call reads the vocabulary and builds llguidance's tokenizer (about a second):
+            # done beside prompt evaluation, whose native calls release the GIL.
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hammer-vocabulary")
+            mask_job = pool.submit(self._token_mask, grammar, settings.loop_guard)
+            pool.shutdown(wait=False)  # the job runs on; no other is taken
         from_disk = 0
         if self.prefix_cache is not None and settings.shared_prefix_chars:
             shared = self._shared_tokens(prompt, prompt_tokens, settings.shared_prefix_chars)
             if cached < len(shared):
                 from_disk = self._restore_or_store(shared)
                 cached = len(shared)
-        mask = self._token_mask(grammar, settings.loop_guard) if grammar is not None else None
+        mask = None
+        if grammar is not None:
+            mask = mask_job if fast and mask_job is not None else (
+                mask_job.result() if mask_job is not None else self._token_mask(grammar, settings.loop_guard))
         run = _Run()
-        fast = (mask is not None and self.fast_forward and settings.temperature <= 0
-                and settings.repeat_penalty == 1.0)
         pieces = self._greedy_masked(prompt_tokens, settings, mask, run) if fast and mask is not None \
             else self._sampled(prompt_tokens, settings, mask, run)
         for piece in pieces:
             if run.first is None:
                 run.first = time.perf_counter()
             yield GenerationChunk(text=piece)
+        if isinstance(mask, Future):
+            mask = mask.result()
         done = time.perf_counter()
         yield GenerationChunk(
             text="",
@@ -319,8 +335,8 @@ class LlamaCppBackend(Backend):
             llama.tokenize(completion.encode("utf-8"), add_bos=False, special=True)
         ) + (1 if run.finish == "stop" else 0)
 
-    def _greedy_masked(self, prompt_tokens: list[int], settings: GenerationSettings, mask: TokenMask,
-                       run: _Run) -> Iterator[str]:
+    def _greedy_masked(self, prompt_tokens: list[int], settings: GenerationSettings,
+                       mask_or_job: TokenMask | Future[TokenMask], run: _Run) -> Iterator[str]:
         """Greedy decoding under the grammar: forced tokens fast-forwarded, prompt-lookup drafts verified.
 
         When the mask allows exactly one token, that token is what greedy decoding would pick, so
@@ -335,11 +351,12 @@ class LlamaCppBackend(Backend):
 
         llama = self.llama
         n_vocab = llama.n_vocab()
-        ends = set(self._ll_tokenizer.eos_tokens)
         # Keep what the context holds in common with the prompt; evaluate the rest (at least one token).
         reuse = min(self._common_prefix(prompt_tokens), len(prompt_tokens) - 1)
         llama.n_tokens = reuse
         llama.eval(prompt_tokens[reuse:])
+        mask = mask_or_job.result() if isinstance(mask_or_job, Future) else mask_or_job
+        ends = set(self._ll_tokenizer.eos_tokens)
         row: Any = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(n_vocab,)).copy()
         lookup = PromptLookup(prompt_tokens) if self.draft_tokens > 0 else None
         unevaluated: list[int] = []  # accepted tokens not in the KV cache yet (forced, or after a miss)
