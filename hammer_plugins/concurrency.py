@@ -1,9 +1,12 @@
 """Ask a backend several questions at once: what ``--concurrency`` means in the evaluators.
 
 A server with several slots (llama.cpp's ``llama-server --parallel N``, vLLM) answers concurrent
-requests together (continuous batching); a local model answers one at a time. :func:`run_concurrently`
-keeps ``concurrency`` calls in flight, submitting the items in the order given (so a prefix-sorted
-schedule still reaches the server in prefix order) and yielding each result as it completes.
+requests together (continuous batching); a local model answers one at a time.
+:func:`run_concurrently` runs ``concurrency`` workers, each over its own contiguous run of the
+items, yielding each result as it completes. Contiguous runs matter: the evaluators sort prompts so
+that neighbours share long prefixes, and a server slot keeps its previous prompt's KV cache, so a
+worker's next prompt re-evaluates only what differs (interleaving neighbours across workers would
+make every slot evaluate nearly the whole prompt).
 
 Example:
     >>> sorted(run_concurrently(lambda x: x * x, [1, 2, 3], concurrency=2))
@@ -12,10 +15,11 @@ Example:
 
 from __future__ import annotations
 
+import queue
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .engine import HammerEngine
 
@@ -27,9 +31,11 @@ def run_concurrently(call: Callable[[Item], Result], items: Iterable[Item],
                      concurrency: int = 1) -> Iterator[tuple[Item, Result]]:
     """``(item, call(item))`` for every item, at most ``concurrency`` calls running at a time.
 
-    With ``concurrency=1`` the calls run one by one in this thread, in order. Otherwise results come
-    in completion order. The first call that raises stops the submission of more, waits for those
-    in flight, and re-raises; results finished before it were already yielded, so nothing is lost.
+    With ``concurrency=1`` the calls run one by one in this thread, in order. Otherwise the items
+    are split into ``concurrency`` contiguous runs, each worked through in order by one thread, and
+    results come in completion order. The first call that raises stops every worker from taking
+    another item and is re-raised once those in flight are done; every answer finished before that
+    is yielded first, so no finished work is lost.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency={concurrency}: it must be at least 1")
@@ -37,24 +43,46 @@ def run_concurrently(call: Callable[[Item], Result], items: Iterable[Item],
         for item in items:
             yield item, call(item)
         return
-    pending = iter(items)
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="hammer-ask") as pool:
-        running: dict[Future[Result], Item] = {}
-        for item in pending:
-            running[pool.submit(call, item)] = item
-            if len(running) == concurrency:
-                break
+    todo = list(items)
+    size, extra = divmod(len(todo), concurrency)
+    bounds = [i * size + min(i, extra) for i in range(concurrency + 1)]
+    runs = [todo[bounds[i]:bounds[i + 1]] for i in range(concurrency) if bounds[i] < bounds[i + 1]]
+    done: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+    stop = threading.Event()
+
+    def work(run: list[Item]) -> None:
+        try:
+            for item in run:
+                if stop.is_set():
+                    break
+                try:
+                    done.put(("ok", item, call(item)))
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, re-raised there
+                    stop.set()
+                    done.put(("error", item, exc))
+                    break
+        finally:
+            done.put(("finished", None, None))
+
+    workers = [threading.Thread(target=work, args=(run,), name=f"hammer-ask-{i}", daemon=True)
+               for i, run in enumerate(runs)]
+    for worker in workers:
+        worker.start()
+    error: BaseException | None = None
+    running = len(workers)
+    try:
         while running:
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                item = running.pop(future)
-                yield item, future.result()
-                nxt = next(pending, _DONE)
-                if nxt is not _DONE:
-                    running[pool.submit(call, nxt)] = nxt  # type: ignore[arg-type]
-
-
-_DONE = object()
+            kind, item, value = done.get()
+            if kind == "finished":
+                running -= 1
+            elif kind == "error":
+                error = error or value
+            else:  # answers finished after an error are kept too
+                yield item, value
+    finally:
+        stop.set()  # also when the caller stops iterating early
+    if error is not None:
+        raise error
 
 
 def effective_concurrency(engine: HammerEngine | None, concurrency: int) -> int:

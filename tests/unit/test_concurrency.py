@@ -65,3 +65,21 @@ def test_a_local_backend_runs_one_at_a_time(capsys: pytest.CaptureFixture[str]) 
     assert "--concurrency 4 ignored" in capsys.readouterr().err
     with pytest.raises(ValueError, match="at least 1"):
         effective_concurrency(None, 0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 40), concurrency=st.integers(2, 5))
+def test_each_worker_takes_a_contiguous_run_in_order(n: int, concurrency: int) -> None:
+    """Neighbours in a prefix-sorted schedule stay on one worker, hence on one server slot."""
+    by_thread: dict[str, list[int]] = {}
+    lock = threading.Lock()
+
+    def call(x: int) -> int:
+        with lock:
+            by_thread.setdefault(threading.current_thread().name, []).append(x)
+        return x
+
+    assert sorted(x for x, _ in run_concurrently(call, range(n), concurrency)) == list(range(n))
+    assert len(by_thread) <= concurrency
+    for taken in by_thread.values():
+        assert taken == list(range(taken[0], taken[0] + len(taken)))
