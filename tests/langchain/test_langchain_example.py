@@ -52,9 +52,16 @@ def tool_results(state: dict[str, Any]) -> dict[str, str]:
 EXPECTED_CALLS = [("calculate", {"expression": "23 * 47"}), ("days_between", {"start": "2024-01-01", "end": "2024-03-01"})]
 
 
+def ran_each_once(executed: list[tuple[str, dict[str, Any]]]) -> bool:
+    """Both tools ran once with the right arguments. The question asks two independent things, so
+    either order is right; which comes first depends on the last bits of the logits (a warm KV
+    cache from earlier tests gave days_between first in one full-suite run)."""
+    return sorted(executed, key=lambda call: call[0]) == EXPECTED_CALLS
+
+
 def test_create_agent_runs_the_tools_and_answers_from_them(llm: ChatHammer, executed: list[Any]) -> None:
     state = AGENT.run(llm=llm)
-    assert executed == EXPECTED_CALLS
+    assert ran_each_once(executed), executed
     final = state["messages"][-1]
     assert isinstance(final, AIMessage) and not final.tool_calls
     assert "1081" in str(final.content) and "60" in str(final.content)
@@ -65,7 +72,7 @@ def test_create_agent_with_a_response_format_calls_tools_then_answers_in_the_sch
         llm: ChatHammer, executed: list[Any], strategy: str) -> None:
     response_format = AGENT.Answer if strategy.startswith("provider") else ToolStrategy(AGENT.Answer)
     state = AGENT.run(llm=llm, response_format=response_format)
-    assert executed == EXPECTED_CALLS
+    assert ran_each_once(executed), executed
     results = tool_results(state)
     assert (results["calculate"], results["days_between"]) == ("1081", "60")
     assert state["structured_response"] == AGENT.Answer(product=1081, days=60)
