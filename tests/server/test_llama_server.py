@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serverenv import API_KEY, MODEL, TIMEOUT
+from serverenv import API_KEY, MODEL, TIMEOUT, stream_then_kill
 
-from hammer_plugins import HammerEngine, HammerResponse, Message, TextDelta
+from hammer_plugins import HammerEngine, HammerResponse, Message
 from hammer_plugins.backends.server import LlamaServer, OpenAICompatibleBackend
 from hammer_plugins.backends.server.llama_server_binary import LlamaServerNotFoundError, find_llama_server
-from hammer_plugins.errors import ServerStreamError, ServerUnavailableError
+from hammer_plugins.errors import ServerUnavailableError
 
 SLOTS = 4
 SLOT_CTX = 4096
@@ -30,12 +30,8 @@ SLOT_CTX = 4096
 
 @pytest.fixture(scope="module")
 def cpp_server(default_model_path: str) -> Iterator[LlamaServer]:
-    server = LlamaServer(default_model_path, n_ctx=SLOT_CTX, parallel=SLOTS, model_alias=MODEL, api_key=API_KEY)
-    server.start()
-    try:
+    with LlamaServer(default_model_path, n_ctx=SLOT_CTX, parallel=SLOTS, model_alias=MODEL, api_key=API_KEY) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -135,14 +131,8 @@ def test_a_server_killed_mid_stream_then_restarted(default_model_path: str) -> N
         backend = OpenAICompatibleBackend(server.base_url, timeout=TIMEOUT, max_retries=1, retry_backoff=0.05,
                                           trust_env=False)
         engine = HammerEngine(backend=backend)
-        seen: list[str] = []
-        with pytest.raises(ServerStreamError) as caught:
-            for event in engine.stream(LONG, max_tokens=200):
-                if isinstance(event, TextDelta):
-                    seen.append(event.text)
-                    if len(seen) == 3:
-                        server.kill()
-        assert caught.value.partial_text.startswith("".join(seen)) and len(seen) >= 3
+        seen, error = stream_then_kill(engine, server, LONG)
+        assert error.partial_text.startswith("".join(seen)) and len(seen) >= 3
         with pytest.raises(ServerUnavailableError, match="could not connect"):
             engine.generate([Message.user("hi")], max_tokens=4)
         server.start()  # same port

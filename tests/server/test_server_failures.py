@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from fault_proxy import FaultProxy
-from serverenv import API_KEY, MODEL, TIMEOUT
+from serverenv import API_KEY, MODEL, TIMEOUT, stream_then_kill
 
 from hammer_plugins import ContextWindowExceededError, HammerEngine, HammerResponse, Message, TextDelta
 from hammer_plugins.backends.server import LlamaCppPythonServer, OpenAICompatibleBackend
@@ -214,13 +214,8 @@ def test_a_server_killed_mid_stream_then_down(victim: LlamaCppPythonServer) -> N
     backend = OpenAICompatibleBackend(victim.base_url, timeout=TIMEOUT, max_retries=1, retry_backoff=0.05,
                                       trust_env=False)
     engine = HammerEngine(backend=backend)
-    seen: list[str] = []
-    with pytest.raises(ServerStreamError, match="broke mid-stream") as caught:
-        for event in engine.stream(LONG, max_tokens=200):
-            if isinstance(event, TextDelta):
-                seen.append(event.text)
-                if len(seen) == 3:
-                    victim.kill()
-    assert caught.value.partial_text.startswith("".join(seen)) and len(seen) >= 3
+    seen, error = stream_then_kill(engine, victim, LONG)
+    assert "broke mid-stream" in str(error)
+    assert error.partial_text.startswith("".join(seen)) and len(seen) >= 3
     with pytest.raises(ServerUnavailableError, match="could not connect"):
         engine.generate(HI)
