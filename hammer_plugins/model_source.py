@@ -246,6 +246,20 @@ def fetch_gguf(source: ModelSource, force: bool = False, token: str | bool | Non
         raise InvalidModelFileError(f"{exc} Fix: download it again with `hammer pull {name} --force`.") from exc
 
 
+def local_gguf(source: ModelSource) -> Path:
+    """The GGUF file ``source`` names, on disk: a checked local path, or the hub file (cached or downloaded).
+
+    Raises a clear error for a checkpoint directory (llama.cpp reads GGUF files only).
+    """
+    if source.kind == "hub_gguf":
+        return fetch_gguf(source)
+    if source.kind != "gguf":
+        raise InvalidModelFileError(
+            f"{source.location!r} is not a GGUF file but a {source.kind}. Fix: pass a .gguf path or a preset "
+            "(`hammer pull <preset>` downloads its GGUF), or use backend='transformers' for a checkpoint.")
+    return check_gguf(Path(source.location))
+
+
 def _repo_files(repo: str, revision: str | None, token: str | bool | None) -> list[str]:
     """The repo's files: from the hub, or from the cache when offline."""
     if _offline():

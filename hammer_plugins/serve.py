@@ -51,13 +51,9 @@ def add_serve_parser(sub: Any) -> None:
 
 
 def _gguf(args: argparse.Namespace) -> Path:
-    from .model_source import check_gguf, fetch_gguf, resolve_model
+    from .model_source import local_gguf, resolve_model
 
-    source = resolve_model(args.model_path, args.model, gguf=True)
-    if source.kind == "directory":
-        raise ValueError(f"{source.location} is a checkpoint directory; llama-server reads GGUF files. Fix: pass a "
-                         ".gguf file or a preset (hammer pull <preset> downloads its GGUF).")
-    return fetch_gguf(source) if source.kind == "hub_gguf" else check_gguf(Path(source.location))
+    return local_gguf(resolve_model(args.model_path, args.model, gguf=True))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

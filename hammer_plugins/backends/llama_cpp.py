@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import BackendNotInstalledError, InvalidModelFileError
 from ..grammar import Grammar
-from ..model_source import ModelSource, check_gguf, fetch_gguf, resolve_model
+from ..model_source import ModelSource, local_gguf, resolve_model
 from ..prefix_cache import PrefixCache
 from ..prompt import STOP_SEQUENCES
 from ..token_mask import LogitsMask, TokenMask, import_llguidance
@@ -170,7 +170,7 @@ class LlamaCppBackend(Backend):
             return
         llama_cpp = _import_llama_cpp()
         hub = self._source.kind == "hub_gguf"
-        path = fetch_gguf(self._source) if hub else check_gguf(Path(self._source.location))
+        path = local_gguf(self._source)
         started = time.perf_counter()
         try:
             self._llama = llama_cpp.Llama(
@@ -269,10 +269,12 @@ class LlamaCppBackend(Backend):
             if cached < len(shared):
                 from_disk = self._restore_or_store(shared)
                 cached = len(shared)
-        mask = None
-        if grammar is not None:
-            mask = mask_job if fast and mask_job is not None else (
-                mask_job.result() if mask_job is not None else self._token_mask(grammar, settings.loop_guard))
+        # Only the fast path waits for the mask after prompt evaluation; the sampled one needs it first.
+        mask: TokenMask | Future[TokenMask] | None = mask_job
+        if grammar is not None and mask_job is None:
+            mask = self._token_mask(grammar, settings.loop_guard)
+        elif mask_job is not None and not fast:
+            mask = mask_job.result()
         run = _Run()
         pieces = self._greedy_masked(prompt_tokens, settings, mask, run) if fast and mask is not None \
             else self._sampled(prompt_tokens, settings, mask, run)

@@ -162,3 +162,25 @@ def test_hammer_serve_runs_the_server_the_tests_use(default_model_path: str) -> 
     assert cmd[0] == str(find_llama_server())
     assert cmd[cmd.index("--parallel") + 1] == "3" and cmd[cmd.index("--ctx-size") + 1] == str(3 * 2048)
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
+
+
+def test_the_serving_example_answers_each_question_with_its_own_call(default_model_path: str) -> None:
+    """examples/serve_and_connect.py: llama-server started, ChatHammer's abatch over four questions at once."""
+    from shared_data import load_example
+
+    example = load_example("serve_and_connect.py")
+    calls = example.run(default_model_path, parallel=4)
+    assert [c[0][0] for c in calls] == ["get_weather", "calculate", "get_weather", "send_email"]
+    assert calls[0][0][1]["city"] == "Paris" and calls[2][0][1]["city"] == "Tokyo"
+    assert calls[3][0][1]["to"] == "bob@example.com"
+
+
+def test_a_model_file_that_is_not_gguf_is_named_before_the_server_starts(tmp_path: Path) -> None:
+    from hammer_plugins.errors import InvalidModelFileError, ModelNotFoundError
+
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        LlamaServer(tmp_path / "missing.gguf").start()
+    bogus = tmp_path / "model.gguf"
+    bogus.write_bytes(b"<html>not a model</html>")
+    with pytest.raises(InvalidModelFileError, match="not a GGUF file"):
+        LlamaServer(bogus).start()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ...errors import ServerUnavailableError
+from ...model_source import check_gguf
 from .wire import _import_httpx
 
 
@@ -65,9 +66,7 @@ class _LoopbackServer:
         """Start the server and wait until it answers (raises with its log if it dies or stays silent)."""
         if self.process is not None and self.process.poll() is None:
             return self
-        if not Path(self.model_path).is_file():
-            raise FileNotFoundError(f"model file {self.model_path} does not exist; pass a .gguf path "
-                                    "(`hammer models` lists what is cached)")
+        check_gguf(Path(self.model_path))  # a missing or non-GGUF file is named before a server dies on it
         httpx = _import_httpx()
         self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,

