@@ -4,7 +4,10 @@ Side by side in one run, interleaved round by round so that machine noise hits e
 
 * **floor**: a plain llama-cpp-python script (a new process) that loads the same GGUF, evaluates
   the very prompt ``hammer call`` renders and greedily generates as many tokens as ``hammer call``
-  did, with no grammar and nothing cached;
+  did, one per step, with no grammar and nothing cached. Unconstrained, the model answers this
+  prompt in 18 tokens of prose and stops, so the floor forbids the end-of-generation tokens: it
+  decodes exactly as many tokens as ``hammer call`` (the benchmark checks the count), since a
+  step costs the same whichever token it picks;
 * **hammer call, first run**: ``hammer call`` with an empty prefix cache (it evaluates the tools
   prefix and stores its state);
 * **hammer call, repeat**: the same command again (the tools prefix's KV state and the tokenizer
@@ -36,17 +39,25 @@ QUERY = "What's the weather in Paris?"
 FLOOR = """
 import sys, llama_cpp
 path, prompt_file, n_out, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+ends = [int(t) for t in sys.argv[5].split(",")]
 llm = llama_cpp.Llama(model_path=path, n_ctx=8192, n_threads=threads, verbose=False)
 tokens = llm.tokenize(open(prompt_file, encoding="utf-8").read().encode(), add_bos=False, special=True)
-out = llm.create_completion(tokens, max_tokens=n_out, temperature=0.0, top_k=0, top_p=1.0, repeat_penalty=1.0)
-print(out["usage"]["completion_tokens"], file=sys.stderr)
+def no_end(_ids, logits):
+    logits[ends] = -float("inf")
+    return logits
+out = llm.create_completion(tokens, max_tokens=n_out, temperature=0.0, top_k=0, top_p=1.0, repeat_penalty=1.0,
+                            logits_processor=llama_cpp.LogitsProcessorList([no_end]))
+print(out["usage"]["completion_tokens"])
 """
 
 
-def _timed(command: list[str], env: dict[str, str]) -> float:
+def _timed(command: list[str], env: dict[str, str], expect: str | None = None) -> float:
     started = time.perf_counter()
-    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    done = subprocess.run(command, check=True, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    elapsed = time.perf_counter() - started
+    if expect is not None and done.stdout.strip() != expect:
+        raise SystemExit(f"{command[0]} printed {done.stdout.strip()!r}, expected {expect!r}")
+    return elapsed
 
 
 def main() -> int:
@@ -64,6 +75,13 @@ def main() -> int:
     engine = HammerEngine(n_threads=args.threads)
     response = engine.generate([Message.user(QUERY)], tools=DEMO_TOOLS)
     n_out = response.usage.completion_tokens
+    answer = json.dumps([{"name": c.name, "arguments": c.arguments} for c in response.tool_calls],
+                        ensure_ascii=False)  # what `hammer call` prints
+    # The end-of-generation tokens the floor forbids, found here so that it does not pay the search.
+    import llama_cpp
+
+    vocab = llama_cpp.llama_model_get_vocab(engine.backend.llama.model)
+    ends = ",".join(str(t) for t in range(engine.backend.llama.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, t))
     work = Path(tempfile.mkdtemp(prefix="cold-call-"))
     prompt_file = work / "prompt.txt"
     prompt_file.write_text(engine.render([Message.user(QUERY)], DEMO_TOOLS), encoding="utf-8")
@@ -76,11 +94,11 @@ def main() -> int:
     rows: dict[str, list[float]] = {"floor": [], "first run": [], "repeat": [], "no prefix cache": []}
     for _ in range(args.rounds):
         rows["floor"].append(_timed([sys.executable, str(floor_script), model, str(prompt_file), str(n_out),
-                                     str(args.threads)], env))
+                                     str(args.threads), ends], env, expect=str(n_out)))
         shutil.rmtree(kv_dir, ignore_errors=True)
-        rows["first run"].append(_timed(hammer, env))
-        rows["repeat"].append(_timed(hammer, env))
-        rows["no prefix cache"].append(_timed([*hammer, "--no-prefix-cache"], env))
+        rows["first run"].append(_timed(hammer, env, expect=answer))
+        rows["repeat"].append(_timed(hammer, env, expect=answer))
+        rows["no prefix cache"].append(_timed([*hammer, "--no-prefix-cache"], env, expect=answer))
     floor = statistics.median(rows["floor"])
     result = {"model": Path(model).name, "threads": args.threads, "rounds": args.rounds,
               "prompt_tokens": response.usage.prompt_tokens, "completion_tokens": n_out,

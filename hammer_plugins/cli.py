@@ -229,7 +229,15 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+_BUILT_IN = {"call", "chat", "pull", "models", "cache", "serve", "info"}
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``hammer`` parser; for a built-in command in ``argv`` the plugin commands are left out.
+
+    Finding and importing them (``hammer eval``, ``hammer bench``) costs a new process about 0.05 s,
+    which ``hammer call`` would otherwise pay on every start.
+    """
     parser = argparse.ArgumentParser(prog="hammer", description="Hammer function calling, offline.")
     parser.add_argument("--version", action="version", version=f"hammer-plugins {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -248,8 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_arguments(chat, prefix_cache=True)
     chat.set_defaults(func=cmd_chat)
 
-    for command in _commands():
-        command(sub)
+    first = next((arg for arg in argv if not arg.startswith("-")), None) if argv is not None else None
+    if first not in _BUILT_IN:
+        for command in _commands():
+            command(sub)
 
     pull_cmd = sub.add_parser("pull", help="download a Hammer model by name (a preset, or a Hugging Face repo)")
     pull_cmd.add_argument("name", help="a preset (hammer2.1-1.5b; see `hammer models`), 'owner/repo:Q4_K_M' or "
@@ -277,7 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

@@ -127,6 +127,8 @@ class LlamaCppBackend(Backend):
         self.llama_kwargs = llama_kwargs
         self._llama: Any = None
         self._ll_tokenizer: Any = None
+        self._tokenizer_job: Future[Any] | None = None
+        self._gguf: Path | None = None
         self.load_seconds: float | None = None
         self.prefix_cache: PrefixCache | None = None
         if isinstance(prefix_cache, PrefixCache):
@@ -170,7 +172,7 @@ class LlamaCppBackend(Backend):
             return
         llama_cpp = _import_llama_cpp()
         hub = self._source.kind == "hub_gguf"
-        path = local_gguf(self._source)
+        path = self._gguf_path()
         started = time.perf_counter()
         try:
             self._llama = llama_cpp.Llama(
@@ -193,53 +195,110 @@ class LlamaCppBackend(Backend):
         # runs too late then and prints a TypeError traceback.
         weakref.finalize(self, self._llama.close)
 
+    def _gguf_path(self) -> Path:
+        """The model's GGUF file (a hub file is downloaded here, once)."""
+        if self._gguf is None:
+            self._gguf = local_gguf(self._source)
+        return self._gguf
+
+    def prepare_grammar(self) -> None:
+        """Start building llguidance's tokenizer now, in a worker thread (once per loaded model).
+
+        Called before the model is loaded, the worker reads the vocabulary from the GGUF file itself
+        (a vocabulary-only llama.cpp model) while the main thread loads the weights: the build
+        (about 0.6 s of CPU for a 152k vocabulary) then runs mostly on the core that loading
+        leaves idle instead of competing with prompt evaluation, which uses every core.
+        """
+        if self._ll_tokenizer is not None or self._tokenizer_job is not None:
+            return
+        if self._llama is None:
+            self._gguf_path()  # resolve (and download) in the caller's thread, not twice
+            # The worker's llama.cpp load logs as the model's own load will (llama-cpp-python's
+            # Llama() sets this too, but only once it is called).
+            from llama_cpp._logger import set_verbose
+
+            set_verbose(bool(self.llama_kwargs.get("verbose", False)))
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hammer-tokenizer")
+        self._tokenizer_job = pool.submit(self._build_tokenizer)
+        pool.shutdown(wait=False)  # the job runs on; no other is taken
+
+    def _build_tokenizer(self) -> Any:
+        import_llguidance()
+        from llguidance import LLTokenizer
+
+        llama_cpp = _import_llama_cpp()
+        vocab = self._vocabulary_only_model(llama_cpp) if self._llama is None else None
+        if vocab is None:
+            vocab = llama_cpp.llama_model_get_vocab(self.llama.model)
+        tokens, ends = self._vocabulary(llama_cpp, vocab)
+        tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
+        # No slices: llguidance's slicer precomputes token classes (0.2 s of a 0.4 s build for a
+        # 152k vocabulary, paid by every new process) to save about 0.03 ms a token afterwards.
+        return LLTokenizer.from_llamacpp(tokens=tokens, vocab_ptr=vocab, tokenize_fptr=tokenize,
+                                         eos_token=ends or None, slices=[])
+
+    def _vocabulary_only_model(self, llama_cpp: Any) -> Any:
+        """The vocabulary of the GGUF file, loaded without the weights; ``None`` if llama.cpp cannot.
+
+        It lives as long as this backend: llguidance's tokenizer calls ``llama_tokenize`` on it.
+        """
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        model = llama_cpp.llama_model_load_from_file(str(self._gguf_path()).encode(), params)
+        if not model:
+            return None  # the weights' own load reports what is wrong with the file
+        weakref.finalize(self, llama_cpp.llama_model_free, model)
+        return llama_cpp.llama_model_get_vocab(model)
+
     def _token_mask(self, grammar: Grammar, loop_guard: bool) -> TokenMask:
         if self._ll_tokenizer is None:
-            import_llguidance()
-            from llguidance import LLTokenizer
-
-            llama_cpp = _import_llama_cpp()
-            vocab = llama_cpp.llama_model_get_vocab(self.llama.model)
-            tokens, ends = self._vocabulary(llama_cpp, vocab)
-            tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
-            self._ll_tokenizer = LLTokenizer.from_llamacpp(tokens=tokens, vocab_ptr=vocab, tokenize_fptr=tokenize,
-                                                           eos_token=ends or None)
+            self.prepare_grammar()
+            assert self._tokenizer_job is not None
+            try:
+                self._ll_tokenizer = self._tokenizer_job.result()
+            finally:
+                self._tokenizer_job = None  # built, or failed: a later call tries again
         return TokenMask(self._ll_tokenizer, grammar, loop_guard=loop_guard)
 
     def _vocabulary(self, llama_cpp: Any, vocab: Any) -> tuple[list[bytes], list[int]]:
         """Every token's bytes as llguidance reads them, and the end-of-generation tokens.
 
-        Reading 152k tokens through ctypes takes about 0.9 s, so with a prefix cache the result is
-        kept there too (keyed like a KV state: by model file and runtime). The reading follows
-        ``llguidance.llamacpp.lltokenizer_from_vocab``, which returns only the finished tokenizer
-        (nothing to store); a test checks every token against it.
+        Reading 152k tokens through ctypes takes about 0.3 s, so with a prefix cache the result is
+        kept there too (keyed by model file and runtime version). The reading gives what
+        ``llguidance.llamacpp.lltokenizer_from_vocab`` reads, which returns only the finished
+        tokenizer (nothing to store); a test checks every token against it.
         """
         cache = self.prefix_cache
-        runtime = self._runtime_id() + "|vocabulary" if cache is not None else ""
-        blob = cache.load(runtime, [0]) if cache is not None else None
+        key = json.dumps([*self._file_id(), "vocabulary"]) if cache is not None else ""
+        blob = cache.load(key, [0]) if cache is not None else None
         if blob is not None:
             return _unpack_vocabulary(blob)
         n_tokens = llama_cpp.llama_vocab_n_tokens(vocab)
         buffer = ctypes.create_string_buffer(16 * 1024 + 1)
+        address = ctypes.addressof(buffer)
         tokens: list[bytes] = []
-        # The non-deprecated spelling: the deprecated one warns through a Python wrapper on each of
-        # the 152k calls, which doubled the time of this loop (0.81 s -> 0.42 s).
-        to_piece, get_attr = llama_cpp.llama_token_to_piece, llama_cpp.llama_vocab_get_attr
+        to_piece, get_attr, string_at = llama_cpp.llama_token_to_piece, llama_cpp.llama_vocab_get_attr, ctypes.string_at
+        control, user_defined = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL, llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
         for token in range(n_tokens):
-            size = to_piece(vocab, token, buffer, 16 * 1024, 0, True)
-            piece = bytes(buffer[:max(size, 0)])
-            attr = get_attr(vocab, token)
-            # llguidance marks special tokens with a leading 0xff so that text can never produce them.
-            if attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL or (
-                    attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED and piece.startswith(b"<") and piece.endswith(b">")):
-                piece = b"\xff" + piece
+            # Without `special`, llama.cpp renders a control (or unknown) token as nothing and every
+            # other token as with it; so only empty and <...> pieces need their attributes read,
+            # which halves the native calls of this loop.
+            size = to_piece(vocab, token, buffer, 16 * 1024, 0, False)
+            piece = string_at(address, size) if size > 0 else b""
+            if size <= 0 or (piece[:1] == b"<" and piece[-1:] == b">"):
+                attr = get_attr(vocab, token)
+                if size <= 0:
+                    size = to_piece(vocab, token, buffer, 16 * 1024, 0, True)
+                    piece = string_at(address, size) if size > 0 else b""
+                # llguidance marks special tokens with a leading 0xff so that text can never produce them.
+                if attr & control or (attr & user_defined and piece.startswith(b"<") and piece.endswith(b">")):
+                    piece = b"\xff" + piece
             tokens.append(piece)
-        tokens += [b""] * (self.llama.n_vocab() - len(tokens))
         # Every end-of-generation token may end a complete answer (as with llama.cpp's own grammar
         # sampler), not only the GGUF's EOS: a base-model GGUF's EOS is <|endoftext|>.
         ends = [t for t in range(n_tokens) if llama_cpp.llama_vocab_is_eog(vocab, t)]
         if cache is not None:
-            cache.store(runtime, [0], _pack_vocabulary(tokens, ends))
+            cache.store(key, [0], _pack_vocabulary(tokens, ends))
         return tokens, ends
 
     def count_tokens(self, text: str) -> int:
@@ -258,9 +317,10 @@ class LlamaCppBackend(Backend):
                 and settings.repeat_penalty == 1.0)
         mask_job: Future[TokenMask] | None = None
         if grammar is not None and self._ll_tokenizer is None:
-            # The first call reads the vocabulary and builds llguidance's tokenizer (about a second):
-            # done beside prompt evaluation, whose native calls release the GIL.
-            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hammer-vocabulary")
+            # The first call waits for llguidance's tokenizer (prepare_grammar) and compiles the
+            # grammar beside prompt evaluation, whose native calls release the GIL.
+            self.prepare_grammar()
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hammer-grammar")
             mask_job = pool.submit(self._token_mask, grammar, settings.loop_guard)
             pool.shutdown(wait=False)  # the job runs on; no other is taken
         from_disk = 0
@@ -467,16 +527,19 @@ class LlamaCppBackend(Backend):
     def _runtime_id(self) -> str:
         """What the KV state depends on besides the tokens: a change makes every stored state miss."""
         if self._runtime is None:
-            llama_cpp = _import_llama_cpp()
-            path = Path(self.llama.model_path).resolve()
-            stat = path.stat()
             params = self.llama.context_params
             self._runtime = json.dumps([
-                str(path), stat.st_size, stat.st_mtime_ns, getattr(llama_cpp, "__version__", "?"),
+                *self._file_id(),
                 self.n_gpu_layers, int(params.n_ctx), int(params.n_batch), int(params.type_k), int(params.type_v),
                 repr(getattr(params, "flash_attn", None)), repr(getattr(params, "flash_attn_type", None)),
             ])
         return self._runtime
+
+    def _file_id(self) -> list[Any]:
+        """The model file (path, size, modification time) and the llama.cpp runtime's version."""
+        path = self._gguf_path().resolve()
+        stat = path.stat()
+        return [str(path), stat.st_size, stat.st_mtime_ns, getattr(_import_llama_cpp(), "__version__", "?")]
 
     def _restore_or_store(self, shared: list[int]) -> int:
         """Put the state of ``shared`` in the context, from disk when stored; the tokens it saved from evaluation.

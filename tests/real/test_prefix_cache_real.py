@@ -90,21 +90,42 @@ def test_hammer_call_uses_the_cache_by_default(tmp_path: Path) -> None:
     assert "removed 2" in cleared.stdout and not list(tmp_path.glob("*.kv"))
 
 
-def test_the_vocabulary_read_for_llguidance_is_llguidances_own(default_model_path: str, tmp_path: Path) -> None:
-    """Oracle: llguidance's own lltokenizer_from_vocab; ours is read once and then comes from the cache."""
+def _smollm2() -> str:
+    from hammer_bench.machine import resolve_model as bench_model  # SmolLM2-135M, installed by scripts/install.sh
+
+    return str(bench_model("smollm2")[1])
+
+
+@pytest.mark.parametrize("model", ["default", "smollm2"])
+def test_the_vocabulary_read_for_llguidance_is_llguidances_own(model: str, default_model_path: str,
+                                                               tmp_path: Path) -> None:
+    """Oracle: llguidance's own lltokenizer_from_vocab, on two tokenizers (Qwen2.5's and SmolLM2's).
+
+    Ours is read from the loaded model, from the file before the weights load (prepare_grammar,
+    a vocabulary-only model), and then from the cache; all three must equal the oracle token by token.
+    """
     import llama_cpp
     from llguidance.llamacpp import lltokenizer_from_vocab
 
     from hammer_plugins.grammar import build_json_grammar
 
-    fresh = LlamaCppBackend(default_model_path, n_ctx=512, prefix_cache=tmp_path)
-    fresh._token_mask(build_json_grammar(None), loop_guard=False)
-    cached = LlamaCppBackend(default_model_path, n_ctx=512, prefix_cache=tmp_path)
+    path = default_model_path if model == "default" else _smollm2()
+    after_load = LlamaCppBackend(path, n_ctx=512, prefix_cache=tmp_path / "a")
+    after_load.load()
+    after_load._token_mask(build_json_grammar(None), loop_guard=False)
+    before_load = LlamaCppBackend(path, n_ctx=512, prefix_cache=tmp_path / "b")
+    before_load.prepare_grammar()  # the worker reads the file while load() runs
+    before_load.load()
+    before_load._token_mask(build_json_grammar(None), loop_guard=False)
+    cached = LlamaCppBackend(path, n_ctx=512, prefix_cache=tmp_path / "b")
     cached._token_mask(build_json_grammar(None), loop_guard=False)
-    vocab = llama_cpp.llama_model_get_vocab(fresh.llama.model)
+    assert list((tmp_path / "b").glob("*.kv"))  # the vocabulary was stored, so `cached` read it from there
+    vocab = llama_cpp.llama_model_get_vocab(after_load.llama.model)
     ends = [t for t in range(llama_cpp.llama_vocab_n_tokens(vocab)) if llama_cpp.llama_vocab_is_eog(vocab, t)]
-    reference = lltokenizer_from_vocab(vocab, n_vocab=fresh.llama.n_vocab(), eos_token=ends)
-    for ours in (fresh._ll_tokenizer, cached._ll_tokenizer):
+    reference = lltokenizer_from_vocab(vocab, n_vocab=after_load.llama.n_vocab(), eos_token=ends)
+    for ours in (after_load._ll_tokenizer, before_load._ll_tokenizer, cached._ll_tokenizer):
         assert ours.vocab_size == reference.vocab_size and sorted(ours.eos_tokens) == sorted(reference.eos_tokens)
         assert all(ours.decode_bytes([i]) == reference.decode_bytes([i]) and
                    ours.is_special_token(i) == reference.is_special_token(i) for i in range(reference.vocab_size))
+        assert ours.tokenize_str("<|im_start|>user [{\"a\": 1}]") == reference.tokenize_str(
+            "<|im_start|>user [{\"a\": 1}]")
