@@ -76,11 +76,12 @@ def cmd_multi_turn(args: argparse.Namespace) -> int:
     machine_before = machine_info()
     summary = run_multi_turn(path, args.runners.split(","), categories, args.sample, out, max_steps=args.max_steps,
                              max_tokens=args.max_tokens, n_ctx=args.n_ctx, n_threads=args.threads,
-                             base_url=args.base_url, concurrency=args.concurrency)
+                             base_url=args.base_url, concurrency=args.concurrency, skip=args.skip)
     table = summary_table(summary)
     _write_json(out / "multi_turn.json", {
         "model": label, "model_path": path, "command": _command(args), "categories": categories,
-        "entries_per_category": args.sample, "max_steps": args.max_steps, "max_tokens": args.max_tokens,
+        "entries_per_category": args.sample, "skipped_per_category": args.skip, "max_steps": args.max_steps,
+        "max_tokens": args.max_tokens,
         "threads": args.threads, "wall_s": round(time.perf_counter() - started, 1),
         "machine_before": machine_before, "machine_after": machine_info(), "summary": summary, "table": table,
     })
@@ -180,6 +181,8 @@ def add_bench_parser(sub: Any) -> None:
     multi.add_argument("--runners", default="hammer", help="comma-separated from hammer,hammer-mask,chatllamacpp")
     multi.add_argument("--max-steps", type=int, default=20, help="steps per turn before the agent is stopped "
                                                                  "(bfcl-eval's own limit: 20)")
+    multi.add_argument("--skip", type=int, default=0, help="leave out the first N entries of each category "
+                                                           "(continue a sample in another --out)")
     multi.set_defaults(func=cmd_multi_turn)
 
 

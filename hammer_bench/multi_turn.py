@@ -52,13 +52,14 @@ class MultiTurnResult(BaseModel):
     error: str = ""
 
 
-def load_entries(category: str, limit: int | None = None) -> list[dict[str, Any]]:
+def load_entries(category: str, limit: int | None = None, skip: int = 0) -> list[dict[str, Any]]:
     """The category's entries as bfcl-eval's pipeline prepares them: function documents of the involved
-    classes attached, held-back functions moved to ``missed_function``, ground truth in ``ground_truth``."""
+    classes attached, held-back functions moved to ``missed_function``, ground truth in ``ground_truth``.
+    ``skip`` leaves out the first entries (a later slice of a sample run earlier), ``limit`` keeps so many."""
     if category not in CATEGORIES:
         raise ValueError(f"unknown multi-turn category {category!r}; use one of {list(CATEGORIES)}")
     base = data_dir()
-    rows = _read_jsonl(base / f"BFCL_v4_{category}.json")[:limit]
+    rows = _read_jsonl(base / f"BFCL_v4_{category}.json")[skip:None if limit is None else skip + limit]
     answers = {row["id"]: row["ground_truth"] for row in _read_jsonl(base / "possible_answer" / f"BFCL_v4_{category}.json")}
     _offline_model_config()
     from bfcl_eval.utils import populate_test_cases_with_predefined_functions
@@ -207,8 +208,8 @@ MULTI_TURN_RUNNERS = ("hammer", "hammer-mask", "chatllamacpp")
 def run_multi_turn(model_path: str, runners: Sequence[str], categories: Sequence[str], sample: int | None,
                    out: Any, *, max_steps: int = MAX_STEPS, max_tokens: int = 256, n_ctx: int = 8192,
                    n_threads: int | None = None, progress: bool = True, base_url: str | None = None,
-                   concurrency: int = 1) -> dict[str, dict[str, Any]]:
-    """Every runner on the first ``sample`` entries of each category; one JSON line per entry in
+                   concurrency: int = 1, skip: int = 0) -> dict[str, dict[str, Any]]:
+    """Every runner on the first ``sample`` entries of each category (after ``skip`` of them); one JSON line per entry in
     ``out/multi_turn_records.jsonl``; the accuracy per runner and category. With ``base_url`` the
     ChatHammer runners ask that server, ``concurrency`` conversations at a time."""
     import json
@@ -221,7 +222,7 @@ def run_multi_turn(model_path: str, runners: Sequence[str], categories: Sequence
 
     records = Path(out) / "multi_turn_records.jsonl"
     records.parent.mkdir(parents=True, exist_ok=True)
-    data = {category: load_entries(category, sample) for category in categories}
+    data = {category: load_entries(category, sample, skip) for category in categories}
     summary: dict[str, dict[str, Any]] = {}
     with records.open("w", encoding="utf-8") as stream:
         for kind in runners:

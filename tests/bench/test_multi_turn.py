@@ -87,3 +87,9 @@ def test_call_strings_round_trip(name: str, arguments: dict[str, Any]) -> None:
         return
     assert parse_call_string(call_string({"name": name, "arguments": arguments})) == {"name": name,
                                                                                        "arguments": arguments}
+
+
+def test_skip_and_limit_take_a_later_slice_of_each_category(entries: dict[str, list[dict[str, Any]]]) -> None:
+    for category, rows in entries.items():
+        assert [e["id"] for e in load_entries(category, 2, skip=3)] == [e["id"] for e in rows[3:5]]
+        assert [e["id"] for e in load_entries(category, None, skip=198)] == [e["id"] for e in rows[198:]]
