@@ -223,13 +223,19 @@ class LlamaCppBackend(Backend):
         pool.shutdown(wait=False)  # the job runs on; no other is taken
 
     def _build_tokenizer(self) -> Any:
+        """The worker's job: the tokenizer, from the loaded model or else the file; ``None`` if the file's
+        vocabulary cannot be loaded alone."""
+        llama_cpp = _import_llama_cpp()
+        loaded = self._llama
+        vocab = llama_cpp.llama_model_get_vocab(loaded.model) if loaded is not None \
+            else self._vocabulary_only_model(llama_cpp)
+        return self._tokenizer_for(vocab) if vocab is not None else None
+
+    def _tokenizer_for(self, vocab: Any) -> Any:
         import_llguidance()
         from llguidance import LLTokenizer
 
         llama_cpp = _import_llama_cpp()
-        vocab = self._vocabulary_only_model(llama_cpp) if self._llama is None else None
-        if vocab is None:
-            vocab = llama_cpp.llama_model_get_vocab(self.llama.model)
         tokens, ends = self._vocabulary(llama_cpp, vocab)
         tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
         # No slices: llguidance's slicer precomputes token classes (0.2 s of a 0.4 s build for a
@@ -255,9 +261,13 @@ class LlamaCppBackend(Backend):
             self.prepare_grammar()
             assert self._tokenizer_job is not None
             try:
-                self._ll_tokenizer = self._tokenizer_job.result()
+                tokenizer = self._tokenizer_job.result()
             finally:
                 self._tokenizer_job = None  # built, or failed: a later call tries again
+            # The file's vocabulary could not be read alone: the loaded model's (in this thread, so
+            # that the weights are never loaded twice at once).
+            self._ll_tokenizer = tokenizer if tokenizer is not None else self._tokenizer_for(
+                _import_llama_cpp().llama_model_get_vocab(self.llama.model))
         return TokenMask(self._ll_tokenizer, grammar, loop_guard=loop_guard)
 
     def _vocabulary(self, llama_cpp: Any, vocab: Any) -> tuple[list[bytes], list[int]]:

@@ -129,3 +129,16 @@ def test_the_vocabulary_read_for_llguidance_is_llguidances_own(model: str, defau
                    ours.is_special_token(i) == reference.is_special_token(i) for i in range(reference.vocab_size))
         assert ours.tokenize_str("<|im_start|>user [{\"a\": 1}]") == reference.tokenize_str(
             "<|im_start|>user [{\"a\": 1}]")
+
+
+def test_a_file_whose_vocabulary_cannot_load_alone_gets_the_tokenizer_of_the_loaded_model(
+        default_model_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hammer_plugins.grammar import build_json_grammar
+
+    monkeypatch.setattr(LlamaCppBackend, "_vocabulary_only_model", lambda self, llama_cpp: None)
+    backend = LlamaCppBackend(default_model_path, n_ctx=512)
+    backend.prepare_grammar()
+    backend.load()
+    mask = backend._token_mask(build_json_grammar(None), loop_guard=False)
+    assert backend._ll_tokenizer.vocab_size == backend.llama.n_vocab()
+    assert mask.allowed(backend.llama.n_vocab())[backend.tokenize("{")[0]]  # a JSON answer may open with {
