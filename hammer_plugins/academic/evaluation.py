@@ -260,9 +260,11 @@ def _chart(result: AcademicResult, path: Path) -> Path:
         ax.bar([x + i * width for x in range(len(sets))], values, width, label=label)
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(sets))], [SETS[s] for s in sets])
     ax.set_ylabel("F1 (%)")
-    ax.set_ylim(0, 100)
+    # The published formula can exceed 100 (its recall counts repeated calls): show those bars whole.
+    ax.set_ylim(0, max(100.0, *(max(values, default=0) for values in series.values())) * 1.05)
+    ax.axhline(100, color="grey", linewidth=0.6)
     ax.set_title(result.name)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
