@@ -229,9 +229,6 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
-_BUILT_IN = {"call", "chat", "pull", "models", "cache", "serve", "info"}
-
-
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``hammer`` parser; for a built-in command in ``argv`` the plugin commands are left out.
 
@@ -256,11 +253,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_engine_arguments(chat, prefix_cache=True)
     chat.set_defaults(func=cmd_chat)
 
-    first = next((arg for arg in argv if not arg.startswith("-")), None) if argv is not None else None
-    if first not in _BUILT_IN:
-        for command in _commands():
-            command(sub)
-
     pull_cmd = sub.add_parser("pull", help="download a Hammer model by name (a preset, or a Hugging Face repo)")
     pull_cmd.add_argument("name", help="a preset (hammer2.1-1.5b; see `hammer models`), 'owner/repo:Q4_K_M' or "
                                        "'owner/repo/file.gguf'")
@@ -283,6 +275,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="model, backend and versions")
     add_engine_arguments(info)
     info.set_defaults(func=cmd_info)
+
+    first = next((arg for arg in argv if not arg.startswith("-")), None) if argv is not None else None
+    if first not in sub.choices:  # a plugin command, a typo or none (the help): every command
+        for command in _commands():
+            command(sub)
     return parser
 
 

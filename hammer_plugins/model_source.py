@@ -308,18 +308,18 @@ def pulled_presets() -> list[tuple[Preset, Path]]:
     cache = Path(constants.HF_HUB_CACHE)
     # Importing the hub client's download code costs a new process about 0.12 s (httpx and more):
     # look for the repos' cache folders first, the hub's own layout, and import it only for those.
-    candidates = [preset for preset in PRESETS if preset.gguf_repo and preset.gguf_file and (
-        cache / constants.REPO_ID_SEPARATOR.join(["models", *preset.gguf_repo.split("/")])).is_dir()]
+    candidates = [(preset, preset.gguf_repo, preset.gguf_file) for preset in PRESETS
+                  if preset.gguf_repo and preset.gguf_file and (
+                      cache / constants.REPO_ID_SEPARATOR.join(["models", *preset.gguf_repo.split("/")])).is_dir()]
     if not candidates:
         return []
     from huggingface_hub import try_to_load_from_cache
 
     found = []
-    for preset in candidates:
-        if preset.gguf_repo and preset.gguf_file:
-            path: Any = try_to_load_from_cache(preset.gguf_repo, preset.gguf_file)
-            if isinstance(path, str) and Path(path).is_file():
-                found.append((preset, Path(path)))
+    for preset, repo, file in candidates:
+        path: Any = try_to_load_from_cache(repo, file)
+        if isinstance(path, str) and Path(path).is_file():
+            found.append((preset, Path(path)))
     return found
 
 

@@ -212,6 +212,7 @@ class LlamaCppBackend(Backend):
         if self._ll_tokenizer is not None or self._tokenizer_job is not None:
             return
         if self._llama is None:
+            _import_llama_cpp()  # a missing llama-cpp-python is named here, as load() would
             self._gguf_path()  # resolve (and download) in the caller's thread, not twice
             # The worker's llama.cpp load logs as the model's own load will (llama-cpp-python's
             # Llama() sets this too, but only once it is called).

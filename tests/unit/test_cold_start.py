@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hammer_plugins import HammerEngine, Message
 from hammer_plugins.backends.scripted import ScriptedBackend
 from hammer_plugins.cli import build_parser
@@ -64,3 +66,14 @@ def test_a_constrained_call_prepares_the_grammar_before_the_model_loads() -> Non
     backend.events.clear()
     engine.generate([Message.user("ping a")], tools=TOOLS, constrained=False)
     assert "prepare_grammar" not in backend.events  # nothing to build for an unconstrained call
+
+
+def test_a_constrained_call_without_llama_cpp_python_names_the_package_to_install(
+        default_model_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hammer_plugins.backends.llama_cpp import LlamaCppBackend
+    from hammer_plugins.errors import BackendNotInstalledError
+
+    backend = LlamaCppBackend(default_model_path)
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if it were not installed
+    with pytest.raises(BackendNotInstalledError, match="pip install 'hammer-plugins\\[llama-cpp\\]'"):
+        HammerEngine(backend=backend).generate([Message.user("ping a")], tools=TOOLS)
