@@ -15,8 +15,13 @@ megabytes. The store keeps one file per (runtime, prefix tokens):
 - **bounded**: after each store the least recently used files go until the total fits
   ``max_bytes``.
 
+Beside the states, a sub-store (:meth:`PrefixCache.vocabularies`) keeps what a model needs at every
+start whatever the tools: llguidance's reading of its tokenizer vocabulary, 0.5 s of CPU for a
+152k-token vocabulary that would otherwise compete with prompt evaluation. It is kept apart so that
+states never evict it and a new tool set on a known model still finds it.
+
 Its location is ``$HAMMER_PREFIX_CACHE_DIR`` if set, else ``$HAMMER_CACHE_DIR/prefix-kv`` (default
-``~/.cache/hammer-plugins/prefix-kv``); ``hammer cache clear`` or deleting the folder empties it.
+``~/.cache/hammer-plugins/prefix-kv``); ``hammer cache clear`` or deleting the folder empties both.
 
 Example:
     >>> import tempfile
@@ -41,6 +46,7 @@ from pathlib import Path
 from .model_source import cache_dir
 
 _MAGIC = b"HAMMER-KV 1\n"
+_VOCABULARIES = "vocabularies"
 DEFAULT_MAX_BYTES = 1 << 30
 
 
@@ -111,16 +117,34 @@ class PrefixCache:
         except OSError:
             return
 
-    def size(self) -> int:
-        """Bytes in the store."""
-        return sum(size for _, size, _ in self._files())
+    def vocabularies(self) -> PrefixCache:
+        """The sub-store for per-model data (a tokenizer's vocabulary), bounded apart from the states.
 
-    def clear(self) -> int:
-        """Delete every stored state; the number of files removed."""
+        Example:
+            >>> import tempfile
+            >>> cache = PrefixCache(tempfile.mkdtemp())
+            >>> cache.vocabularies().store("model.gguf|vocabulary", [0], b"tokens")
+            >>> cache.clear(keep_vocabularies=True), cache.vocabularies().load("model.gguf|vocabulary", [0])
+            (0, b'tokens')
+        """
+        return PrefixCache(self.directory / _VOCABULARIES, max_bytes=self.max_bytes)
+
+    def size(self) -> int:
+        """Bytes in the store, vocabularies included."""
+        own = sum(size for _, size, _ in self._files())
+        return own + (self.vocabularies().size() if self._has_vocabularies() else 0)
+
+    def clear(self, keep_vocabularies: bool = False) -> int:
+        """Delete every stored state (and the vocabularies unless kept); the number of files removed."""
         files = self._files()
         for path, _, _ in files:
             path.unlink(missing_ok=True)
+        if not keep_vocabularies and self._has_vocabularies():
+            return len(files) + self.vocabularies().clear()
         return len(files)
+
+    def _has_vocabularies(self) -> bool:
+        return (self.directory / _VOCABULARIES).is_dir()
 
     # ----------------------------------------------------------------- internals
     @staticmethod

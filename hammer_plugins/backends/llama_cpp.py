@@ -275,11 +275,12 @@ class LlamaCppBackend(Backend):
         """Every token's bytes as llguidance reads them, and the end-of-generation tokens.
 
         Reading 152k tokens through ctypes takes about 0.3 s, so with a prefix cache the result is
-        kept there too (keyed by model file and runtime version). The reading gives what
+        kept in its vocabulary store (keyed by model file and runtime version), which a new tool set
+        on the same model finds too. The reading gives what
         ``llguidance.llamacpp.lltokenizer_from_vocab`` reads, which returns only the finished
         tokenizer (nothing to store); a test checks every token against it.
         """
-        cache = self.prefix_cache
+        cache = self.prefix_cache.vocabularies() if self.prefix_cache is not None else None
         key = json.dumps([*self._file_id(), "vocabulary"]) if cache is not None else ""
         blob = cache.load(key, [0]) if cache is not None else None
         if blob is not None:

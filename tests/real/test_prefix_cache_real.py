@@ -50,8 +50,8 @@ def test_a_new_context_loads_the_prefix_and_answers_identically(cold_and_warm) -
     assert warm[0][1]["disk_cached_prompt_tokens"] > 500  # the new context loaded it: ~580 tokens
     # Later calls in one context reuse the prefix in memory, as without the disk cache.
     assert all(t["cached_prompt_tokens"] > 500 for _, t in warm[1:])
-    files = list(Path(directory).glob("*.kv"))
-    assert len(files) == 2  # one prefix state and the tokenizer's vocabulary
+    assert len(list(Path(directory).glob("*.kv"))) == 1  # one prefix state
+    assert len(list((Path(directory) / "vocabularies").glob("*.kv"))) == 1  # and the tokenizer's vocabulary
 
 
 def test_other_tools_or_another_runtime_miss(cold_and_warm, default_model_path: str, demo_tools: list[Any]) -> None:
@@ -74,6 +74,37 @@ def test_a_damaged_state_is_evaluated_again(cold_and_warm, default_model_path: s
     backend = LlamaCppBackend(default_model_path, n_ctx=4096, prefix_cache=cache)
     response = HammerEngine(backend=backend, max_tokens=96).generate([Message.user(QUESTIONS[0])], tools=demo_tools)
     assert response.timings["disk_cached_prompt_tokens"] == 0 and response.raw == cold[0][0]
+
+
+def test_a_new_tool_set_on_a_known_model_reads_no_vocabulary(default_model_path: str, demo_tools: list[Any],
+                                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The states are cleared (as for tools never seen); the vocabulary comes from the store, so llama.cpp
+    is never asked for a token's text. With the store empty too, it is (the check can fail)."""
+    import llama_cpp
+
+    from hammer_plugins.grammar import build_json_grammar
+
+    directory = tmp_path / "kv"
+    first = HammerEngine(backend=LlamaCppBackend(default_model_path, n_ctx=4096, prefix_cache=directory), max_tokens=32)
+    first.generate([Message.user(QUESTIONS[0])], tools=demo_tools)
+    PrefixCache(directory).clear(keep_vocabularies=True)
+    asked: list[int] = []
+    real = llama_cpp.llama_token_to_piece
+
+    def counting(vocab: Any, token: int, *rest: Any) -> int:
+        asked.append(token)
+        return real(vocab, token, *rest)
+
+    monkeypatch.setattr(llama_cpp, "llama_token_to_piece", counting)
+    known = LlamaCppBackend(default_model_path, n_ctx=512, prefix_cache=directory)
+    known.prepare_grammar()
+    known.load()
+    known._token_mask(build_json_grammar(None), loop_guard=False)
+    assert asked == []
+    PrefixCache(directory).clear()
+    unknown = LlamaCppBackend(default_model_path, n_ctx=512, prefix_cache=directory)
+    unknown._token_mask(build_json_grammar(None), loop_guard=False)
+    assert len(asked) > 100_000  # every token of Qwen2.5's vocabulary
 
 
 def test_hammer_call_uses_the_cache_by_default(tmp_path: Path) -> None:
@@ -119,7 +150,7 @@ def test_the_vocabulary_read_for_llguidance_is_llguidances_own(model: str, defau
     before_load._token_mask(build_json_grammar(None), loop_guard=False)
     cached = LlamaCppBackend(path, n_ctx=512, prefix_cache=tmp_path / "b")
     cached._token_mask(build_json_grammar(None), loop_guard=False)
-    assert list((tmp_path / "b").glob("*.kv"))  # the vocabulary was stored, so `cached` read it from there
+    assert list((tmp_path / "b" / "vocabularies").glob("*.kv"))  # stored, so `cached` read it from there
     vocab = llama_cpp.llama_model_get_vocab(after_load.llama.model)
     ends = [t for t in range(llama_cpp.llama_vocab_n_tokens(vocab)) if llama_cpp.llama_vocab_is_eog(vocab, t)]
     reference = lltokenizer_from_vocab(vocab, n_vocab=after_load.llama.n_vocab(), eos_token=ends)

@@ -77,3 +77,32 @@ def test_a_constrained_call_without_llama_cpp_python_names_the_package_to_instal
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if it were not installed
     with pytest.raises(BackendNotInstalledError, match="pip install 'hammer-plugins\\[llama-cpp\\]'"):
         HammerEngine(backend=backend).generate([Message.user("ping a")], tools=TOOLS)
+
+
+def test_a_quick_exit_keeps_what_was_printed_and_logged_and_the_exit_status(tmp_path: Path) -> None:
+    """`hammer call` ends its process without the interpreter's teardown: the answer, anything logged
+    and the status must still come out whole (a pipe buffers the answer until it is flushed)."""
+    log = tmp_path / "log.txt"
+    script = (
+        "import logging\n"
+        f"logging.basicConfig(filename={str(log)!r}, level=logging.INFO)\n"
+        "logging.info('logged before the exit')\n"
+        "from hammer_plugins.cli import _exit_at_once\n"
+        "print('[{\"name\": \"ping\"}]' * 1000, end='')\n"
+        "_exit_at_once(3)\n"
+        "print('never')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == '[{"name": "ping"}]' * 1000
+    assert "logged before the exit" in log.read_text()
+
+
+def test_only_hammer_call_ends_at_once() -> None:
+    """Programmatic `main()` returns its status; the executable exits at once after `call` only."""
+    from hammer_plugins import cli
+
+    script = "from hammer_plugins.cli import _run; print(_run(['cache'], exit_at_once=True))"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "0"  # `hammer cache` returned instead of exiting
+    assert cli.main(["cache"]) == 0

@@ -1,5 +1,6 @@
 """The on-disk prefix cache: a state comes back only for its own runtime and tokens, damaged files are
-dropped, the store stays under its bound, and concurrent writers never leave a torn file."""
+dropped, the store stays under its bound, vocabularies outlive states, and concurrent writers never
+leave a torn file."""
 
 from __future__ import annotations
 
@@ -56,6 +57,20 @@ def test_the_store_stays_under_its_bound_and_keeps_the_recently_used(tmp_path: P
     assert cache.size() <= cache.max_bytes
     assert cache.load("rt", [0]) is not None and cache.load("rt", [1]) is None
     assert cache.clear() == 3 and cache.size() == 0
+
+
+def test_vocabularies_outlive_the_states_they_sit_beside(tmp_path: Path) -> None:
+    """A new tool set on a known model: its states go (cleared or evicted), the vocabulary stays."""
+    cache = PrefixCache(tmp_path, max_bytes=2500)
+    cache.vocabularies().store("model|vocabulary", [0], bytes(2000))
+    for i in range(4):  # states over the bound evict states only
+        cache.store("rt", [i], bytes(1000))
+    assert cache.vocabularies().load("model|vocabulary", [0]) == bytes(2000)
+    assert cache.size() > cache.vocabularies().size() >= 2000
+    assert cache.clear(keep_vocabularies=True) >= 1 and not list(tmp_path.glob("*.kv"))
+    assert cache.vocabularies().load("model|vocabulary", [0]) is not None
+    assert cache.clear() == 1 and cache.size() == 0  # `hammer cache clear`: everything
+    assert cache.vocabularies().load("model|vocabulary", [0]) is None
 
 
 def test_an_unwritable_folder_is_not_an_error(tmp_path: Path) -> None:
