@@ -10,7 +10,7 @@ Side by side in one run, interleaved round by round so that machine noise hits e
   step costs the same whichever token it picks;
 * **hammer call, cold**: a tool set the cache has never seen, on a model it has: no prefix state
   is stored (it evaluates the whole prompt and stores the prefix's state), the model's tokenizer
-  vocabulary is (read by an earlier call, ``hammer pull`` or the installer);
+  vocabulary is (read by any earlier call, e.g. the README's first command);
 * **hammer call, first ever**: every cache empty, the vocabulary read from the model file too;
 * **hammer call, repeat**: the same command again (the tools prefix's KV state comes from the cache);
 * **hammer call --no-prefix-cache**: every run pays the whole prompt and the vocabulary.
