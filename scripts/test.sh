@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite, real models included. Installs first if needed (see install.sh).
+# The whole test suite, real models included. Installs first if needed (see install.sh), then builds
+# llama.cpp's C++ llama-server once for the server tests (cached; see build_llama_server.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+bash scripts/build_llama_server.sh >/dev/null
 exec "${HAMMER_VENV:-.venv}/bin/python" -m pytest "$@"
