@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from hammer_bench.cli import main
+from hammer_evals.bfcl.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main(["accuracy", *sys.argv[1:]]))

@@ -4,7 +4,7 @@ Both decode the same HammerBench snapshots greedily with the same grammar (GBNF 
 evaluated before the clock starts, so only generation is timed. Prints milliseconds per generated
 token for each and whether the two outputs are identical.
 
-    .venv/bin/python benchmarks/grammar_speed.py --data ../shared/data/hammerbench/en --records 3 --threads 2
+    .venv/bin/python benchmarks/grammar_speed.py --records 3 --threads 2
 """
 
 from __future__ import annotations
@@ -15,16 +15,17 @@ import time
 
 import llama_cpp
 
+from hammer_evals.datasets import hammerbench_dir
+from hammer_evals.hammerbench.data import load_file, to_bench_tools
+from hammer_evals.hammerbench.runner import RunnerConfig, snapshot_prompt
 from hammer_plugins import HammerEngine
-from hammer_plugins.hammerbench.data import load_file, to_bench_tools
-from hammer_plugins.hammerbench.runner import RunnerConfig, snapshot_prompt
 from hammer_plugins.prompt import STOP_SEQUENCES
 from hammer_plugins.token_mask import LogitsMask
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True)
+    parser.add_argument("--data", default=str(hammerbench_dir()), help="default: the copy shipped in the package")
     parser.add_argument("--records", type=int, default=3, help="records of ST_Perfect and of HammerBench_Based")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--model-path", default=None)

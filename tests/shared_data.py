@@ -1,4 +1,4 @@
-"""Test helpers shared by several folders: the HammerBench data folder, examples as modules, label replays.
+"""Test helpers shared by several folders: the evaluation data folders, examples as modules, label replays.
 
 Imported by name (pytest puts ``tests/`` on ``sys.path`` for ``tests/conftest.py``).
 """
@@ -12,42 +12,24 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pytest
+from hammer_evals import datasets
 
 REPO = Path(__file__).resolve().parents[1]
-# The team's shared folder sits beside the repository (as it does in CI).
-DEFAULT_HAMMERBENCH = REPO.parent / "shared" / "data" / "hammerbench" / "en"
-
-
-def _shared_data(variable: str, default: Path, marker: str, what: str) -> Path:
-    """``$variable``, else ``default``; missing data (no ``marker`` inside) fails in CI (``CI`` set:
-    the folder is there by contract) and skips elsewhere."""
-    path = Path(os.environ.get(variable, default))
-    if not (path / marker).exists():
-        message = f"{what} not found at {path}; set {variable}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
 
 
 def hammerbench_dir() -> Path:
-    """The English HammerBench folder (``$HAMMERBENCH_DATA``, else ``../shared`` beside the repo)."""
-    return _shared_data("HAMMERBENCH_DATA", DEFAULT_HAMMERBENCH, "multi-turn", "HammerBench data")
-
-
-DEFAULT_ACADEMIC = REPO.parent / "shared" / "data" / "hammer-academic"
+    """The English HammerBench folder: ``$HAMMERBENCH_DATA`` (a full copy), else the one the package ships."""
+    return Path(os.environ.get("HAMMERBENCH_DATA") or datasets.hammerbench_dir())
 
 
 def academic_dir() -> Path:
-    """The Hammer paper's academic test sets (``$HAMMER_ACADEMIC_DATA``, else ``../shared`` beside the repo)."""
-    return _shared_data("HAMMER_ACADEMIC_DATA", DEFAULT_ACADEMIC, "sealtool.json", "academic test sets")
+    """The Hammer paper's academic test sets: ``$HAMMER_ACADEMIC_DATA``, else the ones the package ships."""
+    return Path(os.environ.get("HAMMER_ACADEMIC_DATA") or datasets.academic_dir())
 
 
 def hammerbench_record(name: str, index: int = 0) -> dict[str, Any]:
     """Record ``index`` of ``multi-turn/HammerBench_<name>.json``."""
-    path = hammerbench_dir() / "multi-turn" / f"HammerBench_{name}.json"
-    return json.loads(path.read_text(encoding="utf-8"))[index]
+    return datasets.read_json(hammerbench_dir() / "multi-turn" / f"HammerBench_{name}.json")[index]
 
 
 def label_replay(record: dict[str, Any], rename: Any = None) -> tuple[list[str], list[str]]:

@@ -10,16 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shared_data import academic_dir
-
-from hammer_plugins.academic.data import load_set
-from hammer_plugins.academic.metrics import parse_answer
+from hammer_evals.academic.data import load_set
+from hammer_evals.academic.metrics import parse_answer
+from hammer_evals.datasets import academic_dir
 
 
 def test_the_cli_runs_the_model_with_and_without_inference_masking(tmp_path: Path) -> None:
+    """No --data: the sets shipped inside the package, as on a fresh install."""
     data = academic_dir()
     out = tmp_path / "results"
-    command = [sys.executable, "-m", "hammer_plugins.cli", "eval", "academic", "--data", str(data), "--sets", "sealtool",
+    command = [sys.executable, "-m", "hammer_plugins.cli", "eval", "academic", "--sets", "sealtool",
                "--limit", "2", "--inference-masking", "off", "on", "--threads", "2", "--no-progress",
                "--output", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from langchain_hammer import ChatHammer
 
-from hammer_bench.multi_turn import chat_hammer_agent, load_entries, run_entry
+from hammer_evals.bfcl.multi_turn import chat_hammer_agent, load_entries, run_entry
 
 
 def test_chat_hammer_drives_a_multi_turn_entry(default_model_path: str) -> None:

@@ -122,7 +122,7 @@ def test_hammer_call_uses_the_cache_by_default(tmp_path: Path) -> None:
 
 
 def _smollm2() -> str:
-    from hammer_bench.machine import resolve_model as bench_model  # SmolLM2-135M, installed by scripts/install.sh
+    from hammer_evals.bfcl.machine import resolve_model as bench_model  # SmolLM2-135M, installed by scripts/install.sh
 
     return str(bench_model("smollm2")[1])
 

@@ -143,12 +143,12 @@ def test_a_server_killed_mid_stream_then_restarted(default_model_path: str) -> N
 
 def test_no_binary_is_an_error_that_says_how_to_build_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HAMMER_LLAMA_SERVER", str(tmp_path / "missing"))
-    with pytest.raises(LlamaServerNotFoundError, match="hammer serve --build"):
+    with pytest.raises(LlamaServerNotFoundError, match="`hammer serve` builds it on first use"):
         find_llama_server()
     monkeypatch.delenv("HAMMER_LLAMA_SERVER")
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("HAMMER_CACHE_DIR", str(tmp_path))
-    with pytest.raises(LlamaServerNotFoundError, match=r"none on PATH.*hammer serve --build"):
+    with pytest.raises(LlamaServerNotFoundError, match=r"none on PATH.*`hammer serve` builds it on first use"):
         find_llama_server()
 
 

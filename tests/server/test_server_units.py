@@ -207,3 +207,31 @@ def test_backoff_doubles_honours_retry_after_and_is_capped() -> None:
     assert 0.5 <= backend._backoff(0, None) <= 0.625 and 1.0 <= backend._backoff(1, None) <= 1.25
     assert backend._backoff(0, "3") == 3.0  # the server's Retry-After wins over a shorter backoff
     assert backend._backoff(0, "120") == 4.0 and backend._backoff(10, None) == 4.0
+
+
+@pytest.mark.parametrize("launcher", ["llama-server", "llama-cpp-python"])
+def test_the_api_key_goes_to_the_server_through_its_environment_never_its_command_line(launcher: str) -> None:
+    from hammer_plugins.backends.server.launcher import LlamaCppPythonServer, LlamaServer
+
+    server = (LlamaServer("model.gguf", api_key="sk-secret", binary="/opt/llama-server") if launcher == "llama-server"
+              else LlamaCppPythonServer("model.gguf", api_key="sk-secret"))
+    assert not any("sk-secret" in part for part in server.command())  # the process list shows the command line
+    assert server.environment()[server.key_variable] == "sk-secret"
+    assert server.key_variable == {"llama-server": "LLAMA_ARG_API_KEY", "llama-cpp-python": "API_KEY"}[launcher]
+
+
+def test_hammer_serve_reads_the_key_from_the_environment_and_warns_beyond_loopback(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from hammer_plugins.serve import add_serve_parser, exposure_warning
+
+    monkeypatch.setenv("HAMMER_SERVER_API_KEY", "sk-from-env")
+    parser = argparse.ArgumentParser(prog="hammer")
+    add_serve_parser(parser.add_subparsers(dest="command"))
+    assert parser.parse_args(["serve"]).api_key == "sk-from-env"
+    assert parser.parse_args(["serve", "--api-key", "sk-flag"]).api_key == "sk-flag"
+    help_text = parser._subparsers._group_actions[0].choices["serve"].format_help()  # type: ignore[union-attr]
+    assert "process list" in " ".join(help_text.split())
+    assert exposure_warning("0.0.0.0", None) is not None and "HAMMER_SERVER_API_KEY" in str(exposure_warning("0.0.0.0", None))
+    assert exposure_warning("0.0.0.0", "sk") is None and exposure_warning("127.0.0.1", None) is None

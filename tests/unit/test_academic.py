@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 from shared_data import academic_dir
 
-from hammer_plugins import HammerEngine, ScriptedBackend
-from hammer_plugins.academic import (
+from hammer_evals.academic import (
     SETS,
     Answer,
     Variant,
@@ -24,6 +23,7 @@ from hammer_plugins.academic import (
     mask_entry,
     score_answers,
 )
+from hammer_plugins import HammerEngine, ScriptedBackend
 from hammer_plugins.grammar import build_grammar
 from hammer_plugins.tools import to_tools
 

@@ -25,8 +25,8 @@ def test_a_call_process_imports_neither_asyncio_nor_the_hub_client_nor_the_plugi
         "from hammer_plugins.cli import build_parser, _engine\n"
         "args = build_parser(['call', 'hi']).parse_args(['call', 'hi'])\n"
         "engine = _engine(args)\n"  # resolves the model (and looks for pulled presets), loads nothing
-        "heavy = ['asyncio', 'huggingface_hub.file_download', 'httpx', 'hammer_bench',\n"
-        "         'hammer_plugins.hammerbench', 'hammer_plugins.academic']\n"
+        "heavy = ['asyncio', 'huggingface_hub.file_download', 'httpx', 'hammer_evals',\n"
+        "         'hammer_evals.hammerbench', 'hammer_evals.academic']\n"
         "print(sorted(name for name in heavy if name in sys.modules))\n"
     )
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hammer_evals.concurrency import effective_concurrency, run_concurrently
 from hammer_plugins import HammerEngine, ScriptedBackend
-from hammer_plugins.concurrency import effective_concurrency, run_concurrently
 
 
 def test_one_at_a_time_keeps_the_order_and_the_thread() -> None:

@@ -27,7 +27,7 @@ def test_engine_never_imports_langchain_or_llama_index() -> None:
 
 
 def test_typed_markers_exist() -> None:
-    for package in ("hammer_plugins", "hammer_bench", "integrations/langchain_hammer", "integrations/llama_index/llms/hammer"):
+    for package in ("hammer_plugins", "hammer_evals", "integrations/langchain_hammer", "integrations/llama_index/llms/hammer"):
         assert (ROOT / package / "py.typed").is_file(), package
 
 
@@ -39,7 +39,7 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
 
 
-PACKAGES = ("hammer_plugins", "hammer_bench", "langchain_hammer", "llama_index.llms.hammer")
+PACKAGES = ("hammer_plugins", "hammer_evals", "langchain_hammer", "llama_index.llms.hammer")
 
 
 def _import_graph() -> dict[str, set[str]]:
@@ -137,7 +137,7 @@ def test_every_docstring_example_runs() -> None:
     import importlib
 
     failed = {}
-    for package in ("hammer_plugins", "hammer_bench", "langchain_hammer", "llama_index.llms.hammer"):
+    for package in ("hammer_plugins", "hammer_evals", "langchain_hammer", "llama_index.llms.hammer"):
         root = importlib.import_module(package)
         names = [package] + [m.name for m in pkgutil.walk_packages(root.__path__, f"{package}.")
                              if not m.name.endswith("__main__")]

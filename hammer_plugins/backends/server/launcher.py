@@ -62,6 +62,17 @@ class _LoopbackServer:
     def command(self) -> list[str]:  # pragma: no cover - every launcher defines it
         raise NotImplementedError
 
+    key_variable: ClassVar[str] = ""
+    """The environment variable the server reads its API key from: a key on the command line would
+    be visible to every user of the machine in the process list, so it never goes there."""
+
+    def environment(self) -> dict[str, str]:
+        """The server process's environment: this process's, plus the API key (if any)."""
+        env = dict(os.environ)
+        if self.api_key:
+            env[self.key_variable] = self.api_key
+        return env
+
     def start(self) -> Any:
         """Start the server and wait until it answers (raises with its log if it dies or stays silent)."""
         if self.process is not None and self.process.poll() is None:
@@ -70,7 +81,8 @@ class _LoopbackServer:
         httpx = _import_httpx()
         self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent if os.name == "posix" else None)
+                                        stdin=subprocess.DEVNULL, env=self.environment(),
+                                        preexec_fn=_die_with_parent if os.name == "posix" else None)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
@@ -137,6 +149,7 @@ class LlamaCppPythonServer(_LoopbackServer):
     """
 
     label = "llama-cpp-python's server"
+    key_variable = "API_KEY"  # its settings are pydantic-settings fields, read from the environment
 
     def __init__(self, model_path: str | os.PathLike[str], *, port: int | None = None, n_ctx: int = 4096,
                  model_alias: str = "hammer", api_key: str | None = None, interrupt_requests: bool = False,
@@ -155,8 +168,6 @@ class LlamaCppPythonServer(_LoopbackServer):
         cmd = [self.python, "-m", "llama_cpp.server", "--model", self.model_path, "--host", "127.0.0.1",
                "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--model_alias", self.model_alias,
                "--interrupt_requests", str(self.interrupt_requests), "--verbose", "False"]
-        if self.api_key:
-            cmd += ["--api_key", self.api_key]
         if self.n_threads:
             cmd += ["--n_threads", str(self.n_threads)]
         return cmd + list(self.extra_args)
@@ -181,6 +192,7 @@ class LlamaServer(_LoopbackServer):
 
     label = "llama-server"
     ready_path = "/health"
+    key_variable = "LLAMA_ARG_API_KEY"  # llama.cpp's environment spelling of --api-key
 
     def __init__(self, model_path: str | os.PathLike[str], *, port: int | None = None, n_ctx: int = 4096,
                  parallel: int = 1, model_alias: str = "hammer", api_key: str | None = None,
@@ -207,8 +219,6 @@ class LlamaServer(_LoopbackServer):
         cmd = [binary, "--model", self.model_path, "--host", self.host, "--port", str(self.port),
                "--ctx-size", str(self.n_ctx * self.parallel), "--parallel", str(self.parallel),
                "--alias", self.model_alias, "--no-webui"]
-        if self.api_key:
-            cmd += ["--api-key", self.api_key]
         if self.n_threads:
             cmd += ["--threads", str(self.n_threads), "--threads-batch", str(self.n_threads)]
         if self.cache_ram_mib is not None:

