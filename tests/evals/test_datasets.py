@@ -59,6 +59,19 @@ def test_a_users_own_uncompressed_copy_still_works(tmp_path: Path) -> None:
     assert len(load_set(tmp_path, "toolalpaca", limit=3)) == 3
 
 
+def _blob(body: bytes) -> str:
+    """git's blob id, computed here independently of the package (the oracle of its checksum)."""
+    return hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest()  # noqa: S324
+
+
+def test_the_pinned_academic_checksums_are_those_of_the_shipped_sets() -> None:
+    """The shipped sets are the upstream files byte for byte: their blob ids must be the pinned ones."""
+    for item in datasets.UPSTREAM["academic"].files:
+        body = gzip.decompress((datasets.academic_dir() / f"{item.local}.gz").read_bytes())
+        assert _blob(body) == item.git_blob, item.local
+    assert len(datasets.UPSTREAM["hammerbench"].files) == 18
+
+
 class _Upstream:
     """A loopback server for ``<owner>/<repo>/<commit>/<path>``; counts requests; can lie about one file."""
 
@@ -98,8 +111,8 @@ def _serve(state: _Upstream) -> Iterator[str]:
 def fake_upstream(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> _Upstream:
     """A two-file data set pinned like the real ones, with the cache in ``tmp_path``."""
     contents = {"data/test/toolalpaca.json": b'[{"query": "q"}]', "data/test/sealtool.json": b'[{"query": "s"}]'}
-    files = tuple(datasets.UpstreamFile(upstream=path, local=Path(path).name, sha256=hashlib.sha256(body).hexdigest(),
-                                        size=len(body)) for path, body in contents.items())
+    files = tuple(datasets.UpstreamFile(upstream=path, local=Path(path).name, git_blob=_blob(body))
+                  for path, body in contents.items())
     commit = "0123456789abcdef0123456789abcdef01234567"
     monkeypatch.setitem(datasets.UPSTREAM, "academic",
                         datasets.Upstream(repo="Owner/Repo", commit=commit, folder="data/test", files=files))
@@ -121,7 +134,7 @@ def test_a_file_that_does_not_match_its_checksum_is_refused_and_nothing_half_wri
         fake_upstream: _Upstream) -> None:
     key = next(k for k in fake_upstream.files if k.endswith("sealtool.json"))
     fake_upstream.files[key] = b'[{"query": "tampered"}]'
-    with _serve(fake_upstream) as url, pytest.raises(datasets.DataDownloadError, match="sha256"):
+    with _serve(fake_upstream) as url, pytest.raises(datasets.DataDownloadError, match="git blob id"):
         datasets.download("academic", url=url, progress=False)
     folder = datasets.downloaded_dir("academic")
     assert not (folder / "sealtool.json").exists()
