@@ -12,12 +12,19 @@ object with declared ``properties`` come in declaration order, each at most once
 Declaration order is the order the prompt shows the model (the reference prompt keeps it), and
 pinning it is what keeps the grammar small and every step's choice narrow; optional properties may
 be skipped. Objects without ``properties`` (a Python ``dict``), arrays without ``items`` and
-parameters without a type take any JSON value of their kind. Strings are JSON strings (escapes
-included; JSON escapes only ``"``, ``\\`` and control characters), integers are written without a
-fraction or exponent, numbers are bounded (18 integer digits, 17 fraction digits) so a model cannot spin on
-digits forever, and whitespace runs are bounded (64 characters: a newline and 15 levels of
-4-space indentation). Nothing may follow the answer: once the list (or its closing fence) is
-written only the end of generation is allowed, since a model that prefers newlines to its end
+parameters without a type take any JSON value of their kind. Strings are JSON strings in any
+spelling JSON allows (raw UTF-8 or any escape), enum and const strings included (``"Zürich"``,
+``"Z\\u00fcrich"``, ``"\\u00DCber"``, surrogate pairs; :class:`_Str`); tool and argument names
+accept escapes for every character but printable ASCII other than ``"``, ``\\`` and ``/`` (so
+``json.dumps`` with ``ensure_ascii`` either way is accepted, and an ASCII name stays one literal).
+Integers are written without a
+fraction or exponent; integers and numbers have no length bound (snowflake ids of 19 digits are
+arguments too; a model spinning on digits ends at ``max_tokens``, as it did on a string before the
+loop guard). An array type whose enum lists scalar values reads the enum as its items' (BFCL's
+``"metrics": {"type": "array", "enum": ["view", ...]}``, gold answer ``["view"]``). Whitespace
+runs are bounded (64 characters: a newline and 15 levels of 4-space indentation). Nothing may
+follow the answer: once the list (or its closing fence) is written only the end of generation is
+allowed, since a model that prefers newlines to its end
 token would otherwise pad every answer (SmolLM2-135M wrote 64 newlines after each).
 
 **Two notations, one source.** The rules are built once as a small expression tree and written out:
@@ -91,7 +98,17 @@ class _Rep:
     high: int | None
 
 
-_Expr = Union[_Lit, _Ref, _Seq, _Alt, _Rep]  # noqa: UP007 - a runtime alias on Python 3.10
+@dataclass(frozen=True)
+class _Str:
+    """One JSON string lexeme: any of ``values``, each in every spelling JSON allows (raw UTF-8, the
+    short escapes, ``\\u`` escapes in either case, surrogate pairs), or with ``plain_raw`` the
+    printable ASCII characters other than ``"``, ``\\`` and ``/`` only raw (names: see :func:`_string`)."""
+
+    values: tuple[str, ...]
+    plain_raw: bool = False
+
+
+_Expr = Union[_Lit, _Ref, _Seq, _Alt, _Rep, _Str]  # noqa: UP007 - a runtime alias on Python 3.10
 
 
 def _seq(*items: _Expr) -> _Expr:
@@ -119,8 +136,48 @@ def _lit(text: str) -> _Lit:
     return _Lit(text)
 
 
-def _json_lit(value: Any) -> _Lit:
-    return _Lit(json.dumps(value, ensure_ascii=False))
+def _plain(char: str) -> bool:
+    """A character every JSON writer leaves as it is (printable ASCII but ``"``, ``\\`` and ``/``)."""
+    return " " <= char <= "~" and char not in '"\\/'
+
+
+def _string(text: str, names: bool = False) -> _Expr:
+    """A JSON string holding ``text`` in any spelling JSON allows.
+
+    ``names`` (tool and argument names): printable ASCII other than ``"``, ``\\`` and ``/`` is matched
+    raw only, every other character in any spelling (so ``json.dumps`` with ``ensure_ascii`` either
+    way is accepted), which keeps an ASCII name one literal: every step's choice stays narrow.
+    """
+    if names and all(_plain(c) for c in text):
+        return _Lit(json.dumps(text))
+    return _Str((text,), plain_raw=names)
+
+
+def _const(value: Any) -> _Expr:
+    """A JSON value equal to ``value`` (an enum or const member), in any spelling and layout JSON allows
+    for it: strings with any escapes, arrays and objects with whitespace; a float that is a whole
+    number also as that integer (JSON Schema compares numbers by value)."""
+    if isinstance(value, str):
+        return _string(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return _alt(_Lit(json.dumps(value)), _Lit(str(int(value))))
+    if isinstance(value, list):
+        if not value:
+            return _seq(_lit("["), WS, _lit("]"))
+        return _seq(_lit("["), WS, _const(value[0]), *(_comma(_const(v)) for v in value[1:]), WS, _lit("]"))
+    if isinstance(value, Mapping):
+        members = [_between(_string(str(k)), _lit(":"), _const(v)) for k, v in value.items()]
+        if not members:
+            return _seq(_lit("{"), WS, _lit("}"))
+        return _seq(_lit("{"), WS, members[0], *(_comma(m) for m in members[1:]), WS, _lit("}"))
+    return _Lit(json.dumps(value))
+
+
+def _enum(values: Sequence[Any]) -> _Expr:
+    """Any member of an enum: its strings as one lexeme (:class:`_Str`), the others as :func:`_const`."""
+    strings = tuple(dict.fromkeys(v for v in values if isinstance(v, str)))
+    others = [_const(v) for v in values if not isinstance(v, str)]
+    return _alt(*([_Str(strings)] if strings else []), *others)
 
 
 def _comma(item: _Expr) -> _Expr:
@@ -151,14 +208,14 @@ _ATOM_RULES: dict[str, _Expr] = {
 _GBNF_ATOMS = {
     "ws": "ws ::= [ \\t\\n]{0,64}",
     "string": 'string ::= "\\"" char* "\\""\nchar ::= [^"\\\\\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} )',
-    "integer": 'integer ::= "-"? ( "0" | [1-9] [0-9]{0,17} )',
-    "number": 'number ::= "-"? ( "0" | [1-9] [0-9]{0,17} ) ( "." [0-9]{1,17} )? ( [eE] [-+]? [0-9]{1,4} )?',
+    "integer": 'integer ::= "-"? ( "0" | [1-9] [0-9]* )',
+    "number": 'number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?',
 }
 _LARK_ATOMS = {
     "ws": "ws: WS?\nWS: /[ \\t\\n]{1,64}/",
     "string": 'STRING: /"(\\\\(["\\\\\\/bfnrt]|u[0-9a-fA-F]{4})|[^"\\\\\\x00-\\x1F])*"/',
-    "integer": "INTEGER: /-?(0|[1-9][0-9]{0,17})/",
-    "number": "NUMBER: /-?(0|[1-9][0-9]{0,17})(\\.[0-9]{1,17})?([eE][-+]?[0-9]{1,4})?/",
+    "integer": "INTEGER: /-?(0|[1-9][0-9]*)/",
+    "number": "NUMBER: /-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][-+]?[0-9]+)?/",
 }
 _LARK_TERMINALS = {"string": "STRING", "integer": "INTEGER", "number": "NUMBER"}
 
@@ -185,11 +242,75 @@ def _escape(text: str) -> str:
     return "".join(out)
 
 
-def _write(expr: _Expr, name_of: Mapping[str, str], nested: bool = False) -> str:
+_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
+
+
+def _utf16_units(char: str) -> list[str]:
+    """The ``\\u`` escape digits of a character: one unit, or a surrogate pair beyond the BMP."""
+    code = ord(char)
+    if code < 0x10000:
+        return [f"{code:04x}"]
+    code -= 0x10000
+    return [f"{0xD800 + (code >> 10):04x}", f"{0xDC00 + (code & 0x3FF):04x}"]
+
+
+def _spellings(char: str, plain_raw: bool) -> tuple[str | None, str | None, list[list[str]]]:
+    """How JSON may write ``char`` inside a string: raw (or None), the letter of its short escape (or
+    None), and its ``\\u`` escape as hex digits per UTF-16 unit (empty when ``plain_raw`` keeps it raw)."""
+    if plain_raw and _plain(char):
+        return char, None, []
+    raw = char if char not in '"\\' and ord(char) >= 0x20 else None
+    return raw, _SHORT_ESCAPES.get(char), [list(unit) for unit in _utf16_units(char)]
+
+
+def _lark_spelling(text: str, plain_raw: bool) -> str:
+    """A regex (llguidance's syntax) of every spelling of the string body ``text``."""
+    def lit(char: str) -> str:
+        return char if char.isascii() and char.isalnum() else f"\\x{{{ord(char):X}}}"
+
+    def hexdigit(digit: str) -> str:
+        return f"[{digit}{digit.upper()}]" if digit.isalpha() else digit
+
+    out = []
+    for char in text:
+        raw, short, units = _spellings(char, plain_raw)
+        options = [lit(raw)] if raw is not None else []
+        if short is not None:
+            options.append("\\\\" + lit(short))
+        if units:
+            options.append("".join("\\\\u" + "".join(hexdigit(d) for d in unit) for unit in units))
+        out.append(options[0] if len(options) == 1 else f"(?:{'|'.join(options)})")
+    return "".join(out)
+
+
+def _gbnf_spelling(text: str, plain_raw: bool) -> str:
+    """A GBNF sequence of every spelling of the string body ``text`` (``""`` for the empty string)."""
+    def hexdigit(digit: str) -> str:
+        return f"[{digit}{digit.upper()}]" if digit.isalpha() else f'"{digit}"'
+
+    out, run = [], ""  # run: characters that can only be written raw, kept as one literal
+    for char in text:
+        raw, short, units = _spellings(char, plain_raw)
+        if raw is not None and short is None and not units:
+            run += raw
+            continue
+        if run:
+            out, run = [*out, f'"{_escape(run)}"'], ""
+        options = [f'"{_escape(raw)}"'] if raw is not None else []
+        if short is not None:
+            options.append(f'"{_escape(chr(92) + short)}"')
+        options.append(" ".join(f'"\\\\u" {" ".join(hexdigit(d) for d in unit)}' for unit in units))
+        out.append(f"( {' | '.join(options)} )")
+    return " ".join([*out, f'"{_escape(run)}"'] if run else out)
+
+
+def _write(expr: _Expr, name_of: Mapping[Any, str], nested: bool = False) -> str:
     if isinstance(expr, _Lit):
         return f'"{_escape(expr.text)}"'
     if isinstance(expr, _Ref):
         return name_of.get(expr.name, expr.name)
+    if isinstance(expr, _Str):
+        return name_of[expr]
     if isinstance(expr, _Rep):
         inner = _write(expr.item, name_of, nested=True)
         suffix = {(0, 1): "?", (0, None): "*", (1, None): "+"}.get((expr.low, expr.high))
@@ -210,6 +331,17 @@ def _references(expr: _Expr) -> set[str]:
     if isinstance(expr, (_Seq, _Alt)):
         return set().union(*(_references(item) for item in expr.items))
     return set()
+
+
+def _string_lexemes(expr: _Expr) -> dict[_Str, None]:
+    """The :class:`_Str` lexemes in ``expr``, in order of appearance."""
+    if isinstance(expr, _Str):
+        return {expr: None}
+    if isinstance(expr, _Rep):
+        return _string_lexemes(expr.item)
+    if isinstance(expr, (_Seq, _Alt)):
+        return {s: None for item in expr.items for s in _string_lexemes(item)}
+    return {}
 
 
 @dataclass(frozen=True)
@@ -238,10 +370,15 @@ def _render(rules: Mapping[str, _Expr]) -> Grammar:
         frontier |= _references(_ATOM_RULES[name]) if name in _ATOM_RULES else set()
         frontier -= needed
     composite = {**rules, **{n: _ATOM_RULES[n] for n in _ATOM_RULES if n in needed}}
-    gbnf = [f"{name} ::= {_write(expr, {})}" for name, expr in composite.items()]
+    strings = list({s: None for expr in composite.values() for s in _string_lexemes(expr)})
+    gbnf_names: dict[Any, str] = {s: f"str-{i}" for i, s in enumerate(strings)}
+    gbnf = [f"{name} ::= {_write(expr, gbnf_names)}" for name, expr in composite.items()]
+    gbnf += [f'{gbnf_names[s]} ::= "\\"" ( {" | ".join(_gbnf_spelling(v, s.plain_raw) or chr(34) * 2 for v in s.values)} )'
+             ' "\\""' for s in strings]
     gbnf += [_GBNF_ATOMS[n] for n in _GBNF_ATOMS if n in needed]
-    lark_names = {**_LARK_TERMINALS, "root": "start"}
+    lark_names: dict[Any, str] = {**_LARK_TERMINALS, "root": "start", **{s: f"STR_{i}" for i, s in enumerate(strings)}}
     lark = [f"{lark_names.get(name, name)}: {_write(expr, lark_names)}" for name, expr in composite.items()]
+    lark += [f'{lark_names[s]}: /"(?:{"|".join(_lark_spelling(v, s.plain_raw) for v in s.values)})"/' for s in strings]
     lark += [_LARK_ATOMS[n] for n in _LARK_ATOMS if n in needed]
     return Grammar(gbnf="\n".join(gbnf) + "\n", lark="\n".join(lark) + "\n")
 
@@ -268,9 +405,14 @@ class _Builder:
     def value(self, schema: Mapping[str, Any], path: str) -> _Expr:
         """An expression matching values of ``schema``."""
         if "const" in schema:
-            return _json_lit(schema["const"])
+            return _const(schema["const"])
         if "enum" in schema:
-            return _alt(*(_json_lit(v) for v in schema["enum"]))
+            if json_type(str(schema.get("type"))) == "array" and not any(isinstance(v, list) for v in schema["enum"]):
+                # An array whose enum lists item values (BFCL's ``metrics``: gold ``["view"]``): the items' enum.
+                items = schema.get("items") if isinstance(schema.get("items"), Mapping) else {}
+                rest = {k: v for k, v in schema.items() if k != "enum"}
+                return self.value({**rest, "items": {**items, "enum": schema["enum"]}}, path)
+            return _enum(schema["enum"])
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 return _alt(*(self.value(s, f"{path}.{key}") for s in schema[key]))
@@ -310,7 +452,8 @@ class _Builder:
         """Properties in declaration order; required ones present, optional ones skippable."""
         props = list(schema.get("properties", {}).items())
         required = set(schema.get("required", []))
-        members = [_between(_json_lit(name), _lit(":"), self.value(sub, f"{path}.{name}")) for name, sub in props]
+        members = [_between(_string(name, names=True), _lit(":"), self.value(sub, f"{path}.{name}"))
+                   for name, sub in props]
         base = self.fresh(f"{path}-obj")
 
         def suffix(i: int, first: bool) -> _Expr | None:
@@ -357,8 +500,8 @@ def build_grammar(tools: Sequence[Tool], tool_choice: str = "auto", parallel: bo
         builder = _Builder(tool.name, f"t{index}")
         args = builder.object_rule(tool.parameters, "args")
         call = builder.add(f"call-{index}", _seq(
-            _lit("{"), WS, _between(_json_lit("name"), _lit(":"), _json_lit(tool.name), _lit(","),
-                                    _json_lit("arguments"), _lit(":"), args), WS, _lit("}")))
+            _lit("{"), WS, _between(_lit('"name"'), _lit(":"), _string(tool.name, names=True), _lit(","),
+                                    _lit('"arguments"'), _lit(":"), args), WS, _lit("}")))
         calls.append(call)
         rules.update(builder.rules)
     call_any = _Ref("call")

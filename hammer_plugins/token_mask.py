@@ -16,8 +16,10 @@ ends with a run that repeats one unit at least three times and is at least 32 by
 1 to 128 bytes), only tokens that close the string (that start with ``"``) stay allowed, so the
 answer ends well-formed. Unlike a repeat penalty it touches nothing outside a looping string
 (function names repeated across parallel calls, JSON punctuation). It also closes a call list
-that repeats its calls (``LoopGuard.list_looping``), or, when a token has already opened the next
-call, ends the generation (``TokenMask.loop_stopped``; the engine keeps the calls made so far).
+that repeats its calls (``LoopGuard.list_looping``: after a call that repeats an earlier,
+non-adjacent one, after the third identical call with arguments in a row, or after the eighth
+identical argument-free call in a row), or, when a token has already opened the next call, ends
+the generation (``TokenMask.loop_stopped``; the engine keeps the calls made so far).
 
 Example:
     >>> import llguidance
@@ -84,10 +86,15 @@ class LoopGuard:
     * **inside a string** (:attr:`looping`): the value ends with one unit repeated (module
       docstring for the bounds); only tokens that close the string stay allowed;
     * **in the call list** (:attr:`list_looping`): a call just completed repeats an earlier call
-      that is not right before it, or is the third identical call in a row (greedy decoding of a
-      small model that has nothing to call may list ``{"input": 10}, {"input": 5}, ...`` over and
-      over until ``max_tokens``); only tokens that close the list (``]``) stay allowed. Two
-      identical calls in a row stay allowed ("roll the die twice").
+      that is not right before it, or is the :attr:`MAX_SAME_CALLS`-th (3) identical call in a row,
+      or for an argument-free call (``"arguments": {}``) the :attr:`MAX_SAME_BARE_CALLS`-th (8)
+      (greedy decoding of a small model that has nothing to call may list ``{"input": 10},
+      {"input": 5}, ...`` over and over until ``max_tokens``); only tokens that close the list
+      (``]``) stay allowed, so the answer keeps that call and ends there. Up to three identical
+      calls with arguments ("roll the die twice") and up to eight identical argument-free calls
+      ("give me 5 random facts": Tool-Alpaca's gold answer calls ``api_v2_facts_random_get`` five
+      times) fit; a runaway run of argument-free calls ends after eight (14 to 19 Qwen2.5 tokens a
+      call, well inside a 256-token budget).
 
     Example:
         >>> guard = LoopGuard()
@@ -106,6 +113,8 @@ class LoopGuard:
     MIN_RUN = 32
     MIN_REPEATS = 3
     MAX_UNIT = 128
+    MAX_SAME_CALLS = 3  # identical calls with arguments in a row: the list closes after the third
+    MAX_SAME_BARE_CALLS = 8  # identical argument-free calls in a row: the list closes after the eighth
 
     def __init__(self) -> None:
         self.in_string = False
@@ -155,7 +164,11 @@ class LoopGuard:
 
     def _end_call(self, call: bytes) -> None:
         calls = self._calls
-        if call in calls[:-1] or (len(calls) >= 2 and calls[-1] == calls[-2] == call):
+        before = 0  # identical calls right before this one
+        while before < len(calls) and calls[-1 - before] == call:
+            before += 1
+        limit = self.MAX_SAME_BARE_CALLS if call.endswith(b'"arguments":{}}') else self.MAX_SAME_CALLS
+        if call in calls[:len(calls) - before] or before + 1 >= limit:
             self.list_looping = True
         calls.append(call)
 

@@ -1,6 +1,8 @@
 """Two independent engines that say whether a grammar accepts a text, token by token over a real vocabulary.
 
 * :func:`lark_accepts`: llguidance on the grammar's Lark notation (what both local backends decode with);
+  :func:`lark_accepts_each` the same for many texts under one grammar; :func:`mask_accepts` through the
+  engine's token mask, loop guard included;
 * :class:`LlamaCppGrammar`: llama.cpp's own grammar sampler (no lexer) on the GBNF notation (what the
   servers receive), driven through its C API one candidate token at a time.
 """
@@ -24,6 +26,33 @@ def lark_accepts(tokenizer: Any, grammar: Grammar | str, text: str) -> bool:
         if not matcher.consume_token(token) or matcher.is_error():
             return False
     return bool(matcher.is_accepting())
+
+
+def lark_accepts_each(tokenizer: Any, grammar: Grammar | str, texts: list[str]) -> list[bool]:
+    """:func:`lark_accepts` for several texts under one grammar, compiled once (one matcher, reset between texts)."""
+    lark = grammar.lark if isinstance(grammar, Grammar) else grammar
+    matcher = llguidance.LLMatcher(tokenizer, llguidance.grammar_from("lark", lark), log_level=0)
+    assert not matcher.is_error(), matcher.get_error()
+    out = []
+    for text in texts:
+        matcher.reset()
+        tokens = tokenizer.tokenize_str(text)
+        out.append(matcher.try_consume_tokens(tokens) == len(tokens) and not matcher.is_error()
+                   and bool(matcher.is_accepting()))
+    return out
+
+
+def mask_accepts(tokenizer: Any, grammar: Grammar | str, text: str) -> bool:
+    """Whether decoding could write ``text``: every token allowed by the engine's :class:`TokenMask` (the
+    grammar and the loop guard) when it comes, and the text a complete answer."""
+    from hammer_plugins.token_mask import TokenMask
+
+    mask = TokenMask(tokenizer, grammar)
+    for token in tokenizer.tokenize_str(text):
+        if not mask.allowed(tokenizer.vocab_size)[token]:
+            return False
+        mask.consume([token])
+    return mask.accepting and not mask.loop_stopped
 
 
 class LlamaCppGrammar:
