@@ -110,7 +110,14 @@ def _handler(state: HubState) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def loopback_hub(state: HubState) -> Iterator[str]:
     """A fake hub on 127.0.0.1; yields its endpoint URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    with serve_on_loopback(_handler(state)) as url:
+        yield url
+
+
+@contextmanager
+def serve_on_loopback(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 (a free port) answering with ``handler``; yields its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

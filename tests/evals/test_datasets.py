@@ -9,13 +9,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from hub_fixtures import serve_on_loopback
 
 from hammer_evals import datasets
 from hammer_evals.academic.data import SETS, load_set
@@ -97,14 +97,8 @@ def _serve(state: _Upstream) -> Iterator[str]:
             self.end_headers()
             self.wfile.write(body)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_on_loopback(Handler) as url:
+        yield url
 
 
 @pytest.fixture
