@@ -117,6 +117,10 @@ def _report(response: HammerResponse, seconds: float) -> None:
 
 def cmd_call(args: argparse.Namespace) -> int:
     tools, _ = load_tools_file(args.tools)
+    if args.mcp:  # an MCP server's tools (with --tools, added to the file's; without, alone)
+        from .mcp import attach_mcp
+
+        tools, _ = attach_mcp(args.mcp, tools if args.tools else [])
     engine = _engine(args)
     started = time.perf_counter()
     response = engine.generate([Message.user(args.query)], tools=tools, tool_choice=args.tool_choice)
@@ -141,6 +145,10 @@ def cmd_call(args: argparse.Namespace) -> int:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     tools, functions = load_tools_file(args.tools)
+    if args.mcp:  # an MCP server's tools, executed through the server
+        from .mcp import attach_mcp
+
+        tools, functions = attach_mcp(args.mcp, tools if args.tools else [], functions if args.tools else {})
     engine = _engine(args)
     history: list[Message] = []
     names = ", ".join(t.name for t in tools)
@@ -243,6 +251,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     call = sub.add_parser("call", help="answer one query with tool calls (printed as JSON) or a refusal")
     call.add_argument("query")
     call.add_argument("--tools", help=".json schemas or .py functions; default: the demo tools")
+    call.add_argument("--mcp", action="append", metavar="COMMAND",
+                      help="an MCP server's command (stdio), whose tools are offered; repeatable")
     call.add_argument("--tool-choice", default="auto", help="auto, required, none, or a tool name")
     call.add_argument("-v", "--verbose", action="store_true", help="print usage and timings to stderr")
     add_engine_arguments(call, prefix_cache=True)
@@ -250,6 +260,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="interactive multi-turn chat that runs the tools it calls")
     chat.add_argument("--tools", help=".py functions (executed) or .json schemas; default: the demo tools")
+    chat.add_argument("--mcp", action="append", metavar="COMMAND",
+                      help="an MCP server's command (stdio); its tools are offered and run through it; repeatable")
     chat.add_argument("--max-steps", type=int, default=1, help="tool rounds per user turn before a plain answer")
     add_engine_arguments(chat, prefix_cache=True)
     chat.set_defaults(func=cmd_chat)
@@ -296,14 +308,20 @@ def console_main() -> None:
 
 def _run(argv: Sequence[str] | None, exit_at_once: bool) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
     try:
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
         code = int(args.func(args))
     except (HammerError, FileNotFoundError, ValueError) as exc:
         print(f"hammer: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        # Ctrl-C: one line, no traceback, the shell's status for SIGINT. The generation stopped where the
+        # interrupt landed (between two tokens, or after the native call it arrived in); the prefix cache is
+        # written to a temporary file renamed into place, and an interrupted write removes its file, so
+        # nothing half-written stays. The normal exit that follows lets a grammar worker thread finish its
+        # own cache write.
+        print("hammer: interrupted", file=sys.stderr)
         return 130
     if exit_at_once and args.func is cmd_call:
         _exit_at_once(code)

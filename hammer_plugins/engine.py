@@ -15,17 +15,18 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from .agent_turn import after_tool_results, answered_calls, call_key, called_tools, tool_rounds
-from .backends.base import Backend, GenerationChunk, GenerationSettings
+from .backends.base import Backend, GenerationCancelled, GenerationChunk, GenerationSettings
 from .calls import InvalidToolCall, ToolCall
 from .errors import ContextWindowExceededError, HammerError, UnknownToolError
 from .grammar import Grammar, build_grammar, build_json_grammar
@@ -662,8 +663,9 @@ class HammerEngine:
             update["raw"] = raw
         yield base.model_copy(update=update)
 
-    def _drive(self, core: Generator[Any, Any, None]) -> Iterator[StreamEvent]:
-        """Run :meth:`_run` on the backend's sync API."""
+    def _drive(self, core: Generator[Any, Any, None], cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+        """Run :meth:`_run` on the backend's sync API; ``cancel`` (set from another thread) stops the
+        generation at the next token with :class:`GenerationCancelled`."""
         chunks: Iterator[GenerationChunk] | None = None
         reply: Any = None
         try:
@@ -676,7 +678,11 @@ class HammerEngine:
                 if isinstance(item, _Fit):
                     reply = self._fit(item.prompt, item.max_tokens)
                 elif isinstance(item, _Generate):
-                    chunks = iter(self.backend.stream(item.prompt, item.settings, item.grammar))
+                    if cancel is not None and cancel.is_set():  # e.g. between the two passes of an answer
+                        raise GenerationCancelled("the call was cancelled")
+                    # (cancel only when there is one: a backend written before it may not take the argument)
+                    chunks = iter(self.backend.stream(item.prompt, item.settings, item.grammar, cancel=cancel)
+                                  if cancel is not None else self.backend.stream(item.prompt, item.settings, item.grammar))
                     reply = next(chunks, _END)
                 elif item is _NEXT:
                     reply = next(chunks, _END)  # type: ignore[arg-type]
@@ -727,10 +733,17 @@ class HammerEngine:
         """Async :meth:`generate`: on the event loop for native-async backends (the server backend),
         otherwise in a worker thread so the event loop stays free."""
         if not self.backend.native_async:
-            # asyncio is imported by the async half only: a sync process (`hammer call`) skips its 0.02-0.05 s.
-            import asyncio
+            cancel = threading.Event()
 
-            return await asyncio.to_thread(self.generate, messages, tools, tool_choice, **kwargs)
+            def work() -> HammerResponse:
+                final: HammerResponse | None = None
+                for event in self._drive(self._prepare(messages, tools, tool_choice, **kwargs), cancel):
+                    if isinstance(event, HammerResponse):
+                        final = event
+                assert final is not None
+                return final
+
+            return await _in_worker(work, cancel)
         final: HammerResponse | None = None
         async for event in self._astream_native(messages, tools, tool_choice, **kwargs):
             if isinstance(event, HammerResponse):
@@ -750,20 +763,20 @@ class HammerEngine:
 
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        stop = threading.Event()
+        cancel = threading.Event()  # set when the consumer stops (cancelled, closed early): the model stops too
 
         def produce() -> None:
             try:
-                for event in self.stream(messages, tools, tool_choice, **kwargs):
+                for event in self._drive(self._prepare(messages, tools, tool_choice, **kwargs), cancel):
                     loop.call_soon_threadsafe(queue.put_nowait, ("event", event))
-                    if stop.is_set():
-                        break
+            except GenerationCancelled:
+                pass  # nobody reads any more
             except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
                 loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
             finally:
                 loop.call_soon_threadsafe(queue.put_nowait, ("done", None))
 
-        worker = loop.run_in_executor(None, produce)
+        worker = loop.run_in_executor(None, contextvars.copy_context().run, produce)
         try:
             while True:
                 kind, payload = await queue.get()
@@ -773,8 +786,10 @@ class HammerEngine:
                     raise payload
                 yield payload
         finally:
-            stop.set()
-            await worker
+            cancel.set()
+            # The worker stops at the next token and releases the model: once this generator is closed
+            # (or the task cancelled), the next call finds the model free.
+            await asyncio.wait([worker])
 
     # ------------------------------------------------------------- planning
     def _plan(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
@@ -872,8 +887,12 @@ class HammerEngine:
 
     def _finish(self, plan: _Plan, raw: str, usage: Usage, finish: str, timings: dict[str, float]) -> HammerResponse:
         parse_started = time.perf_counter()
-        # The loop guard stopped a call list that kept repeating itself: the calls made so far stand.
-        parsed = parse_stopped_list(raw) if timings.get("loop_guard_stop") else parse_output(raw)
+        # The loop guard stopped a call list that kept repeating itself, or max_tokens cut it: the
+        # complete calls made so far stand and the cut tail is dropped (see _cut_or_invalid_text).
+        cut = finish == "length" and not timings.get("loop_guard_stop")
+        parsed = parse_stopped_list(raw) if timings.get("loop_guard_stop") or cut else parse_output(raw)
+        if cut and parsed.kind == "tool_calls":
+            timings["length_stop"] = 1
         calls: list[ToolCall] = []
         invalid = list(parsed.invalid_tool_calls)
         for call in parsed.tool_calls:
@@ -885,6 +904,8 @@ class HammerEngine:
         text = parsed.text
         if kind == "refusal":
             text = self.refusal_text
+        if kind == "invalid" and not text.strip():
+            text = _cut_or_invalid_text(invalid, finish, plan.settings.max_tokens)
         response = HammerResponse(
             kind=kind, tool_calls=calls, invalid_tool_calls=invalid, text=text, raw=raw, usage=usage,
             finish_reason="tool_calls" if calls and finish == "stop" else finish,
@@ -892,6 +913,49 @@ class HammerEngine:
         )
         response.timings["parse"] = time.perf_counter() - parse_started
         return response
+
+
+def _cut_or_invalid_text(invalid: Sequence[InvalidToolCall], finish: str, max_tokens: int) -> str:
+    """What an answer with no valid call says, so that no agent turn ends with an empty message.
+
+    An agent loop (LangChain's ``create_agent``, LlamaIndex's ``FunctionAgent``) ends its turn on a
+    message without valid calls; the invalid calls ride along but are not shown, so the text names
+    the failure and the fix. Complete calls before a cut are kept (:meth:`HammerEngine._finish`):
+    this text is for output that has none.
+
+    Example:
+        >>> from hammer_plugins.calls import InvalidToolCall
+        >>> _cut_or_invalid_text([InvalidToolCall(raw="[{", name="f", reason="cut")], "length", 30)[:60]
+        'No tool was called: the call to f was cut off at max_tokens='
+    """
+    names = sorted({c.name for c in invalid if c.name})
+    target = f"the call to {', '.join(names)}" if names else "the tool call"
+    if finish == "length":
+        return (f"No tool was called: {target} was cut off at max_tokens={max_tokens} before it was "
+                "complete. Raise max_tokens, or ask for fewer things at once.")
+    reasons = "; ".join(dict.fromkeys(c.reason for c in invalid if c.reason)) or "the output was not a valid call"
+    return f"No tool was called: {target} was not valid ({reasons})."
+
+
+async def _in_worker(work: Callable[[], HammerResponse], cancel: threading.Event) -> HammerResponse:
+    """Run ``work`` in a worker thread; when the awaiting task is cancelled, set ``cancel`` (the generation
+    stops at the next token), wait for the worker to end, and let the cancellation through.
+
+    So a cancelled call (``task.cancel()``, ``asyncio.wait_for``'s timeout) has stopped the model and
+    released its lock by the time the cancellation reaches the caller.
+    """
+    # asyncio is imported by the async half only: a sync process (`hammer call`) skips its 0.02-0.05 s.
+    import asyncio
+
+    worker = asyncio.get_running_loop().run_in_executor(None, contextvars.copy_context().run, work)
+    try:
+        return await asyncio.shield(worker)
+    except asyncio.CancelledError:
+        cancel.set()
+        await asyncio.wait([worker])  # one token at most; the worker's GenerationCancelled stays inside
+        if not worker.cancelled():
+            worker.exception()  # retrieved: asyncio does not log it as never retrieved
+        raise
 
 
 @dataclass(frozen=True)

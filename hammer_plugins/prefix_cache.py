@@ -9,9 +9,10 @@ megabytes. The store keeps one file per (runtime, prefix tokens):
   changed model, runtime or tool set can never load a stale state: it just misses;
 - **checked** on load: a header, the token ids and a SHA-256 of the payload must match, or the
   file is deleted and the caller evaluates as if nothing were cached;
-- **safe with concurrent processes**: files are written to a temporary name and renamed into place,
-  so a reader sees a whole file or none; a file removed while another process reads it stays
-  readable to that reader;
+- **safe with concurrent processes and interrupts**: files are written to a temporary name and
+  renamed into place, so a reader sees a whole file or none; a file removed while another process
+  reads it stays readable to that reader; a write interrupted (Ctrl-C) removes its temporary file,
+  and one a killed process left is removed by a later store after ten minutes;
 - **bounded**: after each store the least recently used files go until the total fits
   ``max_bytes``.
 
@@ -39,6 +40,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,6 +50,8 @@ from .model_source import cache_dir
 _MAGIC = b"HAMMER-KV 1\n"
 _VOCABULARIES = "vocabularies"
 DEFAULT_MAX_BYTES = 1 << 30
+# A store takes milliseconds: a temporary file this old belongs to a process killed mid-write (SIGKILL).
+_STALE_PARTIAL_SECONDS = 600
 
 
 def default_prefix_cache_dir() -> Path:
@@ -139,6 +143,7 @@ class PrefixCache:
         files = self._files()
         for path, _, _ in files:
             path.unlink(missing_ok=True)
+        self._remove_stale_partials()
         if not keep_vocabularies and self._has_vocabularies():
             return len(files) + self.vocabularies().clear()
         return len(files)
@@ -179,7 +184,22 @@ class PrefixCache:
                 out.append((Path(entry.path), stat.st_size, stat.st_mtime))
         return out
 
+    def _remove_stale_partials(self) -> None:
+        """Remove temporary files a killed process left (an interrupted store removes its own at once)."""
+        cutoff = time.time() - _STALE_PARTIAL_SECONDS
+        try:
+            entries = [e for e in os.scandir(self.directory) if e.name.startswith(".partial-")]
+        except OSError:
+            return
+        for entry in entries:
+            try:
+                if entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
+
     def _evict(self) -> None:
+        self._remove_stale_partials()
         files = sorted(self._files(), key=lambda f: f[2])
         total = sum(size for _, size, _ in files)
         for path, size, _ in files:

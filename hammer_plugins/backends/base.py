@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..errors import HammerError
 from ..grammar import Grammar
 from ..response import Usage
 
@@ -47,6 +48,24 @@ class GenerationSettings(BaseModel):
     # How many leading characters of the prompt every call with these tools shares (the system turn
     # and the tools block); a backend with a prefix cache keeps their state (0: nothing shared).
     shared_prefix_chars: int = 0
+
+
+class GenerationCancelled(HammerError):
+    """A generation stopped because its caller cancelled it (the ``cancel`` event of :meth:`Backend.stream`).
+
+    The engine raises it only inside the worker thread of a cancelled async call, where nobody reads
+    the answer: the awaiting task gets :class:`asyncio.CancelledError` as usual.
+
+    Example:
+        >>> import threading
+        >>> from hammer_plugins import ScriptedBackend
+        >>> cancel = threading.Event(); cancel.set()
+        >>> try:
+        ...     list(ScriptedBackend(["never read"]).stream("prompt", GenerationSettings(), cancel=cancel))
+        ... except GenerationCancelled:
+        ...     print("cancelled")
+        cancelled
+    """
 
 
 @dataclass
@@ -85,6 +104,8 @@ class Backend(ABC):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        # The cancel event of the generation holding the lock (None: not cancellable); see stream().
+        self._cancel: threading.Event | None = None
 
     @property
     @abstractmethod
@@ -121,10 +142,44 @@ class Backend(ABC):
     def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
         """Generate; called with the backend lock held."""
 
-    def stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None = None) -> Iterator[GenerationChunk]:
-        """Stream the answer to ``prompt``. Calls are serialized: one generation at a time."""
-        with self._lock:
-            yield from self._stream(prompt, settings, grammar)
+    def stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None = None,
+               cancel: threading.Event | None = None) -> Iterator[GenerationChunk]:
+        """Stream the answer to ``prompt``. Calls are serialized: one generation at a time.
+
+        ``cancel``: once set (from any thread), the generation stops at the next token (a backend's
+        decoding loop checks it through :meth:`_check_cancel`; in any case no chunk follows) and
+        :class:`GenerationCancelled` is raised, the model's lock released. A call still waiting for
+        the lock gives up as soon as it is set. Closing the iterator (``.close()``) stops it too.
+        """
+        if cancel is None:
+            with self._lock:
+                yield from self._stream(prompt, settings, grammar)
+            return
+        while not self._lock.acquire(timeout=0.02):  # wakes at once when released; polls only the event
+            if cancel.is_set():
+                raise GenerationCancelled("the call was cancelled while it waited for the model")
+        try:
+            self._cancel = cancel
+            self._check_cancel()
+            chunks = iter(self._stream(prompt, settings, grammar))
+            try:  # closed before the lock is released: its cleanup (the context's bookkeeping) runs under it
+                for chunk in chunks:
+                    self._check_cancel()
+                    yield chunk
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+        finally:
+            self._cancel = None
+            self._lock.release()
+
+    def _check_cancel(self) -> None:
+        """Raise :class:`GenerationCancelled` if the generation holding the lock was cancelled: decoding
+        loops call it between tokens (a few nanoseconds when nothing is cancelled)."""
+        cancel = self._cancel
+        if cancel is not None and cancel.is_set():
+            raise GenerationCancelled("the call was cancelled")
 
     # ------------------------------------------------------------ async half
     async def aload(self) -> None:

@@ -241,49 +241,61 @@ class TransformersBackend(Backend):
             common = 0
         feed = prompt_ids[common:]
         ids = list(prompt_ids)
+        held = common  # the cache holds ids[:held]
+        forwarding = False
         started = time.perf_counter()
         first: float | None = None
         generated: list[int] = []
         emitted = ""
         finish = "length"
-        with torch.inference_mode():
-            for _ in range(settings.max_tokens):
-                inputs = torch.tensor([feed], device=self._device_name)
-                out = model(input_ids=inputs, past_key_values=cache, use_cache=True)
-                cache = out.past_key_values
-                logits = out.logits[0, -1, :].float()
-                if settings.repeat_penalty != 1.0 and settings.repeat_last_n > 0:
-                    # The same rule as llama.cpp: recent tokens' logits shrink towards "less likely".
-                    recent = torch.tensor(sorted(set(ids[-settings.repeat_last_n:])), dtype=torch.long)
-                    picked = logits[recent]
-                    logits[recent] = torch.where(picked > 0, picked / settings.repeat_penalty,
-                                                 picked * settings.repeat_penalty)
-                if mask is not None:
-                    logits = logits.masked_fill(torch.from_numpy(~mask.allowed(logits.shape[0])), float("-inf"))
-                token = self._sample(torch, logits, settings, generator)
-                if mask is not None:
-                    mask.consume([token])
-                ids.append(token)
-                if token in stop_ids:
-                    finish = "stop"
-                    break
-                generated.append(token)
-                text = tokenizer.decode(generated, skip_special_tokens=False)
-                stop_at = min((text.find(s) for s in settings.stop if s and s in text), default=-1)
-                if stop_at >= 0:
-                    text, finish = text[:stop_at], "stop"
-                if not text.endswith("\ufffd") and len(text) > len(emitted):
-                    if first is None:
-                        first = time.perf_counter()
-                    yield GenerationChunk(text=text[len(emitted):])
-                    emitted = text
-                if finish == "stop" or (mask is not None and mask.stopped):
-                    finish = "stop"
-                    break
-                feed = [token]
-        self._cache = cache
-        # The cache holds every token fed so far; the last sampled token was never fed.
-        self._cached_ids = ids[:-1]
+        try:
+            with torch.inference_mode():
+                for _ in range(settings.max_tokens):
+                    self._check_cancel()  # between tokens: a cancelled call stops here
+                    inputs = torch.tensor([feed], device=self._device_name)
+                    forwarding = True
+                    out = model(input_ids=inputs, past_key_values=cache, use_cache=True)
+                    forwarding = False
+                    cache = out.past_key_values
+                    held += len(feed)
+                    logits = out.logits[0, -1, :].float()
+                    if settings.repeat_penalty != 1.0 and settings.repeat_last_n > 0:
+                        # The same rule as llama.cpp: recent tokens' logits shrink towards "less likely".
+                        recent = torch.tensor(sorted(set(ids[-settings.repeat_last_n:])), dtype=torch.long)
+                        picked = logits[recent]
+                        logits[recent] = torch.where(picked > 0, picked / settings.repeat_penalty,
+                                                     picked * settings.repeat_penalty)
+                    if mask is not None:
+                        logits = logits.masked_fill(torch.from_numpy(~mask.allowed(logits.shape[0])), float("-inf"))
+                    token = self._sample(torch, logits, settings, generator)
+                    if mask is not None:
+                        mask.consume([token])
+                    ids.append(token)
+                    if token in stop_ids:
+                        finish = "stop"
+                        break
+                    generated.append(token)
+                    text = tokenizer.decode(generated, skip_special_tokens=False)
+                    stop_at = min((text.find(s) for s in settings.stop if s and s in text), default=-1)
+                    if stop_at >= 0:
+                        text, finish = text[:stop_at], "stop"
+                    if not text.endswith("\ufffd") and len(text) > len(emitted):
+                        if first is None:
+                            first = time.perf_counter()
+                        yield GenerationChunk(text=text[len(emitted):])
+                        emitted = text
+                    if finish == "stop" or (mask is not None and mask.stopped):
+                        finish = "stop"
+                        break
+                    feed = [token]
+        finally:
+            # Ended, cancelled or closed by the caller: remember exactly what the cache holds (the last
+            # sampled token was never fed), so the next call reuses it; a forward pass cut short (an
+            # interrupt inside the model) may have updated some layers only: start afresh then.
+            if forwarding:
+                self._cache, self._cached_ids = None, []
+            else:
+                self._cache, self._cached_ids = cache, ids[:held]
         done = time.perf_counter()
         yield GenerationChunk(
             text="",

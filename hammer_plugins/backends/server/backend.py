@@ -52,7 +52,7 @@ from ...errors import (
     ServerUnavailableError,
 )
 from ...grammar import Grammar
-from ..base import Backend, GenerationChunk, GenerationSettings
+from ..base import Backend, GenerationCancelled, GenerationChunk, GenerationSettings
 
 if TYPE_CHECKING:
     import httpx
@@ -260,14 +260,16 @@ class OpenAICompatibleBackend(Backend):
                 self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
 
     # ---------------------------------------------------------------------------------- drivers
-    def _drive(self, core: _Core[Any]) -> Iterator[GenerationChunk]:
-        """Run a core on the sync client, in the calling thread; pass its chunks on."""
+    def _drive(self, core: _Core[Any], cancel: threading.Event | None = None) -> Iterator[GenerationChunk]:
+        """Run a core on the sync client, in the calling thread; pass its chunks on until ``cancel`` is set."""
         opened: list[httpx.Response] = []
         reply: Any = None
         failure: Exception | None = None
         try:
             while (item := _advance(core, reply, failure)) is not _DONE:
                 reply, failure = None, None
+                if cancel is not None and cancel.is_set():
+                    raise GenerationCancelled("the call was cancelled")
                 if isinstance(item, GenerationChunk):
                     yield item
                     continue
@@ -296,6 +298,7 @@ class OpenAICompatibleBackend(Backend):
                 except Exception as exc:  # thrown into the core: its except clauses map or retry it
                     failure = exc
         finally:
+            # Also when the awaiting task is cancelled (asyncio.CancelledError passes the except above).
             core.close()
             for response in opened:
                 await response.aclose()  # a caller that stopped reading drops the connection: the server cancels
@@ -644,9 +647,14 @@ class OpenAICompatibleBackend(Backend):
         body.update(self._dialect.sampling_fields(settings))
         return {**body, **grammar_fields, **self.settings.extra_body}
 
-    def stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None = None) -> Iterator[GenerationChunk]:
-        """Stream the answer. No lock: the server schedules concurrent requests (threads share one pool)."""
-        return self._stream(prompt, settings, grammar)
+    def stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None = None,
+               cancel: threading.Event | None = None) -> Iterator[GenerationChunk]:
+        """Stream the answer. No lock: the server schedules concurrent requests (threads share one pool).
+
+        ``cancel``, once set, ends the stream at the next chunk with :class:`GenerationCancelled`; as when
+        the caller closes the iterator, the response is closed, so the server stops generating.
+        """
+        return self._drive(self._generate(prompt, settings, grammar), cancel)
 
     def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
         return self._drive(self._generate(prompt, settings, grammar))
