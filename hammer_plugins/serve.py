@@ -56,6 +56,14 @@ def add_serve_parser(sub: Any) -> None:
     serve.add_argument("--print-command", action="store_true", help="print the server's command line and exit")
     serve.add_argument("extra", nargs=argparse.REMAINDER,
                        help="after --: more llama-server options, passed as they are")
+    # --- issue 25: --openai serves HammerEngine in process behind an OpenAI-compatible API (hammer_plugins/openai_server)
+    serve.add_argument("--openai", action="store_true",
+                       help="serve the model in process behind an OpenAI-compatible /v1/chat/completions (Hammer's "
+                            "prompt, constrained calls, refusals; one request at a time) instead of llama-server; "
+                            "see docs/openai_server.md")
+    serve.add_argument("--max-body-mb", type=int, default=8,
+                       help="with --openai: largest request body accepted, in MiB (default: %(default)s)")
+    # --- end of issue 25
     serve.set_defaults(func=cmd_serve)
 
 
@@ -75,6 +83,10 @@ def _gguf(args: argparse.Namespace) -> Path:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server in the foreground; 0 when stopped with Ctrl-C."""
+    if getattr(args, "openai", False):  # issue 25: the OpenAI-compatible server over HammerEngine
+        from .openai_server.runner import serve_openai
+
+        return serve_openai(args)
     from .backends.server.launcher import LlamaServer
     from .backends.server.llama_server_binary import LlamaServerNotFoundError, build_llama_server, find_llama_server
 

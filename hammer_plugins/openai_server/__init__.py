@@ -1,0 +1,46 @@
+"""Hammer for any OpenAI client: an OpenAI-compatible HTTP server over :class:`~hammer_plugins.HammerEngine`.
+
+``hammer serve --openai`` serves ``POST /v1/chat/completions`` (tools, ``tool_choice``, streaming,
+usage, ``response_format``), ``GET /v1/models`` and ``GET /health`` with the model in process:
+Hammer's own prompt, constrained decoding and refusal handling, whatever the client. See
+docs/openai_server.md.
+
+Importing this package is free; FastAPI, uvicorn and the ``openai`` types load with the names below
+(the ``openai-server`` extra).
+
+Example:
+    >>> import hammer_plugins.openai_server as server
+    >>> callable(server.create_app)
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_NAMES = {
+    "create_app": "app", "DEFAULT_MAX_BODY_BYTES": "app", "REFUSAL_HEADER": "app",
+    "BackgroundServer": "runner", "serve_openai": "runner",
+    "APIError": "protocol", "parse_request": "protocol", "completion": "protocol", "ChunkWriter": "protocol",
+    "EngineWorker": "worker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hammer_plugins.openai_server' has no attribute {name!r}")
+    import importlib
+
+    try:
+        loaded = importlib.import_module(f"{__name__}.{module}")
+    except ImportError as exc:
+        from ..errors import BackendNotInstalledError
+
+        raise BackendNotInstalledError(
+            f"the OpenAI-compatible server needs {exc.name!r}. Fix: pip install 'hammer-plugins[openai-server]'"
+        ) from exc
+    return getattr(loaded, name)
+
+
+__all__ = sorted(_NAMES)

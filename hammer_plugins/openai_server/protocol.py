@@ -1,0 +1,468 @@
+"""The OpenAI chat-completions contract, on the engine's side: requests in, ``openai`` types out.
+
+Free of any web framework: :func:`parse_request` validates a decoded JSON body and turns it into
+an :class:`EngineCall` (messages, tools, tool choice and options for
+:meth:`~hammer_plugins.HammerEngine.stream`), raising :class:`APIError` with the status and the
+OpenAI error fields for anything it cannot serve. :func:`completion` builds the non-streaming
+answer and :class:`ChunkWriter` the streamed one, both from the ``openai`` package's own pydantic
+types, so what goes on the wire is what the SDK parses.
+
+Example:
+    >>> call = parse_request({"model": "hammer", "messages": [{"role": "user", "content": "hi"}]}, "hammer")
+    >>> call.tool_choice, call.options["temperature"] is None, call.stream
+    ('none', True, False)
+    >>> try:
+    ...     parse_request({"model": "gpt-4o", "messages": []}, "hammer")
+    ... except APIError as exc:
+    ...     print(exc.status, exc.code)
+    404 model_not_found
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage
+from openai.types.chat.chat_completion import Choice
+from openai.types.chat.chat_completion_chunk import Choice as ChunkChoice
+from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall, ChoiceDeltaToolCallFunction
+from openai.types.chat.chat_completion_message_function_tool_call import (
+    ChatCompletionMessageFunctionToolCall,
+    Function,
+)
+from openai.types.completion_usage import CompletionUsage
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..calls import ToolCall
+from ..engine import TextDelta, ToolCallDelta, normalize_tool_choice
+from ..errors import ContextWindowExceededError, HammerError, SchemaConversionError, UnknownToolError
+from ..messages import Message
+from ..response import HammerResponse
+from ..tools import to_tools
+
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool",
+         "function": "tool"}
+"""OpenAI message roles and the engine role each becomes (``developer`` is the newer ``system``)."""
+
+
+class APIError(Exception):
+    """An error answered in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``.
+
+    Example:
+        >>> APIError(400, "n must be 1", param="n").body()["error"]["type"]
+        'invalid_request_error'
+    """
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",  # noqa: A002
+                 param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    """The fields of ``POST /v1/chat/completions`` this server reads (others are ignored), plus Hammer's own."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int | None = 1
+    response_format: dict[str, Any] | None = None
+    logprobs: bool | None = None
+    # Hammer's own options (send them with the SDK's extra_body=...).
+    mask_names: bool | None = None
+    on_refusal: Literal["message", "answer"] | None = None
+    constrained: bool | None = None
+    max_tool_rounds: int | None = Field(None, ge=1)
+    top_k: int | None = Field(None, ge=0)
+    repeat_penalty: float | None = Field(None, gt=0)
+
+
+@dataclass
+class EngineCall:
+    """One validated request, ready for ``engine.stream(messages, tools, tool_choice, **options)``."""
+
+    messages: list[Message]
+    tools: list[dict[str, Any]]
+    tool_choice: str
+    options: dict[str, Any] = field(default_factory=dict)
+    stream: bool = False
+    include_usage: bool = False
+
+
+def parse_json(body: bytes) -> Any:
+    """The decoded body, or a 400 saying what is wrong with it."""
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise APIError(400, f"We could not parse the JSON body of your request ({exc}). Fix: send a JSON object.",
+                       code="invalid_json") from None
+
+
+def _validation_error(exc: ValidationError) -> APIError:
+    first = exc.errors()[0]
+    param = ".".join(str(p) for p in first["loc"]) or None
+    return APIError(400, f"Invalid value for '{param}': {first['msg']}.", param=param, code="invalid_value")
+
+
+def parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
+    """Validate a decoded request body and map it to an engine call (raises :class:`APIError`)."""
+    if not isinstance(body, Mapping):
+        raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
+    try:
+        request = ChatRequest.model_validate(body)
+    except ValidationError as exc:
+        raise _validation_error(exc) from None
+    served = [served_model] if isinstance(served_model, str) else list(served_model)
+    if request.model not in served:
+        raise APIError(404, f"The model '{request.model}' does not exist. This server serves {served}.",
+                       param="model", code="model_not_found")
+    if request.n not in (None, 1):
+        raise APIError(400, f"n={request.n} is not supported: this server returns one choice. Fix: leave n out or "
+                            "send n=1.", param="n", code="unsupported_value")
+    legacy = [name for name in ("functions", "function_call") if (request.model_extra or {}).get(name) is not None]
+    if legacy:
+        raise APIError(400, f"The legacy field '{legacy[0]}' is not supported. Fix: send 'tools' and 'tool_choice'.",
+                       param=legacy[0], code="unsupported_value")
+    if request.logprobs:
+        raise APIError(400, "logprobs are not supported by this server.", param="logprobs", code="unsupported_value")
+    if not request.messages:
+        raise APIError(400, "messages must hold at least one message.", param="messages", code="invalid_value")
+    messages = [_message(m, i) for i, m in enumerate(request.messages)]
+    tools = _tools(request.tools or [])
+    tool_choice = _tool_choice(request.tool_choice, tools)
+    stop = [request.stop] if isinstance(request.stop, str) else request.stop
+    options: dict[str, Any] = {
+        "max_tokens": request.max_completion_tokens or request.max_tokens,
+        "temperature": request.temperature, "top_p": request.top_p, "seed": request.seed, "stop": stop,
+        "top_k": request.top_k, "repeat_penalty": request.repeat_penalty,
+        "parallel_tool_calls": request.parallel_tool_calls, "mask_names": request.mask_names,
+        "on_refusal": request.on_refusal, "constrained": request.constrained,
+        "response_format": _response_format(request.response_format),
+    }
+    if request.max_tool_rounds is not None:
+        options["max_tool_rounds"] = request.max_tool_rounds
+    include_usage = bool(request.stream and request.stream_options and request.stream_options.include_usage)
+    return EngineCall(messages=messages, tools=tools, tool_choice=tool_choice, options=options,
+                      stream=request.stream, include_usage=include_usage)
+
+
+def _message(raw: dict[str, Any], index: int) -> Message:
+    param = f"messages[{index}]"
+    role = ROLES.get(str(raw.get("role")))
+    if role is None:
+        raise APIError(400, f"Invalid role {raw.get('role')!r} in {param}; use one of {sorted(ROLES)}.",
+                       param=f"{param}.role", code="invalid_value")
+    content = raw.get("content")
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not isinstance(part, Mapping) or part.get("type") not in ("text", "input_text", "refusal"):
+                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+                raise APIError(400, f"Content parts of type {kind!r} are not supported (text only).",
+                               param=f"{param}.content", code="unsupported_value")
+            texts.append(str(part.get("text", part.get("refusal", ""))))
+        content = "".join(texts)
+    elif content is not None and not isinstance(content, str):
+        raise APIError(400, f"{param}.content must be a string or a list of text parts.", param=f"{param}.content",
+                       code="invalid_value")
+    calls = []
+    for j, call in enumerate(raw.get("tool_calls") or [] if role == "assistant" else []):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise APIError(400, f"{param}.tool_calls[{j}] needs function.name.", param=f"{param}.tool_calls[{j}]",
+                           code="invalid_value")
+        arguments = function.get("arguments") or "{}"
+        try:
+            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise APIError(400, f"{param}.tool_calls[{j}].function.arguments must be a JSON object in a string, got "
+                                f"{arguments!r}.", param=f"{param}.tool_calls[{j}].function.arguments",
+                           code="invalid_value")
+        calls.append(ToolCall(name=function["name"], arguments=parsed, id=call.get("id") or f"call_{j}"))
+    tool_call_id = raw.get("tool_call_id")
+    if role == "tool" and raw.get("role") == "tool" and not tool_call_id:
+        raise APIError(400, f"{param} (role 'tool') needs tool_call_id.", param=f"{param}.tool_call_id",
+                       code="invalid_value")
+    return Message(role=role, content=content or "", tool_calls=calls, tool_call_id=tool_call_id,  # type: ignore[arg-type]
+                   name=raw.get("name") if role != "user" else None)
+
+
+def _tools(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for i, tool in enumerate(raw):
+        if tool.get("type", "function") != "function" or not isinstance(tool.get("function", tool), Mapping):
+            raise APIError(400, f"tools[{i}]: only tools of type 'function' are supported.", param=f"tools[{i}].type",
+                           code="unsupported_value")
+        if not isinstance(tool.get("function", tool).get("name"), str):
+            raise APIError(400, f"tools[{i}] needs function.name.", param=f"tools[{i}].function.name",
+                           code="invalid_value")
+    try:
+        to_tools(raw)
+    except SchemaConversionError as exc:
+        raise APIError(400, f"Invalid tool schema: {exc}", param="tools", code="invalid_tool_schema") from None
+    except (ValueError, TypeError) as exc:
+        raise APIError(400, f"Invalid tools: {exc}", param="tools", code="invalid_value") from None
+    return raw
+
+
+def _tool_choice(choice: str | dict[str, Any] | None, tools: list[dict[str, Any]]) -> str:
+    names = [t.get("function", t)["name"] for t in tools]
+    if not tools:
+        if choice in (None, "auto", "none") or (isinstance(choice, Mapping) and choice.get("type") in ("auto", "none")):
+            return "none"
+        raise APIError(400, f"tool_choice {choice!r} needs tools, and the request has none.", param="tool_choice",
+                       code="invalid_value")
+    try:
+        return normalize_tool_choice(choice, names)
+    except UnknownToolError as exc:
+        raise APIError(400, str(exc), param="tool_choice", code="invalid_tool_choice") from None
+
+
+def _response_format(spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    if spec is None or spec.get("type") == "text":
+        return None
+    if spec.get("type") == "json_object":
+        return {"type": "json_object"}
+    if spec.get("type") == "json_schema":
+        inner = spec.get("json_schema")
+        if not isinstance(inner, Mapping) or not isinstance(inner.get("schema"), Mapping):
+            raise APIError(400, "response_format json_schema needs json_schema.schema (an object).",
+                           param="response_format.json_schema.schema", code="invalid_value")
+        return {"type": "json_schema", "json_schema": dict(inner)}
+    raise APIError(400, f"response_format type {spec.get('type')!r} is not supported; use 'text', 'json_object' or "
+                        "'json_schema'.", param="response_format.type", code="unsupported_value")
+
+
+def engine_error(exc: Exception) -> APIError:
+    """The HTTP error for an exception the engine raised on a request (500 for the unexpected)."""
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, ContextWindowExceededError):
+        return APIError(400, f"This model's maximum context length is {exc.context_window} tokens. However, your "
+                             f"messages resulted in {exc.prompt_tokens} tokens and {exc.max_new_tokens} more are "
+                             "reserved for the completion. Please reduce the length of the messages or tools, or "
+                             "max_tokens.", param="messages", code="context_length_exceeded")
+    if isinstance(exc, UnknownToolError):
+        return APIError(400, str(exc), param="tool_choice", code="invalid_tool_choice")
+    if isinstance(exc, SchemaConversionError):
+        return APIError(400, f"Invalid tool schema: {exc}", param="tools", code="invalid_tool_schema")
+    if isinstance(exc, (HammerError, ValueError, TypeError)):
+        return APIError(400, str(exc), code="invalid_request")
+    return APIError(500, f"The server failed to answer the request ({type(exc).__name__}); see the server's log.",
+                    type="server_error", code="internal_error")
+
+
+# ------------------------------------------------------------------ responses
+def new_completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
+def arguments_json(call: ToolCall) -> str:
+    return json.dumps(call.arguments, ensure_ascii=False)
+
+
+def usage_of(response: HammerResponse) -> CompletionUsage:
+    return CompletionUsage(prompt_tokens=response.usage.prompt_tokens,
+                           completion_tokens=response.usage.completion_tokens,
+                           total_tokens=response.usage.total_tokens)
+
+
+def _finish_reason(response: HammerResponse) -> str:
+    if response.tool_calls:
+        return "tool_calls" if response.finish_reason in ("stop", "tool_calls") else response.finish_reason
+    return "length" if response.finish_reason == "length" else "stop"
+
+
+def _content(response: HammerResponse) -> str | None:
+    if response.kind == "invalid":
+        return response.text or response.raw  # what the model wrote; the reasons are in invalid_tool_calls
+    return response.text or None
+
+
+def _invalid(response: HammerResponse) -> list[dict[str, Any]]:
+    return [{"id": c.id, "name": c.name, "arguments": c.arguments, "reason": c.reason}
+            for c in response.invalid_tool_calls]
+
+
+def completion(response: HammerResponse, model: str, refusal_text: str, completion_id: str | None = None,
+               created: int | None = None) -> ChatCompletion:
+    """The ``chat.completion`` object for one engine answer.
+
+    A refusal (Hammer's ``[]``) has ``content`` = the refusal text (or the answer of
+    ``on_refusal="answer"``), ``refusal`` = the refusal text and ``finish_reason="stop"``. Calls the
+    model made that cannot be executed are listed in the extra field ``message.invalid_tool_calls``.
+
+    Example:
+        >>> from hammer_plugins import HammerResponse, ToolCall
+        >>> r = HammerResponse(kind="tool_calls", tool_calls=[ToolCall(name="f", arguments={"x": 1})],
+        ...                    finish_reason="tool_calls")
+        >>> c = completion(r, "hammer", "Sorry.")
+        >>> c.choices[0].finish_reason, c.choices[0].message.tool_calls[0].function.arguments
+        ('tool_calls', '{"x": 1}')
+    """
+    calls = [ChatCompletionMessageFunctionToolCall(id=c.id, type="function",
+                                                   function=Function(name=c.name, arguments=arguments_json(c)))
+             for c in response.tool_calls]
+    extra: dict[str, Any] = {}
+    if response.invalid_tool_calls:
+        extra["invalid_tool_calls"] = _invalid(response)
+    message = ChatCompletionMessage(role="assistant", content=_content(response), tool_calls=calls or None,
+                                    refusal=refusal_text if response.kind == "refusal" else None, **extra)
+    return ChatCompletion(id=completion_id or new_completion_id(), object="chat.completion",
+                          created=created or int(time.time()), model=model,
+                          choices=[Choice(index=0, message=message, finish_reason=_finish_reason(response),  # type: ignore[arg-type]
+                                          logprobs=None)],
+                          usage=usage_of(response))
+
+
+def argument_fragments(arguments: str) -> list[str]:
+    """A call's arguments JSON cut into the pieces a stream sends: one top-level member each.
+
+    Example:
+        >>> argument_fragments('{"city": "Paris", "unit": "celsius"}')
+        ['{"city": "Paris"', ', "unit": "celsius"', '}']
+        >>> "".join(argument_fragments('{"a": {"b": [1, 2]}}'))
+        '{"a": {"b": [1, 2]}}'
+    """
+    pieces: list[str] = []
+    depth = 0
+    in_string = escape = False
+    start = 0
+    for index, char in enumerate(arguments):
+        if in_string:
+            if escape:
+                escape = False
+            elif char == "\\":
+                escape = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+            if depth == 0:
+                if index > start:
+                    pieces.append(arguments[start:index])
+                start = index
+        elif char == "," and depth == 1:
+            pieces.append(arguments[start:index])
+            start = index
+    pieces.append(arguments[start:])
+    return [p for p in pieces if p]
+
+
+class ChunkWriter:
+    """Turns the engine's stream events into ``chat.completion.chunk`` objects.
+
+    Each call's first delta carries ``index``, ``id``, ``type`` and ``function.name`` (with empty
+    arguments); its arguments follow as fragments under the same index. Hammer's call syntax itself
+    is never sent as content; prose (``tool_choice="none"``, the answer of ``on_refusal="answer"``,
+    JSON of a ``response_format``) streams as it is generated.
+
+    Example:
+        >>> from hammer_plugins import HammerResponse, ToolCall
+        >>> writer = ChunkWriter("hammer", "Sorry.", include_usage=True)
+        >>> call = ToolCall(name="f", arguments={"x": 1})
+        >>> chunks = writer.start() + writer.event(ToolCallDelta(0, call))
+        >>> chunks += writer.event(HammerResponse(kind="tool_calls", tool_calls=[call], finish_reason="tool_calls"))
+        >>> [c.choices[0].finish_reason if c.choices else "usage" for c in chunks]
+        [None, None, None, None, 'tool_calls', 'usage']
+    """
+
+    def __init__(self, model: str, refusal_text: str, include_usage: bool = False, completion_id: str | None = None,
+                 created: int | None = None) -> None:
+        self.model = model
+        self.refusal_text = refusal_text
+        self.include_usage = include_usage
+        self.id = completion_id or new_completion_id()
+        self.created = created or int(time.time())
+        self.sent_calls: list[ToolCall] = []
+        self.prose = False
+
+    def _chunk(self, delta: ChoiceDelta | None, finish: str | None = None,
+               usage: CompletionUsage | None = None) -> ChatCompletionChunk:
+        choices = [] if delta is None else [ChunkChoice(index=0, delta=delta, finish_reason=finish)]  # type: ignore[arg-type]
+        extra: dict[str, Any] = {"usage": usage} if self.include_usage else {}  # as OpenAI: null until the last chunk
+        return ChatCompletionChunk(id=self.id, object="chat.completion.chunk", created=self.created, model=self.model,
+                                   choices=choices, **extra)
+
+    def start(self) -> list[ChatCompletionChunk]:
+        return [self._chunk(ChoiceDelta(role="assistant", content=""))]
+
+    def _call(self, index: int, call: ToolCall) -> list[ChatCompletionChunk]:
+        first = ChoiceDeltaToolCall(index=index, id=call.id, type="function",
+                                    function=ChoiceDeltaToolCallFunction(name=call.name, arguments=""))
+        chunks = [self._chunk(ChoiceDelta(tool_calls=[first]))]
+        for piece in argument_fragments(arguments_json(call)):
+            fragment = ChoiceDeltaToolCall(index=index, function=ChoiceDeltaToolCallFunction(arguments=piece))
+            chunks.append(self._chunk(ChoiceDelta(tool_calls=[fragment])))
+        return chunks
+
+    def event(self, event: TextDelta | ToolCallDelta | HammerResponse) -> list[ChatCompletionChunk]:
+        """The chunks one engine event becomes (often none: Hammer's call syntax is not content)."""
+        if isinstance(event, TextDelta):
+            if event.channel == "prose" and event.text:
+                self.prose = True
+                return [self._chunk(ChoiceDelta(content=event.text))]
+            return []
+        if isinstance(event, ToolCallDelta):
+            self.sent_calls.append(event.call)
+            return self._call(len(self.sent_calls) - 1, event.call)
+        return self.finish(event)
+
+    def finish(self, response: HammerResponse) -> list[ChatCompletionChunk]:
+        chunks: list[ChatCompletionChunk] = []
+        sent = {c.id for c in self.sent_calls}
+        for call in response.tool_calls:  # calls the scanner did not see complete (e.g. unconstrained)
+            if call.id not in sent:
+                self.sent_calls.append(call)
+                chunks += self._call(len(self.sent_calls) - 1, call)
+        content = _content(response)
+        refusal = self.refusal_text if response.kind == "refusal" else None
+        extra: dict[str, Any] = {"invalid_tool_calls": _invalid(response)} if response.invalid_tool_calls else {}
+        if (content and not self.prose) or refusal or extra:
+            chunks.append(self._chunk(ChoiceDelta(content=None if self.prose else content, refusal=refusal, **extra)))
+        chunks.append(self._chunk(ChoiceDelta(), finish=_finish_reason(response)))
+        if self.include_usage:
+            chunks.append(self._chunk(None, usage=usage_of(response)))
+        return chunks
+
+
+def sse(chunk: ChatCompletionChunk) -> bytes:
+    """One server-sent event in OpenAI's framing (``data: {...}`` and a blank line)."""
+    return b"data: " + chunk.model_dump_json(exclude_unset=True).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
