@@ -2,7 +2,7 @@
 
 * :func:`lark_accepts`: llguidance on the grammar's Lark notation (what both local backends decode with);
   :func:`lark_accepts_each` the same for many texts under one grammar; :func:`mask_accepts` through the
-  engine's token mask, loop guard included;
+  engine's token mask, loop guard included (:func:`mask_refuses_at`: where it refuses a text);
 * :class:`LlamaCppGrammar`: llama.cpp's own grammar sampler (no lexer) on the GBNF notation (what the
   servers receive), driven through its C API one candidate token at a time.
 """
@@ -53,6 +53,22 @@ def mask_accepts(tokenizer: Any, grammar: Grammar | str, text: str) -> bool:
             return False
         mask.consume([token])
     return mask.accepting and not mask.loop_stopped
+
+
+def mask_refuses_at(tokenizer: Any, grammar: Grammar | str, text: str) -> int | None:
+    """Where the engine's :class:`TokenMask` (grammar and loop guard) first refuses ``text``: the offset, in
+    characters of ``text``, of the first token it does not allow (the text before that token was written);
+    ``len(text)`` when every token is allowed but the answer is not complete; None when it accepts it all."""
+    from hammer_plugins.token_mask import TokenMask
+
+    mask = TokenMask(tokenizer, grammar)
+    written = b""
+    for token in tokenizer.tokenize_str(text):
+        if not mask.allowed(tokenizer.vocab_size)[token]:
+            return len(written.decode("utf-8", errors="ignore"))
+        mask.consume([token])
+        written += tokenizer.decode_bytes([token])
+    return None if mask.accepting and not mask.loop_stopped else len(text)
 
 
 class LlamaCppGrammar:

@@ -95,8 +95,10 @@ def test_loop_guard_is_off_when_asked_and_outside_strings() -> None:
 
 def test_loop_guard_follows_escapes() -> None:
     guard = LoopGuard()
-    guard.feed(b'{"a": "say \\"' + b"ha" * 16)
-    assert guard.in_string and guard.looping
+    guard.feed(b'{"a": "say \\"' + b"ha" * 64)  # short units are data up to 128 characters
+    assert guard.in_string and not guard.looping
+    guard.feed(b"ha")  # 130 characters of "ha"
+    assert guard.looping
     guard.feed(b'"')
     assert not guard.in_string and not guard.looping
 
@@ -125,16 +127,24 @@ def test_a_repeating_list_past_its_close_stops_with_the_end_token() -> None:
     assert set(np.flatnonzero(allowed)) == set(tokenizer.eos_tokens)
 
 
-@given(st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=12))
+def counts(values: list[int], j: int) -> bool:
+    """``values[j]`` ends five values in a row that step by the same nonzero amount."""
+    return j >= 4 and values[j] != values[j - 1] and len({values[k] - values[k - 1] for k in range(j - 3, j + 1)}) == 1
+
+
+@given(st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=12)
+       | st.builds(lambda a, d, n, tail: [a + d * k for k in range(n)] + tail, st.integers(0, 30),
+                   st.integers(-5, 5), st.integers(3, 8), st.lists(st.integers(0, 30), max_size=3)))
 def test_the_list_guard_flags_exactly_the_repeats(values: list[int]) -> None:
     """Oracle: a call list loops from the first call that repeats an earlier, non-adjacent call, or
-    that is the third identical call in a row; two identical calls in a row are allowed."""
+    that is the third identical call in a row (two are allowed), or the fifth of calls that count
+    (the same step between each; four are allowed)."""
     guard = LoopGuard()
     guard.feed(b"[")
     for i, value in enumerate(values):
         guard.feed((b", " if i else b"") + b'{"name": "f", "arguments": {"n": %d}}' % value)
         expected = any(values[j] in values[:max(j - 1, 0)] or (j >= 2 and values[j - 2] == values[j - 1] == values[j])
-                       for j in range(i + 1))
+                       or counts(values, j) for j in range(i + 1))
         assert guard.list_looping == expected, values[:i + 1]
 
 
