@@ -158,9 +158,13 @@ def _json_candidates(text: str) -> Iterator[tuple[Any, int, int]]:
         yield value, match.start(), end
 
 
-def _unclosed_brackets(text: str) -> list[int]:
-    """Positions of the ``[`` and ``{`` (outside JSON strings) that are never closed, in order."""
-    stack: list[int] = []
+def structural_characters(text: str) -> Iterator[tuple[int, str]]:
+    """The ``[ ] { } ,`` of ``text`` that stand outside JSON strings, with their positions.
+
+    Example:
+        >>> [c for _, c in structural_characters('{"a": "x, [y]", "b": [1]}')]
+        ['{', ',', '[', ']', '}']
+    """
     in_string = escaped = False
     for index, char in enumerate(text):
         if in_string:
@@ -172,7 +176,15 @@ def _unclosed_brackets(text: str) -> list[int]:
                 in_string = False
         elif char == '"':
             in_string = True
-        elif char in "[{":
+        elif char in "[]{},":
+            yield index, char
+
+
+def _unclosed_brackets(text: str) -> list[int]:
+    """Positions of the ``[`` and ``{`` (outside JSON strings) that are never closed, in order."""
+    stack: list[int] = []
+    for index, char in structural_characters(text):
+        if char in "[{":
             stack.append(index)
         elif char in "]}" and stack and text[stack[-1]] == {"]": "[", "}": "{"}[char]:
             stack.pop()

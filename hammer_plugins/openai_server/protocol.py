@@ -42,6 +42,7 @@ from ..calls import ToolCall
 from ..engine import TextDelta, ToolCallDelta, normalize_tool_choice
 from ..errors import ContextWindowExceededError, HammerError, SchemaConversionError, UnknownToolError
 from ..messages import Message
+from ..parsing import structural_characters
 from ..response import HammerResponse
 from ..tools import to_tools
 
@@ -356,19 +357,9 @@ def argument_fragments(arguments: str) -> list[str]:
     """
     pieces: list[str] = []
     depth = 0
-    in_string = escape = False
     start = 0
-    for index, char in enumerate(arguments):
-        if in_string:
-            if escape:
-                escape = False
-            elif char == "\\":
-                escape = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
+    for index, char in structural_characters(arguments):
+        if char in "[{":
             depth += 1
         elif char in "]}":
             depth -= 1
