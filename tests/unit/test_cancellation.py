@@ -2,7 +2,7 @@
 
 A cancelled ``agenerate``, a cancelled or closed ``astream`` and a closed sync ``stream`` stop the
 generation at the next token and release the model's lock; a call queued behind the lock gives up
-as soon as it is cancelled. The real-model measurements are in tests/real/test_cancellation.py.
+as soon as it is cancelled. The real-model measurements are in tests/real/test_cancellation_real.py.
 """
 
 from __future__ import annotations
