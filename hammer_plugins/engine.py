@@ -442,15 +442,10 @@ class HammerEngine:
         ``snapshot`` (see :mod:`hammer_plugins.slot_filling`). ``partial_calls=True`` lets a call
         leave out required parameters (the grammar makes every parameter optional): one raw snapshot.
         """
-        final: HammerResponse | None = None
-        for event in self.stream(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
-                                 parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
-                                 response_format=response_format, max_tool_rounds=max_tool_rounds,
-                                 slot_filling=slot_filling, partial_calls=partial_calls, **settings):
-            if isinstance(event, HammerResponse):
-                final = event
-        assert final is not None
-        return final
+        return _last_response(self.stream(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
+                                          parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
+                                          response_format=response_format, max_tool_rounds=max_tool_rounds,
+                                          slot_filling=slot_filling, partial_calls=partial_calls, **settings))
 
     def stream(
         self,
@@ -736,12 +731,7 @@ class HammerEngine:
             cancel = threading.Event()
 
             def work() -> HammerResponse:
-                final: HammerResponse | None = None
-                for event in self._drive(self._prepare(messages, tools, tool_choice, **kwargs), cancel):
-                    if isinstance(event, HammerResponse):
-                        final = event
-                assert final is not None
-                return final
+                return _last_response(self._drive(self._prepare(messages, tools, tool_choice, **kwargs), cancel))
 
             return await _in_worker(work, cancel)
         final: HammerResponse | None = None
@@ -913,6 +903,16 @@ class HammerEngine:
         )
         response.timings["parse"] = time.perf_counter() - parse_started
         return response
+
+
+def _last_response(events: Iterator[StreamEvent]) -> HammerResponse:
+    """The :class:`HammerResponse` that ends a stream of events (every stream ends with one)."""
+    final: HammerResponse | None = None
+    for event in events:
+        if isinstance(event, HammerResponse):
+            final = event
+    assert final is not None
+    return final
 
 
 def _cut_or_invalid_text(invalid: Sequence[InvalidToolCall], finish: str, max_tokens: int) -> str:

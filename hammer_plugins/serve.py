@@ -67,14 +67,6 @@ def add_serve_parser(sub: Any) -> None:
     serve.set_defaults(func=cmd_serve)
 
 
-def exposure_warning(host: str, api_key: str | None) -> str | None:
-    """The warning for a server bound beyond loopback without a key (None when there is nothing to say)."""
-    if api_key or host in ("127.0.0.1", "localhost", "::1"):
-        return None
-    return (f"warning: serving on {host} without an API key: anyone who can reach this port can use the model. "
-            "Set HAMMER_SERVER_API_KEY.")
-
-
 def _gguf(args: argparse.Namespace) -> Path:
     from .model_source import local_gguf, resolve_model
 
@@ -103,6 +95,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.print_command:
         print(" ".join(server.command()))
         return 0
+    from .backends.server.launcher import exposure_warning
+
     warning = exposure_warning(args.host, args.api_key)
     if warning:
         print(warning, file=sys.stderr, flush=True)

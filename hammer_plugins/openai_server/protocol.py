@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..calls import ToolCall
 from ..engine import TextDelta, ToolCallDelta, normalize_tool_choice
 from ..errors import ContextWindowExceededError, HammerError, SchemaConversionError, UnknownToolError
-from ..messages import Message
+from ..messages import Message, to_message
 from ..parsing import structural_characters
 from ..response import HammerResponse
 from ..tools import to_tools
@@ -195,7 +195,7 @@ def _message(raw: dict[str, Any], index: int) -> Message:
     elif content is not None and not isinstance(content, str):
         raise APIError(400, f"{param}.content must be a string or a list of text parts.", param=f"{param}.content",
                        code="invalid_value")
-    calls = []
+    calls = []  # checked here, where a bad one can be named with its place; converted by to_message
     for j, call in enumerate(raw.get("tool_calls") or [] if role == "assistant" else []):
         function = call.get("function") if isinstance(call, Mapping) else None
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
@@ -210,13 +210,13 @@ def _message(raw: dict[str, Any], index: int) -> Message:
             raise APIError(400, f"{param}.tool_calls[{j}].function.arguments must be a JSON object in a string, got "
                                 f"{arguments!r}.", param=f"{param}.tool_calls[{j}].function.arguments",
                            code="invalid_value")
-        calls.append(ToolCall(name=function["name"], arguments=parsed, id=call.get("id") or f"call_{j}"))
+        calls.append({"id": call.get("id") or f"call_{j}", "function": {"name": function["name"], "arguments": parsed}})
     tool_call_id = raw.get("tool_call_id")
     if role == "tool" and raw.get("role") == "tool" and not tool_call_id:
         raise APIError(400, f"{param} (role 'tool') needs tool_call_id.", param=f"{param}.tool_call_id",
                        code="invalid_value")
-    return Message(role=role, content=content or "", tool_calls=calls, tool_call_id=tool_call_id,  # type: ignore[arg-type]
-                   name=raw.get("name") if role != "user" else None)
+    return to_message({"role": role, "content": content or "", "tool_calls": calls, "tool_call_id": tool_call_id,
+                       "name": raw.get("name") if role != "user" else None})
 
 
 def _tools(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:

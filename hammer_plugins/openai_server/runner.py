@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 import threading
 import time
@@ -21,16 +20,9 @@ from typing import Any
 
 import uvicorn
 
+from ..backends.server.launcher import exposure_warning, free_port
 from ..engine import HammerEngine
 from .app import DEFAULT_MAX_BODY_BYTES, create_app
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class BackgroundServer:
@@ -72,24 +64,9 @@ class BackgroundServer:
         self.stop()
 
 
-def exposure_warning(host: str, api_key: str | None) -> str | None:
-    """The warning for a server bound beyond loopback without a key (None when there is nothing to say).
-
-    Example:
-        >>> exposure_warning("0.0.0.0", None).startswith("warning")
-        True
-        >>> exposure_warning("127.0.0.1", None) is None
-        True
-    """
-    if api_key or host in LOOPBACK:
-        return None
-    return (f"warning: serving on {host} without an API key: anyone who can reach this port can use the model. "
-            "Set HAMMER_SERVER_API_KEY.")
-
-
 def serve_openai(args: argparse.Namespace) -> int:
     """``hammer serve --openai``: load the model, serve it until Ctrl-C; 0 when stopped."""
-    api_key = getattr(args, "api_key", None) or os.environ.get("HAMMER_SERVER_API_KEY") or None
+    api_key = getattr(args, "api_key", None) or os.environ.get("HAMMER_SERVER_API_KEY") or None  # also when called from Python
     warning = exposure_warning(args.host, api_key)
     if warning:
         print(warning, file=sys.stderr, flush=True)

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from openai import OpenAI
 
+from hammer_plugins.backends.server.launcher import free_port
 from hammer_plugins.demo_tools import DEMO_TOOLS
-from hammer_plugins.openai_server.runner import free_port
 from hammer_plugins.tools import to_tools
 
 pytestmark = pytest.mark.real_model

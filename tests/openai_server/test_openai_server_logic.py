@@ -19,9 +19,9 @@ from openai import OpenAI
 
 from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import Backend, Usage
+from hammer_plugins.backends.server.launcher import exposure_warning
 from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.openai_server import BackgroundServer, create_app
-from hammer_plugins.openai_server.runner import exposure_warning
 from hammer_plugins.tools import to_tools
 
 KEY = "test-key"

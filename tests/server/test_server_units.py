@@ -224,7 +224,8 @@ def test_hammer_serve_reads_the_key_from_the_environment_and_warns_beyond_loopba
         monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
-    from hammer_plugins.serve import add_serve_parser, exposure_warning
+    from hammer_plugins.backends.server.launcher import exposure_warning
+    from hammer_plugins.serve import add_serve_parser
 
     monkeypatch.setenv("HAMMER_SERVER_API_KEY", "sk-from-env")
     parser = argparse.ArgumentParser(prog="hammer")

@@ -22,10 +22,19 @@ from ...model_source import check_gguf
 from .wire import _import_httpx
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on at ``host`` now (IPv4 or IPv6)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def exposure_warning(host: str, api_key: str | None) -> str | None:
+    """The warning for a server bound beyond loopback without a key (None when there is nothing to say)."""
+    if api_key or host in ("127.0.0.1", "localhost", "::1"):
+        return None
+    return (f"warning: serving on {host} without an API key: anyone who can reach this port can use the model. "
+            "Set HAMMER_SERVER_API_KEY.")
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -48,7 +57,7 @@ class _LoopbackServer:
     def __init__(self, model_path: str | os.PathLike[str], *, port: int | None, model_alias: str,
                  api_key: str | None, startup_timeout: float) -> None:
         self.model_path = str(model_path)
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.model_alias = model_alias
         self.api_key = api_key
         self.startup_timeout = startup_timeout
