@@ -14,16 +14,18 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from openai.types import Model
+from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -34,6 +36,12 @@ from .worker import EngineWorker
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 """Largest request body accepted (8 MiB): a long conversation with many tools is far below it."""
+
+PING_SECONDS = 15
+"""A comment line this often on a quiet event stream (as llama-cpp-python's server does)."""
+
+DISCONNECT_POLL_SECONDS = 0.2
+"""How often a non-streamed request checks that its client is still there."""
 
 REFUSAL_HEADER = "x-hammer-refusal"
 """Response header set to ``true`` on a non-streamed refusal (Hammer answered ``[]``)."""
@@ -131,7 +139,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "model": model_name, "loaded": engine.is_loaded, "waiting": worker.waiting,
-                "running": worker.running, "completed": worker.completed, "cancelled": worker.cancelled}
+                "running": worker.running, "peak_running": worker.peak_running, "completed": worker.completed,
+                "cancelled": worker.cancelled}
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
@@ -158,25 +167,55 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
             raise engine_error(exc) from None
         if call.stream:
             writer = ChunkWriter(model_name, engine.refusal_text, include_usage=call.include_usage)
-            return StreamingResponse(_sse(writer, events, stream), media_type="text/event-stream",
-                                     headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
-        final: HammerResponse | None = None
-        try:
-            async for event in stream:
-                if isinstance(event, HammerResponse):
-                    final = event
-        except Exception as exc:  # noqa: BLE001
-            if not isinstance(exc, APIError) and engine_error(exc).status >= 500:
-                log.exception("the engine failed on a request")
-            raise engine_error(exc) from None
-        finally:
-            await events.__aexit__(None, None, None)
-        assert final is not None
+            # sse-starlette, as llama-cpp-python's server and vLLM use: it stops the generator when the
+            # client disconnects, and its comment pings keep proxies from closing a stream that is quiet
+            # while a long prompt is evaluated (clients ignore comments).
+            return EventSourceResponse(_sse(writer, events, stream), ping=PING_SECONDS, sep="\n",
+                                       headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+        async def collect() -> HammerResponse:
+            final: HammerResponse | None = None
+            try:
+                async for event in stream:
+                    if isinstance(event, HammerResponse):
+                        final = event
+            except Exception as exc:  # noqa: BLE001
+                if not isinstance(exc, APIError) and engine_error(exc).status >= 500:
+                    log.exception("the engine failed on a request")
+                raise engine_error(exc) from None
+            finally:
+                await events.__aexit__(None, None, None)
+            assert final is not None
+            return final
+
+        final = await _unless_disconnected(request, collect())
+        if final is None:  # nobody to answer; the generation was stopped
+            return Response(status_code=499)
         body = completion(final, model_name, engine.refusal_text)
         headers = {REFUSAL_HEADER: "true"} if final.kind == "refusal" else {}
         return Response(body.model_dump_json(exclude_unset=True), media_type="application/json", headers=headers)
 
     return app
+
+
+async def _unless_disconnected(request: Request, work: Coroutine[Any, Any, HammerResponse]) -> HammerResponse | None:
+    """``work``'s result, or None when the client disconnects first: then ``work`` is cancelled, which
+    stops its generation (uvicorn does not cancel a handler whose client left; a streamed response
+    notices by itself)."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_SECONDS)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                log.info("the client of a non-streamed request disconnected: generation stopped")
+                return None
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 async def _sse(writer: ChunkWriter, events: Any, stream: AsyncIterator[Any]) -> AsyncIterator[bytes]:

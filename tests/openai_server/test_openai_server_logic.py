@@ -364,6 +364,22 @@ def test_a_client_that_disconnects_mid_stream_stops_the_generation(slow: tuple[S
     assert reply.choices[0].message.tool_calls[0].function.name == "calculate"
 
 
+def test_a_client_that_disconnects_from_a_non_streamed_request_stops_the_generation(
+        slow: tuple[SlowBackend, BackgroundServer]) -> None:
+    backend, server = slow  # 200 words, 0.02 s apart: 4 s if nobody stops it
+    body = {"model": "hammer", "messages": user("tell me a story")}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(server.base_url + "/chat/completions", json=body, timeout=httpx.Timeout(10, read=0.5))
+    deadline = time.monotonic() + 10
+    while not backend.produced and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert backend.closed == 1 and backend.produced[0] < backend.words / 2, backend.produced
+    assert httpx.get(server.url + "/health").json()["cancelled"] == 1
+    reply = OpenAI(base_url=server.base_url, api_key="none").chat.completions.create(
+        model="hammer", messages=user("Q-CALC 3"), tools=TOOLS)
+    assert reply.choices[0].message.tool_calls[0].function.name == "calculate"
+
+
 def test_concurrent_requests_run_one_at_a_time_each_with_its_own_answer(
         slow: tuple[SlowBackend, BackgroundServer]) -> None:
     backend, server = slow
@@ -382,6 +398,7 @@ def test_concurrent_requests_run_one_at_a_time_each_with_its_own_answer(
         thread.join(timeout=60)
     assert answers == {n: f"{n} * 7" for n in numbers}
     assert backend.max_active == 1 and len(backend.prompts) == len(numbers)
+    assert httpx.get(server.url + "/health").json()["peak_running"] == 1
 
 
 # ------------------------------------------------------------------ process hygiene
