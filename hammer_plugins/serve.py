@@ -25,6 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+OPENAI_BACKENDS = ("llama_cpp", "transformers", "llama-server", "server")
+"""What can run the model behind ``hammer serve --openai``."""
+
 DEFAULT_PARALLEL = 4
 """Slots of ``hammer serve``: four concurrent conversations share one KV cache (see docs/server.md)."""
 
@@ -58,9 +61,16 @@ def add_serve_parser(sub: Any) -> None:
                        help="after --: more llama-server options, passed as they are")
     # --- issue 25: --openai serves HammerEngine in process behind an OpenAI-compatible API (hammer_plugins/openai_server)
     serve.add_argument("--openai", action="store_true",
-                       help="serve the model in process behind an OpenAI-compatible /v1/chat/completions (Hammer's "
-                            "prompt, constrained calls, refusals; one request at a time) instead of llama-server; "
-                            "see docs/openai_server.md")
+                       help="serve Hammer behind an OpenAI-compatible /v1/chat/completions (Hammer's trained prompt, "
+                            "constrained calls, refusals) for any OpenAI client, instead of the raw llama-server; "
+                            "see docs/server.md")
+    serve.add_argument("--backend", choices=OPENAI_BACKENDS, default=None,
+                       help="with --openai: what runs the model. llama_cpp (default): in this process, one request "
+                            "at a time; transformers: the same on a Hugging Face checkpoint; llama-server: starts "
+                            "llama.cpp's llama-server on loopback with --parallel slots behind the API (continuous "
+                            "batching; built on first use); server: an OpenAI-compatible server already running at "
+                            "--base-url (llama-server, vLLM)")
+    serve.add_argument("--base-url", help="with --openai --backend server: that server's URL, e.g. http://127.0.0.1:8080/v1")
     serve.add_argument("--max-body-mb", type=int, default=8,
                        help="with --openai: largest request body accepted, in MiB (default: %(default)s)")
     # --- end of issue 25
@@ -68,6 +78,7 @@ def add_serve_parser(sub: Any) -> None:
 
 
 def _gguf(args: argparse.Namespace) -> Path:
+    """The GGUF file the arguments name (a preset, a repo, a path, or the default), downloaded if needed."""
     from .model_source import local_gguf, resolve_model
 
     return local_gguf(resolve_model(args.model_path, args.model, gguf=True))
@@ -79,15 +90,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from .openai_server.runner import serve_openai
 
         return serve_openai(args)
+    if getattr(args, "backend", None) or getattr(args, "base_url", None):
+        raise SystemExit("hammer serve: --backend and --base-url choose what runs the model behind --openai. "
+                         "Fix: add --openai, or leave them out to run llama-server itself")
     from .backends.server.launcher import LlamaServer
-    from .backends.server.llama_server_binary import LlamaServerNotFoundError, build_llama_server, find_llama_server
+    from .backends.server.llama_server_binary import find_or_build_llama_server
 
-    try:
-        binary = find_llama_server()
-    except LlamaServerNotFoundError:
-        if args.no_build:
-            raise
-        binary = build_llama_server()  # prints what it does and how long it will take
+    binary = find_or_build_llama_server(build=not args.no_build)
     extra = tuple(a for a in args.extra if a != "--")
     server = LlamaServer(_gguf(args), port=args.port, host=args.host, parallel=args.parallel, n_ctx=args.n_ctx,
                          n_threads=args.threads, model_alias=args.alias, api_key=args.api_key, binary=binary,

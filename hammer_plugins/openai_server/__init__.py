@@ -1,9 +1,9 @@
 """Hammer for any OpenAI client: an OpenAI-compatible HTTP server over :class:`~hammer_plugins.HammerEngine`.
 
 ``hammer serve --openai`` serves ``POST /v1/chat/completions`` (tools, ``tool_choice``, streaming,
-usage, ``response_format``), ``GET /v1/models`` and ``GET /health`` with the model in process:
-Hammer's own prompt, constrained decoding and refusal handling, whatever the client. See
-docs/openai_server.md.
+usage, ``response_format``), ``GET /v1/models`` and ``GET /health`` with the model in process or on
+llama-server behind it: Hammer's own prompt, constrained decoding and refusal handling, whatever
+the client. See docs/server.md.
 
 Importing this package is free; FastAPI, uvicorn and the ``openai`` types load with the names below
 (the ``openai-server`` extra).

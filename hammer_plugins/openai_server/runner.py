@@ -11,7 +11,9 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import secrets
 import sys
 import threading
 import time
@@ -64,23 +66,65 @@ class BackgroundServer:
         self.stop()
 
 
+def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[HammerEngine, str]:
+    """The engine ``--backend`` asks for, and how it runs requests (for the banner).
+
+    With ``llama-server`` the server is started here, on a free loopback port, with a random key of
+    its own: the only way in is this API (and its key).
+    """
+    backend = args.backend or "llama_cpp"
+    if backend == "server":
+        if not args.base_url:
+            raise SystemExit("hammer serve --openai --backend server needs the server's URL. Fix: add "
+                             "--base-url http://HOST:PORT/v1 (or use --backend llama-server to start one)")
+        from ..backends.server import OpenAICompatibleBackend
+
+        upstream = OpenAICompatibleBackend(args.base_url)  # its key: $HAMMER_SERVER_API_KEY, as for --backend server
+        upstream.resolve_grammar_protocol()  # now, not in the first request: a server that ignores grammars fails here
+        return HammerEngine(backend=upstream), f"requests go to {args.base_url} as they come"
+    if args.base_url:
+        raise SystemExit("hammer serve --openai: --base-url goes with --backend server. Fix: add --backend server")
+    if backend == "llama-server":
+        from ..backends.server import LlamaServer, OpenAICompatibleBackend
+        from ..backends.server.llama_server_binary import find_or_build_llama_server
+        from ..engine import _model_prompt_format
+        from ..model_source import local_gguf, resolve_model
+
+        binary = find_or_build_llama_server(build=not args.no_build)
+        gguf = local_gguf(resolve_model(args.model_path, args.model, gguf=True))
+        inner_key = secrets.token_urlsafe(24)
+        server = LlamaServer(gguf, parallel=args.parallel, n_ctx=args.n_ctx, n_threads=args.threads,
+                             model_alias=args.alias, api_key=inner_key, binary=binary, startup_timeout=600.0)
+        stack.callback(server.stop)
+        server.start()
+        upstream = OpenAICompatibleBackend(server.base_url, model=args.alias, api_key=inner_key)
+        upstream.resolve_grammar_protocol()  # the one-off probe, before the first request
+        engine = HammerEngine(backend=upstream, prompt_format=_model_prompt_format(args.model_path, args.model, "llama_cpp"))
+        return engine, (f"{args.parallel} requests decoded together (llama-server's slots, {args.n_ctx} tokens "
+                        f"each), more queued")
+    engine = HammerEngine(model_path=args.model_path, model=args.model, backend=backend, n_ctx=args.n_ctx,
+                          n_threads=args.threads)
+    return engine, "one request at a time, more queued"
+
+
 def serve_openai(args: argparse.Namespace) -> int:
     """``hammer serve --openai``: load the model, serve it until Ctrl-C; 0 when stopped."""
     api_key = getattr(args, "api_key", None) or os.environ.get("HAMMER_SERVER_API_KEY") or None  # also when called from Python
     warning = exposure_warning(args.host, api_key)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    engine = HammerEngine(model_path=args.model_path, model=args.model, n_ctx=args.n_ctx, n_threads=args.threads)
-    started = time.perf_counter()
-    engine.load()
-    max_body = int(getattr(args, "max_body_mb", None) or DEFAULT_MAX_BODY_BYTES / 2**20) * 2**20
-    app = create_app(engine, model_name=args.alias, api_key=api_key, max_body_bytes=max_body)
-    shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-    url = f"http://{shown}:{args.port}/v1"
-    key = "os.environ['HAMMER_SERVER_API_KEY']" if api_key else "'none'"
-    print(f"Hammer's OpenAI-compatible server: {engine.model_name} (loaded in {time.perf_counter() - started:.1f} s) as "
-          f"{args.alias!r} at {url}, one request at a time. Connect with:\n"
-          f"  OpenAI(base_url={url!r}, api_key={key}).chat.completions.create(model={args.alias!r}, ...)\n"
-          "Ctrl-C stops it.", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+    with contextlib.ExitStack() as stack:
+        started = time.perf_counter()
+        engine, how = _engine(args, stack)
+        engine.load()
+        max_body = int(getattr(args, "max_body_mb", None) or DEFAULT_MAX_BODY_BYTES / 2**20) * 2**20
+        app = create_app(engine, model_name=args.alias, api_key=api_key, max_body_bytes=max_body)
+        shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+        url = f"http://{shown}:{args.port}/v1"
+        key = "os.environ['HAMMER_SERVER_API_KEY']" if api_key else "'none'"
+        print(f"Hammer's OpenAI-compatible server: {engine.model_name} (ready in {time.perf_counter() - started:.1f} s) "
+              f"as {args.alias!r} at {url}, {how}. Connect with:\n"
+              f"  OpenAI(base_url={url!r}, api_key={key}).chat.completions.create(model={args.alias!r}, ...)\n"
+              "Ctrl-C stops it.", file=sys.stderr, flush=True)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
     return 0

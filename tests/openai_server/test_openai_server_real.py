@@ -1,17 +1,18 @@
 """The OpenAI-compatible server on the embedded default model (llama.cpp in process), asked through the
 openai SDK: calls, parallel calls, forced and named tool_choice, streaming tool-call deltas, usage,
-a too-long prompt, a whole agent turn, and four clients at once."""
+a too-long prompt, a whole agent turn, and eight clients at once (queued: one runs at a time)."""
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from openai import OpenAI
+from openai_server_helpers import ask_at_once, assert_each_got_its_own_answer
 
 from hammer_plugins import HammerEngine
 from hammer_plugins.demo_tools import DEMO_TOOLS
@@ -126,23 +127,7 @@ def test_a_prompt_over_the_context_window_is_a_400_with_the_counts(client: OpenA
     assert "resulted in" in body["message"]
 
 
-def test_four_clients_at_once_each_get_their_own_answer(server: BackgroundServer) -> None:
-    numbers = [12, 37, 58, 91]
-    answers: dict[int, Any] = {}
-
-    def ask(number: int) -> None:
-        client = OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=300)
-        reply = client.chat.completions.create(model="hammer", messages=user(f"What is {number} * 7?"), tools=TOOLS)
-        answers[number] = reply.choices[0].message.tool_calls
-
-    threads = [threading.Thread(target=ask, args=(n,)) for n in numbers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    assert sorted(answers) == numbers
-    for number, calls in answers.items():
-        assert calls[0].function.name == "calculate"
-        assert args(calls[0])["expression"].replace(" ", "") == f"{number}*7"
-    ids = [c.id for calls in answers.values() for c in calls]
-    assert len(set(ids)) == len(ids)
+def test_eight_clients_at_once_each_get_their_own_answer(server: BackgroundServer) -> None:
+    numbers = [12, 23, 37, 41, 58, 66, 79, 91]
+    assert_each_got_its_own_answer(ask_at_once(server.base_url, KEY, numbers, TOOLS), numbers)
+    assert httpx.get(server.url + "/health").json()["peak_running"] == 1  # queued: one at a time

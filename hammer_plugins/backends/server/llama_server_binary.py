@@ -190,3 +190,13 @@ def build_llama_server(version: str = LLAMA_SERVER_VERSION, *, jobs: int | None 
         os.replace(staging, target)
     say(f"built {version} in {time.monotonic() - started:.0f} s -> {target}")
     return target
+
+
+def find_or_build_llama_server(*, build: bool = True) -> Path:
+    """:func:`find_llama_server`'s binary, or (``build=True``) :func:`build_llama_server`'s when there is none."""
+    try:
+        return find_llama_server()
+    except LlamaServerNotFoundError:
+        if not build:
+            raise
+        return build_llama_server()  # prints what it does and how long it will take

@@ -1,0 +1,131 @@
+"""The OpenAI-compatible server in front of llama.cpp's llama-server (continuous batching over its slots),
+on the embedded default model: eight clients at once, streamed tool-call deltas, and clients that go
+away (streamed or not) free their slot. Also ``hammer serve --openai --backend llama-server`` as users
+start it, stopped with Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from openai import OpenAI
+from openai_server_helpers import ask_at_once, assert_each_got_its_own_answer, hammer_serve
+
+from hammer_plugins import HammerEngine
+from hammer_plugins.backends.server import LlamaServer, OpenAICompatibleBackend
+from hammer_plugins.demo_tools import DEMO_TOOLS
+from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.tools import to_tools
+
+pytestmark = pytest.mark.real_model
+
+KEY = "outer-key"
+INNER_KEY = "inner-key"
+SLOTS = 4
+TOOLS = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
+LONG_ESSAY = "Write a very long essay, at least 1500 words, about the history of Rome, century by century."
+
+
+@pytest.fixture(scope="module")
+def llama(default_model_path: str) -> Iterator[LlamaServer]:
+    with LlamaServer(default_model_path, n_ctx=4096, parallel=SLOTS, model_alias="hammer", api_key=INNER_KEY) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def server(llama: LlamaServer) -> Iterator[BackgroundServer]:
+    backend = OpenAICompatibleBackend(llama.base_url, model="hammer", api_key=INNER_KEY, timeout=600, trust_env=False)
+    with BackgroundServer(create_app(HammerEngine(backend=backend), model_name="hammer", api_key=KEY)) as running:
+        yield running
+    backend.close()
+
+
+@pytest.fixture(scope="module")
+def client(server: BackgroundServer) -> OpenAI:
+    return OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=600)
+
+
+def user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+def busy_slots(llama: LlamaServer) -> int:
+    slots = httpx.get(llama.base_url.removesuffix("/v1") + "/slots", headers={"Authorization": f"Bearer {INNER_KEY}"},
+                      timeout=10, trust_env=False).json()
+    return sum(bool(slot.get("is_processing")) for slot in slots)
+
+
+def wait_until_idle(llama: LlamaServer, since: float, within: float = 5.0) -> float:
+    while busy_slots(llama):
+        assert time.perf_counter() - since < within, "llama-server kept decoding for a client that went away"
+        time.sleep(0.02)
+    return time.perf_counter() - since
+
+
+def test_eight_clients_at_once_are_decoded_together_each_with_its_own_answer(server: BackgroundServer) -> None:
+    numbers = [12, 23, 37, 41, 58, 66, 79, 91]
+    assert_each_got_its_own_answer(ask_at_once(server.base_url, KEY, numbers, TOOLS), numbers)
+    assert httpx.get(server.url + "/health").json()["peak_running"] > 1  # not one at a time
+
+
+def test_streamed_calls_carry_id_and_name_first_and_arguments_join(client: OpenAI) -> None:
+    stream = client.chat.completions.create(model="hammer", messages=user("What's the weather in Paris and in Tokyo?"),
+                                            tools=TOOLS, stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in chunks:
+        for delta in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            if delta.index not in calls:
+                assert delta.id and delta.type == "function" and delta.function.name  # the first delta of a call
+                calls[delta.index] = {"id": delta.id, "name": delta.function.name, "arguments": ""}
+            calls[delta.index]["arguments"] += delta.function.arguments or ""
+    assert [c["name"] for c in calls.values()] == ["get_weather", "get_weather"]
+    assert sorted(json.loads(c["arguments"])["city"] for c in calls.values()) == ["Paris", "Tokyo"]
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
+    assert chunks[-1].usage.prompt_tokens > 300
+
+
+def test_a_streaming_client_that_goes_away_frees_its_slot(server: BackgroundServer, llama: LlamaServer) -> None:
+    body = {"model": "hammer", "messages": user(LONG_ESSAY), "max_tokens": 1500, "stream": True}
+    with httpx.stream("POST", server.base_url + "/chat/completions", json=body, timeout=600,
+                      headers={"Authorization": f"Bearer {KEY}"}) as response:
+        seen = 0
+        for line in response.iter_lines():
+            seen += '"content"' in line
+            if seen == 5:
+                break
+        assert busy_slots(llama) == 1
+    free = wait_until_idle(llama, time.perf_counter())
+    print(f"\nstreamed client gone -> llama-server slot free: {free:.3f} s")
+
+
+def test_a_non_streamed_client_that_goes_away_frees_its_slot(server: BackgroundServer, llama: LlamaServer) -> None:
+    body = {"model": "hammer", "messages": user(LONG_ESSAY), "max_tokens": 1500}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(server.base_url + "/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"},
+                   timeout=httpx.Timeout(30, read=4.0))
+    gone = time.perf_counter()
+    free = wait_until_idle(llama, gone)
+    print(f"\nnon-streamed client gone -> llama-server slot free: {free:.3f} s")
+
+
+def test_hammer_serve_openai_on_llama_server_answers_and_stops_both_on_ctrl_c(default_model_path: str) -> None:
+    env = {"HAMMER_SERVER_API_KEY": "cli-key", "HAMMER_MODEL_PATH": default_model_path}
+    args = ["--openai", "--backend", "llama-server", "--parallel", "2", "--n-ctx", "4096", "--no-build"]
+    with hammer_serve(args, env) as served:
+        children = subprocess.run(["pgrep", "-P", str(served.process.pid)], capture_output=True, text=True).stdout.split()
+        assert len(children) == 1  # llama-server, behind the API
+        reply = OpenAI(base_url=served.base_url, api_key="cli-key", max_retries=0, timeout=120).chat.completions.create(
+            model="hammer", tools=TOOLS, messages=user("What's the weather in Paris?"))
+        call = reply.choices[0].message.tool_calls[0]
+        assert call.function.name == "get_weather" and json.loads(call.function.arguments)["city"] == "Paris"
+    assert served.code == 0, served.output
+    assert "2 requests decoded together" in served.output and "cli-key" not in served.output
+    for pid in children:  # the llama-server it started is gone too
+        assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
