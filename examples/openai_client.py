@@ -4,6 +4,7 @@ Start the server first (it loads the model in process and serves it on loopback)
 
     .venv/bin/hammer serve --openai                      # http://127.0.0.1:8080/v1, model "hammer"
     HAMMER_SERVER_API_KEY=... .venv/bin/hammer serve --openai --port 8080   # with a key
+    .venv/bin/hammer serve --openai --backend llama-server --parallel 4   # batched, on llama-server behind it
 
 then run this file:
 
