@@ -3,7 +3,7 @@ through the server (openai SDK, loopback HTTP, same engine and model), alternate
 
     .venv/bin/python tests/openai_server/overhead.py --repeats 15 [--threads 2]
 
-Not a test (no ``test_`` prefix): a measurement, quoted in docs/openai_server.md.
+Not a test (no ``test_`` prefix): a measurement, quoted in docs/server.md.
 """
 
 from __future__ import annotations
