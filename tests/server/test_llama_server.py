@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from serverenv import API_KEY, MODEL, TIMEOUT, stream_then_kill
 
@@ -42,6 +43,21 @@ def cpp_backend(cpp_server: LlamaServer) -> Iterator[OpenAICompatibleBackend]:
 
 def ask(engine: HammerEngine, question: str, tools: list[Any], **kwargs: Any) -> HammerResponse:
     return engine.generate([Message.user(question)], tools=tools, **kwargs)
+
+
+@pytest.mark.parametrize("key", [None, "not-the-key"], ids=["no key", "wrong key"])
+def test_the_key_given_to_the_launcher_is_enforced(cpp_server: LlamaServer, key: str | None) -> None:
+    # The key reaches llama-server through its environment (never its command line): a wrong variable name
+    # would leave it open without a word, so the server itself is asked.
+    assert API_KEY not in " ".join(cpp_server.command())
+    root = cpp_server.base_url.removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    for method, path, body in (("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 1}), ("GET", "/slots", None),
+                               ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})):
+        assert httpx.request(method, root + path, json=body, headers=headers, timeout=30, trust_env=False).status_code == 401
+    ok = httpx.post(root + "/v1/completions", json={"prompt": "hi", "max_tokens": 1}, timeout=30, trust_env=False,
+                    headers={"Authorization": f"Bearer {API_KEY}"})
+    assert ok.status_code == 200
 
 
 def test_discovery_knows_llama_server_its_grammar_field_and_the_slot_window(cpp_backend: OpenAICompatibleBackend) -> None:

@@ -217,7 +217,7 @@ def test_the_api_key_goes_to_the_server_through_its_environment_never_its_comman
               else LlamaCppPythonServer("model.gguf", api_key="sk-secret"))
     assert not any("sk-secret" in part for part in server.command())  # the process list shows the command line
     assert server.environment()[server.key_variable] == "sk-secret"
-    assert server.key_variable == {"llama-server": "LLAMA_ARG_API_KEY", "llama-cpp-python": "API_KEY"}[launcher]
+    assert server.key_variable == {"llama-server": "LLAMA_API_KEY", "llama-cpp-python": "API_KEY"}[launcher]
 
 
 def test_hammer_serve_reads_the_key_from_the_environment_and_warns_beyond_loopback(

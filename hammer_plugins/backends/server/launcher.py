@@ -201,7 +201,7 @@ class LlamaServer(_LoopbackServer):
 
     label = "llama-server"
     ready_path = "/health"
-    key_variable = "LLAMA_ARG_API_KEY"  # llama.cpp's environment spelling of --api-key
+    key_variable = "LLAMA_API_KEY"  # what llama-server's --help names for --api-key ("env: LLAMA_API_KEY")
 
     def __init__(self, model_path: str | os.PathLike[str], *, port: int | None = None, n_ctx: int = 4096,
                  parallel: int = 1, model_alias: str = "hammer", api_key: str | None = None,
