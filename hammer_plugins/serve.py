@@ -69,7 +69,7 @@ def add_serve_parser(sub: Any) -> None:
                             "at a time; transformers: the same on a Hugging Face checkpoint; llama-server: starts "
                             "llama.cpp's llama-server on loopback with --parallel slots behind the API (continuous "
                             "batching; built on first use); server: an OpenAI-compatible server already running at "
-                            "--base-url (llama-server, vLLM)")
+                            "--base-url (llama-server, vLLM; its key from $HAMMER_UPSTREAM_API_KEY)")
     serve.add_argument("--base-url", help="with --openai --backend server: that server's URL, e.g. http://127.0.0.1:8080/v1")
     serve.add_argument("--max-body-mb", type=int, default=8,
                        help="with --openai: largest request body accepted, in MiB (default: %(default)s)")

@@ -24,6 +24,7 @@ import uvicorn
 
 from ..backends.server.launcher import exposure_warning, free_port
 from ..engine import HammerEngine
+from ..errors import ServerAuthenticationError
 from .app import DEFAULT_MAX_BODY_BYTES, create_app
 
 
@@ -66,6 +67,10 @@ class BackgroundServer:
         self.stop()
 
 
+UPSTREAM_KEY_VARIABLE = "HAMMER_UPSTREAM_API_KEY"
+"""Where ``--backend server`` reads the key of the server it forwards to."""
+
+
 def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[HammerEngine, str]:
     """The engine ``--backend`` asks for, and how it runs requests (for the banner).
 
@@ -77,10 +82,18 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
         if not args.base_url:
             raise SystemExit("hammer serve --openai --backend server needs the server's URL. Fix: add "
                              "--base-url http://HOST:PORT/v1 (or use --backend llama-server to start one)")
-        from ..backends.server import OpenAICompatibleBackend
+        from ..backends.server import OpenAICompatibleBackend, ServerBackendSettings
 
-        upstream = OpenAICompatibleBackend(args.base_url)  # its key: $HAMMER_SERVER_API_KEY, as for --backend server
-        upstream.resolve_grammar_protocol()  # now, not in the first request: a server that ignores grammars fails here
+        # The upstream server's key is not this API's key ($HAMMER_SERVER_API_KEY): a variable of its own.
+        upstream_key = os.environ.get(UPSTREAM_KEY_VARIABLE) or None
+        upstream = OpenAICompatibleBackend(settings=ServerBackendSettings(base_url=args.base_url, api_key=upstream_key))
+        try:
+            upstream.resolve_grammar_protocol()  # now, not in the first request: a server that ignores grammars fails here
+        except ServerAuthenticationError as exc:
+            raise ServerAuthenticationError(
+                f"the server at {args.base_url} refused this API's requests (HTTP {exc.status_code}: {exc.detail}). Fix: set "
+                f"${UPSTREAM_KEY_VARIABLE} to that server's key ($HAMMER_SERVER_API_KEY is the key of this API, "
+                "for its own clients)", status_code=exc.status_code, detail=exc.detail, url=args.base_url) from None
         return HammerEngine(backend=upstream), f"requests go to {args.base_url} as they come"
     if args.base_url:
         raise SystemExit("hammer serve --openai: --base-url goes with --backend server. Fix: add --backend server")

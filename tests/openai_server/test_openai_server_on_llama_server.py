@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -129,3 +130,25 @@ def test_hammer_serve_openai_on_llama_server_answers_and_stops_both_on_ctrl_c(de
     assert "2 requests decoded together" in served.output and "cli-key" not in served.output
     for pid in children:  # the llama-server it started is gone too
         assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
+
+
+def test_hammer_serve_openai_in_front_of_a_running_server_uses_the_upstream_key(llama: LlamaServer) -> None:
+    # Two keys: clients use the API's ($HAMMER_SERVER_API_KEY), the API uses the upstream's ($HAMMER_UPSTREAM_API_KEY).
+    env = {"HAMMER_SERVER_API_KEY": "front-key", "HAMMER_UPSTREAM_API_KEY": INNER_KEY}
+    with hammer_serve(["--openai", "--backend", "server", "--base-url", llama.base_url], env, startup=60) as served:
+        reply = OpenAI(base_url=served.base_url, api_key="front-key", max_retries=0, timeout=120).chat.completions.create(
+            model="hammer", tools=TOOLS, messages=user("What is 17 * 23?"))
+        assert reply.choices[0].message.tool_calls[0].function.name == "calculate"
+    assert served.code == 0, served.output
+    assert f"requests go to {llama.base_url}" in served.output
+    assert "front-key" not in served.output and INNER_KEY not in served.output
+
+
+def test_a_wrong_upstream_key_is_named_at_start_up(llama: LlamaServer) -> None:
+    env = {**os.environ, "HAMMER_UPSTREAM_API_KEY": "not-the-key"}
+    done = subprocess.run([sys.executable, "-m", "hammer_plugins.cli", "serve", "--openai", "--backend", "server",
+                           "--base-url", llama.base_url, "--port", "1"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("hammer: error:") and "Traceback" not in done.stderr
+    assert "refused this API's requests (HTTP 401" in done.stderr and "set $HAMMER_UPSTREAM_API_KEY" in done.stderr
