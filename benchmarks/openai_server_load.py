@@ -109,9 +109,8 @@ async def run_level(base_url: str, model: str, entries: list[BfclEntry], concurr
 
 
 def measure(path: str, gguf: str, entries: list[BfclEntry], concurrency: int, args: argparse.Namespace) -> dict[str, Any]:
-    extra = ("--jinja", "--cache-ram", "0")
     with LlamaServer(gguf, parallel=max(args.levels), n_ctx=args.n_ctx, n_threads=args.threads, model_alias="hammer",
-                     api_key=KEY, extra_args=extra, startup_timeout=600) as llama:
+                     api_key=KEY, cache_ram_mib=0, extra_args=("--jinja",), startup_timeout=600) as llama:
         if path == "hammer":
             backend = OpenAICompatibleBackend(llama.base_url, model="hammer", api_key=KEY, timeout=900, trust_env=False)
             app = create_app(HammerEngine(backend=backend), model_name="hammer", api_key=KEY)
