@@ -15,6 +15,7 @@ who extend the engine. ``OpenAICompatibleBackend`` loads on first use (it needs 
 
 from __future__ import annotations
 
+from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING, Any
 
 from .backends.base import Backend, GenerationChunk, GenerationSettings
@@ -58,7 +59,7 @@ from .tools import Tool, to_tool, to_tools
 if TYPE_CHECKING:
     from .backends.server import OpenAICompatibleBackend
 
-__version__ = "0.1.0"
+__version__ = _distribution_version("hammer-plugins")  # one place: the root pyproject.toml
 
 
 def __getattr__(name: str) -> Any:

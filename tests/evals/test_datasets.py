@@ -40,8 +40,10 @@ def test_the_shipped_files_are_gzip_with_a_notice_naming_source_commit_license_a
     for upstream in datasets.UPSTREAM.values():
         assert upstream.repo in notice and upstream.commit in notice
     assert notice.count("Apache License, Version 2.0") >= 2 and "authors" in notice.lower()
-    # The wheel carries them: hatch packages every file under hammer_evals/.
-    assert "hammer_evals" in (ROOT / "pyproject.toml").read_text()
+    # The hammer-evals wheel carries them (hatch packages every file under hammer_evals/) and the NOTICE
+    # in its dist-info too (tests/packaging builds it).
+    assert 'packages = ["hammer_evals"]' in (ROOT / "evals" / "pyproject.toml").read_text()
+    assert "hammer_evals/datasets/NOTICE" in (ROOT / "evals" / "pyproject.toml").read_text()
 
 
 def test_either_spelling_of_a_file_is_read(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ def test_engine_never_imports_langchain_or_llama_index() -> None:
 
 
 def test_typed_markers_exist() -> None:
-    for package in ("hammer_plugins", "hammer_evals", "integrations/langchain_hammer", "integrations/llama_index/llms/hammer"):
+    for package in ("hammer_plugins", "evals/hammer_evals", "integrations/langchain/langchain_hammer",
+                    "integrations/llama-index/llama_index/llms/hammer"):
         assert (ROOT / package / "py.typed").is_file(), package
 
 
@@ -114,8 +115,8 @@ def test_the_twin_finder_finds_a_twin(tmp_path: Path) -> None:
 
 def test_no_twins_between_the_two_adapters() -> None:
     """Logic both adapters need lives once in the engine: a block repeated across them is a design bug."""
-    langchain = sorted((ROOT / "integrations" / "langchain_hammer").glob("*.py"))
-    llama_index = sorted((ROOT / "integrations" / "llama_index" / "llms" / "hammer").glob("*.py"))
+    langchain = sorted((ROOT / "integrations" / "langchain" / "langchain_hammer").glob("*.py"))
+    llama_index = sorted((ROOT / "integrations" / "llama-index" / "llama_index" / "llms" / "hammer").glob("*.py"))
     across = [t for t in _twins(langchain + llama_index) if "langchain_hammer" in t and "llama_index" in t]
     assert across == []
 

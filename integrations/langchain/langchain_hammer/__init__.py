@@ -9,9 +9,11 @@ Example:
 
 from __future__ import annotations
 
-from hammer_plugins import __version__
+from importlib.metadata import version as _distribution_version
 
 from .chat_models import ChatHammer, to_engine_messages
 from .slot_filling import snapshot_from_message
+
+__version__ = _distribution_version("langchain-hammer")  # released in lockstep with hammer-plugins
 
 __all__ = ["ChatHammer", "__version__", "snapshot_from_message", "to_engine_messages"]
