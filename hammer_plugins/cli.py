@@ -11,6 +11,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import inspect
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import __version__
+from .calls import ToolCall
 from .config import EngineSettings, add_engine_arguments
 from .engine import HammerEngine
 from .errors import HammerError, SchemaConversionError
@@ -115,12 +117,26 @@ def _report(response: HammerResponse, seconds: float) -> None:
           f"completion tokens, {seconds:.2f}s wall ({timing})", file=sys.stderr)
 
 
+def _attach_mcp(args: argparse.Namespace, stack: contextlib.ExitStack, tools: list[Tool],
+                functions: dict[str, Callable[..., Any]]) -> tuple[list[Tool], dict[str, Callable[..., Any]]]:
+    """``--mcp`` servers' tools added to ``tools`` (and callables to ``functions``); they close with ``stack``.
+
+    A server gets the MCP SDK's safe default environment plus the ``--mcp-env`` variables, not this
+    process's (API keys stay here); a call that outlasts ``--mcp-timeout`` is cancelled and its server restarted.
+    """
+    from .mcp import attach_mcp, parse_env_options
+
+    names, values = parse_env_options(args.mcp_env or [])
+    return attach_mcp(args.mcp, tools, functions, stack=stack, pass_env=names, env=values, timeout=args.mcp_timeout)
+
+
 def cmd_call(args: argparse.Namespace) -> int:
     tools, _ = load_tools_file(args.tools)
     if args.mcp:  # an MCP server's tools (with --tools, added to the file's; without, alone)
-        from .mcp import attach_mcp
-
-        tools, _ = attach_mcp(args.mcp, tools if args.tools else [])
+        # `hammer call` runs no tool: the servers are asked for their tools and closed before the model
+        # loads, so none outlives the command (its fast exit skips atexit) whatever happens next.
+        with contextlib.ExitStack() as stack:
+            tools, _ = _attach_mcp(args, stack, tools if args.tools else [], {})
     engine = _engine(args)
     started = time.perf_counter()
     response = engine.generate([Message.user(args.query)], tools=tools, tool_choice=args.tool_choice)
@@ -144,11 +160,38 @@ def cmd_call(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    # The MCP servers close when the chat ends: normally, on an error or on Ctrl-C.
+    with contextlib.ExitStack() as stack:
+        return _chat(args, stack)
+
+
+DECLINED = "The user declined to run this tool call; it was not run."
+"""The tool result the model gets for a call the user refused in ``hammer chat``."""
+
+
+def _may_run(args: argparse.Namespace, call: ToolCall, interactive: bool) -> bool:
+    """Whether ``hammer chat`` runs ``call``: ``--yes``, or the user says y (stdin not a terminal: no)."""
+    if args.yes:
+        return True
+    if not interactive:
+        print(f"  not run: {call.name} needs confirmation and stdin is not a terminal. Fix: pass --yes to run "
+              "tool calls without asking", file=sys.stderr)
+        return False
+    try:
+        answer = input(f"  run {call.name}? [y/N] ")
+    except EOFError:
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _chat(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     tools, functions = load_tools_file(args.tools)
     if args.mcp:  # an MCP server's tools, executed through the server
-        from .mcp import attach_mcp
-
-        tools, functions = attach_mcp(args.mcp, tools if args.tools else [], functions if args.tools else {})
+        tools, functions = _attach_mcp(args, stack, tools if args.tools else [], functions if args.tools else {})
+    interactive = sys.stdin.isatty()
+    if functions and not args.yes and not interactive:
+        print("hammer chat: stdin is not a terminal, so tool calls cannot be confirmed and will not run. Fix: "
+              "pass --yes to run them without asking", file=sys.stderr)
     engine = _engine(args)
     history: list[Message] = []
     names = ", ".join(t.name for t in tools)
@@ -176,6 +219,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
                 function = functions.get(call.name)
                 if function is None:
                     result, failed = f"no implementation for {call.name} (schema-only tools file)", True
+                elif not _may_run(args, call, interactive):
+                    result, failed = DECLINED, True
                 else:
                     try:
                         result, failed = str(function(**call.arguments)), False
@@ -238,6 +283,15 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mcp-env", action="append", metavar="NAME[=VALUE]",
+                        help="a variable for the --mcp servers: NAME passes it from this environment, NAME=VALUE "
+                             "sets it; repeatable. They get only a safe default (HOME, PATH, ...) besides")
+    parser.add_argument("--mcp-timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="seconds for an MCP server to start and for each tool call; a call that outlasts it "
+                             "is cancelled and its server restarted (default: 60)")
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``hammer`` parser; for a built-in command in ``argv`` the plugin commands are left out.
 
@@ -253,6 +307,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     call.add_argument("--tools", help=".json schemas or .py functions; default: the demo tools")
     call.add_argument("--mcp", action="append", metavar="COMMAND",
                       help="an MCP server's command (stdio), whose tools are offered; repeatable")
+    _add_mcp_arguments(call)
     call.add_argument("--tool-choice", default="auto", help="auto, required, none, or a tool name")
     call.add_argument("-v", "--verbose", action="store_true", help="print usage and timings to stderr")
     add_engine_arguments(call, prefix_cache=True)
@@ -262,6 +317,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     chat.add_argument("--tools", help=".py functions (executed) or .json schemas; default: the demo tools")
     chat.add_argument("--mcp", action="append", metavar="COMMAND",
                       help="an MCP server's command (stdio); its tools are offered and run through it; repeatable")
+    _add_mcp_arguments(chat)
+    chat.add_argument("-y", "--yes", action="store_true",
+                      help="run the model's tool calls without asking (by default each is shown and confirmed)")
     chat.add_argument("--max-steps", type=int, default=1, help="tool rounds per user turn before a plain answer")
     add_engine_arguments(chat, prefix_cache=True)
     chat.set_defaults(func=cmd_chat)
@@ -335,7 +393,8 @@ def _exit_at_once(code: int) -> NoReturn:
     model's mappings (several hundred MB), the KV cache, the tokenizer and every module, one object
     at a time. That took about 0.2 s of every ``hammer call`` (``benchmarks/cold_call.py``). The
     prefix cache is written before the answer is printed; ``hammer call`` runs no tool (a tools
-    file is read for its schemas), and logging's handlers are flushed as at a normal exit.
+    file is read for its schemas, ``--mcp`` servers are asked for theirs and closed before the model
+    loads: nothing is left for atexit), and logging's handlers are flushed as at a normal exit.
     """
     if "logging" in sys.modules:
         sys.modules["logging"].shutdown()

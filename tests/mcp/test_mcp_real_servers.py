@@ -63,7 +63,7 @@ def test_hammer_call_offers_the_mcp_servers_tools() -> None:
 
 
 def test_hammer_chat_runs_the_calls_through_the_mcp_server() -> None:
-    result = hammer("chat", "--mcp", TIME_SERVER,
+    result = hammer("chat", "--mcp", TIME_SERVER, "--yes",
                     stdin="Convert 14:30 Paris time (Europe/Paris) to New York time (America/New_York).\n")
     assert result.returncode == 0, result.stderr
     assert "2 tools (get_current_time, convert_time)" in result.stderr

@@ -40,7 +40,7 @@ def test_call_refusal_prints_an_empty_list() -> None:
 
 
 def test_chat_runs_python_tools_over_several_turns() -> None:
-    result = run("chat", "--tools", "examples/tools.py", "--max-tokens", "80",
+    result = run("chat", "--tools", "examples/tools.py", "--yes", "--max-tokens", "80",
                  stdin="What is 17 * 23?\nHow many days between 2024-01-01 and 2024-03-01?\n")
     assert result.returncode == 0, result.stderr
     assert 'call calculate({"expression": "17 * 23"})' in result.stdout and "-> 391" in result.stdout

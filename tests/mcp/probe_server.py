@@ -1,0 +1,75 @@
+"""A FastMCP server (stdio) that reports what a client gave it and misbehaves on demand.
+
+Tools: ``environment_names`` (the names in its ``os.environ``), ``process_id``, ``echo``,
+``save_note`` (appends to the file named by ``$PROBE_NOTES_FILE``) and ``hang`` (a synchronous sleep
+of an hour: it blocks the server's whole event loop, as a stuck tool does).
+
+Run: ``python tests/mcp/probe_server.py [--report FILE] [--linger SECONDS]``. ``--report`` writes
+``{"pid": ..., "env": [...]}`` to FILE at start, so a test sees the server's process and environment
+without a model calling a tool; ``--linger`` keeps the process alive that long after its stdin
+closes (a server slow to exit, which a client must end itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+from mcp.server.fastmcp import FastMCP
+
+server = FastMCP("probe")
+
+
+@server.tool()
+def environment_names() -> str:
+    """The names of the environment variables this server process received."""
+    return json.dumps(sorted(os.environ))
+
+
+@server.tool()
+def process_id() -> int:
+    """This server's process id."""
+    return os.getpid()
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Repeat a text back.
+
+    Args:
+        text: The text to repeat.
+    """
+    return f"echo: {text}"
+
+
+@server.tool()
+def save_note(text: str) -> str:
+    """Save a note for later.
+
+    Args:
+        text: The note's text, e.g. buy milk.
+    """
+    with open(os.environ["PROBE_NOTES_FILE"], "a", encoding="utf-8") as notes:
+        notes.write(text + "\n")
+    return f"saved note: {text}"
+
+
+@server.tool()
+def hang() -> str:
+    """Never answer (sleeps an hour, blocking the server)."""
+    time.sleep(3600)
+    return "woke up"
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--report")
+    parser.add_argument("--linger", type=float, default=0.0)
+    options = parser.parse_args()
+    if options.report:
+        with open(options.report, "w", encoding="utf-8") as report:
+            json.dump({"pid": os.getpid(), "env": sorted(os.environ)}, report)
+    server.run()
+    time.sleep(options.linger)
