@@ -3,7 +3,8 @@
 Real servers do not answer 503 or cut a stream on demand; a load balancer in front of one does
 both. Each ``/v1/completions`` request takes the next scripted action: ``("status", code, headers)``
 answers with that HTTP error, ``("cut", n)`` forwards the stream but drops the connection after
-``n`` events (no chunked-encoding terminator, as a crashed proxy would), ``("pass",)`` forwards.
+``n`` events (no chunked-encoding terminator, as a crashed proxy would), ``("stall", seconds)``
+answers nothing for that long, then drops the connection, ``("pass",)`` forwards.
 With the script empty, everything is forwarded. Every completion request body is recorded.
 """
 
@@ -13,6 +14,7 @@ import http.client
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
@@ -73,6 +75,10 @@ class FaultProxy:
                 self.completion_bodies.append(json.loads(body or b"{}"))
                 if self.script:
                     action = self.script.pop(0)
+        if action[0] == "stall":
+            time.sleep(action[1])
+            handler.close_connection = True
+            return
         if action[0] == "status":
             code, headers = action[1], action[2] if len(action) > 2 else {}
             payload = json.dumps({"error": {"message": f"injected HTTP {code}", "type": "injected", "code": code}}).encode()

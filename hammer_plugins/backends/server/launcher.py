@@ -2,18 +2,22 @@
 
 For development, tests, benchmarks and ``hammer serve``. Both listen on 127.0.0.1 only, on a free
 port unless given one, stop with :meth:`stop` (or the ``with`` block), and on Linux also stop when
-the process that started them dies.
+the process that started them dies. The child gets a minimal environment (none of this process's
+secrets), its output is kept in a bounded in-memory ring (:meth:`log_tail`), and with
+``supervise=True`` a child that dies is started again (:meth:`health_problem` says so meanwhile).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
+import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,32 +41,127 @@ def exposure_warning(host: str, api_key: str | None) -> str | None:
             "Set HAMMER_SERVER_API_KEY.")
 
 
+def _pdeathsig() -> Any:
+    """libc's ``prctl`` (Linux), looked up in this process: a forked child must not load libraries."""
+    global _PRCTL
+    if _PRCTL is None:
+        try:
+            import ctypes
+
+            _PRCTL = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+        except (OSError, AttributeError):
+            _PRCTL = False
+    return _PRCTL
+
+
+_PRCTL: Any = None
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     # Linux: the server gets SIGTERM when the process that started it dies, so a crashed test run
-    # leaves no model server behind. Best effort elsewhere.
-    try:
-        import ctypes
+    # leaves no model server behind. Best effort elsewhere. (The signal follows the *thread* that
+    # started the child: a restarted child's is the supervisor thread, which outlives it.)
+    if _PRCTL:
+        _PRCTL(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+
+_ENV_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
+    "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "DYLD_FALLBACK_LIBRARY_PATH",
+    "SYSTEMROOT", "SYSTEMDRIVE", "WINDIR", "COMSPEC", "PATHEXT",  # Windows processes need these
+    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ONEAPI_DEVICE_SELECTOR", "LLAMA_CACHE",
+})
+_ENV_PREFIXES = ("LC_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "BLIS_", "GGML_", "LLAMA_ARG_", "CUDA_",
+                 "HSA_", "GPU_")
+_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+
+
+def _passes(name: str, prefixes: tuple[str, ...]) -> bool:
+    upper = name.upper()
+    if any(marker in upper for marker in _SECRET_MARKERS):
+        return False  # e.g. LLAMA_ARG_API_KEY, LLAMA_ARG_HF_TOKEN: the launcher sets the key it means
+    return upper in _ENV_NAMES or upper.startswith(prefixes)
+
+
+class _LogRing:
+    """The child's output, the last ``limit`` bytes of it in memory (a thread reads the pipe)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1024, limit)
+        self.dropped = 0  # bytes that fell off the front
+        self._data = bytearray()
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            self._data += data
+            extra = len(self._data) - self.limit
+            if extra > 0:
+                del self._data[:extra]
+                self.dropped += extra
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def tail(self, n: int) -> str:
+        with self._lock:
+            data = bytes(self._data[-4 * n:])  # n characters are at most 4n bytes
+        return data.decode("utf-8", errors="replace")[-n:]
+
+    def pump(self, stream: Any) -> None:
+        """Copy ``stream`` (the child's stdout and stderr) here until the child closes it."""
+        try:
+            fd = stream.fileno()
+            while data := os.read(fd, 65536):
+                self.write(data)
+        except (OSError, ValueError):
+            pass
+        finally:
+            stream.close()
+
+
+log = logging.getLogger("hammer_plugins.server")
 
 
 class _LoopbackServer:
-    """What both launchers share: the process, its log, readiness polling and stopping."""
+    """What both launchers share: the process, its log, readiness polling, stopping, and (``supervise=True``)
+    restarting a child that dies.
+
+    Supervision: a child that exits without :meth:`stop` is started again on the same port with the same
+    key after a back-off that doubles from ``restart_backoff[0]`` to ``restart_backoff[1]`` seconds; the
+    count resets once a child has stayed up ``stable_after`` seconds. After ``max_restarts`` children in a
+    row that died soon after starting (or never became ready) it gives up and says so in the log and in
+    :meth:`health_problem`. The output of every child goes to one in-memory ring of ``log_limit`` bytes.
+    """
 
     label: ClassVar[str] = "the server"
     ready_path: ClassVar[str] = "/v1/models"
+    env_prefixes: ClassVar[tuple[str, ...]] = _ENV_PREFIXES
 
     def __init__(self, model_path: str | os.PathLike[str], *, port: int | None, model_alias: str,
-                 api_key: str | None, startup_timeout: float) -> None:
+                 api_key: str | None, startup_timeout: float, supervise: bool = False, max_restarts: int = 5,
+                 restart_backoff: tuple[float, float] = (0.5, 30.0), stable_after: float = 60.0,
+                 log_limit: int = 1 << 20, env: Mapping[str, str] | None = None) -> None:
         self.model_path = str(model_path)
         self.port = port or free_port()
         self.model_alias = model_alias
         self.api_key = api_key
         self.startup_timeout = startup_timeout
+        self.supervise = supervise
+        self.max_restarts = max_restarts
+        self.restart_backoff = restart_backoff
+        self.stable_after = stable_after
+        self.extra_env = dict(env or {})
         self.process: subprocess.Popen[bytes] | None = None
-        self._log: Any = None
+        self.restarts = 0
+        """How many times a dead child was started again (and became ready)."""
+        self._log = _LogRing(log_limit)
+        self._lock = threading.Lock()  # process creation vs stop()
+        self._stopping = threading.Event()
+        self._supervisor: threading.Thread | None = None
+        self._problem: str | None = None
+        self._failures = 0
+        self._ready_at: float | None = None
 
     @property
     def base_url(self) -> str:
@@ -76,71 +175,173 @@ class _LoopbackServer:
     be visible to every user of the machine in the process list, so it never goes there."""
 
     def environment(self) -> dict[str, str]:
-        """The server process's environment: this process's, plus the API key (if any)."""
-        env = dict(os.environ)
+        """The server process's environment: only what a model server needs from this one (paths, locale,
+        temporary folder, thread and device settings, ``LLAMA_ARG_*``), ``env``, and its API key. This
+        process's secrets (``HAMMER_SERVER_API_KEY``, ``OPENAI_API_KEY``, ``AWS_*``, ...) never go there.
+
+        Example:
+            >>> os.environ["HAMMER_SERVER_API_KEY"] = "outer"
+            >>> env = LlamaServer("model.gguf", api_key="inner", binary="/opt/llama-server").environment()
+            >>> env["LLAMA_API_KEY"], "HAMMER_SERVER_API_KEY" in env, "PATH" in env
+            ('inner', False, True)
+            >>> del os.environ["HAMMER_SERVER_API_KEY"]
+        """
+        env = {name: value for name, value in os.environ.items() if _passes(name, self.env_prefixes)}
+        env.update(self.extra_env)
         if self.api_key:
             env[self.key_variable] = self.api_key
         return env
+
+    def _launch(self, note: str = "") -> subprocess.Popen[bytes]:
+        """Start a child (the caller holds ``_lock`` or is the only thread); its output goes to the log ring."""
+        if note:
+            self._log.write(f"\n--- {note} ---\n".encode())
+        # A supervised child gets a session of its own: a terminal's Ctrl-C reaches only its parent, which
+        # stops it (stop()), rather than killing it too and racing the supervisor into restarting it.
+        _pdeathsig()
+        process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, env=self.environment(),
+                                   preexec_fn=_die_with_parent if os.name == "posix" else None,
+                                   start_new_session=self.supervise and os.name == "posix")
+        threading.Thread(target=self._log.pump, args=(process.stdout,), name=f"{self.label} log", daemon=True).start()
+        self.process = process
+        return process
+
+    def _await_ready(self, process: subprocess.Popen[bytes], timeout: float) -> str | None:
+        """None once the child answers its readiness check; else why not (it exited, stayed silent, stop())."""
+        httpx = _import_httpx()
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                return f"exited with code {process.returncode} while starting"
+            if self._stopping.is_set():
+                return "stopped while starting"
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}{self.ready_path}", headers=headers, timeout=2.0,
+                             trust_env=False).status_code == 200:
+                    return None
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        return f"did not answer within {timeout:g} s"
 
     def start(self) -> Any:
         """Start the server and wait until it answers (raises with its log if it dies or stays silent)."""
         if self.process is not None and self.process.poll() is None:
             return self
         check_gguf(Path(self.model_path))  # a missing or non-GGUF file is named before a server dies on it
-        httpx = _import_httpx()
-        self._log = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=self.environment(),
-                                        preexec_fn=_die_with_parent if os.name == "posix" else None)
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServerUnavailableError(f"{self.label} exited with code {self.process.returncode} "
-                                             f"while starting:\n{self.log_tail()}", url=self.base_url)
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}{self.ready_path}", headers=headers, timeout=2.0,
-                             trust_env=False).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        tail = self.log_tail()
-        self.stop()
-        raise ServerUnavailableError(f"{self.label} did not answer within {self.startup_timeout:g} s:\n{tail}",
-                                     url=self.base_url)
+        self._stopping.clear()
+        with self._lock:
+            process = self._launch("started" if self.process is None else "started again")
+        reason = self._await_ready(process, self.startup_timeout)
+        if reason is not None:
+            tail = self.log_tail()
+            self.stop()
+            raise ServerUnavailableError(f"{self.label} {reason}:\n{tail}", url=self.base_url)
+        self._ready_at, self._problem, self._failures = time.monotonic(), None, 0
+        if self.supervise and (self._supervisor is None or not self._supervisor.is_alive()):
+            self._supervisor = threading.Thread(target=self._supervise, name=f"{self.label} supervisor", daemon=True)
+            self._supervisor.start()
+        return self
+
+    def _backoff(self, failures: int) -> float:
+        first, cap = self.restart_backoff
+        return float(min(cap, first * 2 ** (failures - 1)))
+
+    def _supervise(self) -> None:
+        """Restart the child whenever it exits, until stop() or too many fast failures in a row."""
+        while not self._stopping.is_set():
+            process = self.process
+            assert process is not None
+            code = process.wait()
+            if self._stopping.is_set():
+                return
+            if self._ready_at is not None and time.monotonic() - self._ready_at >= self.stable_after:
+                self._failures = 0  # it had stayed up: a new incident, not a crash loop
+            self._failures += 1
+            self._ready_at = None
+            if self._failures > self.max_restarts:
+                self._problem = (f"{self.label} child exited with code {code} after {self.max_restarts} restarts in a "
+                                 "row that did not stay up; gave up restarting it. Fix: read its output in this "
+                                 "server's log, then restart this server")
+                log.error("%s. Its last output:\n%s", self._problem, self.log_tail())
+                return
+            delay = self._backoff(self._failures)
+            self._problem = f"{self.label} child exited with code {code}; restarting (attempt {self._failures})"
+            log.warning("%s exited with code %s; starting it again in %.1f s (attempt %d of %d). Its last output:\n%s",
+                        self.label, code, delay, self._failures, self.max_restarts, self.log_tail(2000))
+            if self._stopping.wait(delay):
+                return
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                process = self._launch(f"restart, attempt {self._failures}")
+            reason = self._await_ready(process, self.startup_timeout)
+            if reason is None:
+                self._ready_at, self._problem = time.monotonic(), None
+                self.restarts += 1
+                log.warning("%s is serving again on 127.0.0.1:%d (restart %d)", self.label, self.port, self.restarts)
+            elif process.poll() is None:
+                _terminate(process)  # silent or stop(): the next turn counts it (or returns)
+
+    def health_problem(self) -> str | None:
+        """None while the child runs; else what is wrong, for a /health check (no address in it).
+
+        Example:
+            >>> LlamaServer("model.gguf", binary="/opt/llama-server").health_problem()
+            'llama-server child is not running (not started)'
+        """
+        process = self.process
+        if process is None:
+            return f"{self.label} child is not running (not started)"
+        code = process.poll()
+        if self._problem is not None:
+            return self._problem
+        if code is not None:
+            if self._stopping.is_set():
+                return f"{self.label} child was stopped"
+            if self.supervise:
+                return f"{self.label} child exited with code {code}; restarting"
+            return f"{self.label} child exited with code {code}"
+        return None
 
     def log_tail(self, n: int = 4000) -> str:
-        """The end of the server's output."""
-        if self._log is None:
-            return ""
-        self._log.seek(0)
-        return self._log.read().decode("utf-8", errors="replace")[-n:]
+        """The end of the server's output (of its last children, when it was restarted)."""
+        return self._log.tail(n)
 
     def kill(self) -> None:
-        """Stop the server abruptly (SIGKILL), as a crash would."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=30)
+        """Stop the server abruptly (SIGKILL), as a crash would (a supervised server restarts it)."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
 
     def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 10 s)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        """Stop the server (SIGTERM, then SIGKILL after 10 s), and its supervision: nothing restarts it."""
+        self._stopping.set()
+        with self._lock:
+            process = self.process
+        if process is not None and process.poll() is None:
+            _terminate(process)
+        supervisor = self._supervisor
+        if supervisor is not None and supervisor is not threading.current_thread():
+            supervisor.join(timeout=30)
 
     def __enter__(self) -> Any:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=30)
 
 
 class LlamaCppPythonServer(_LoopbackServer):
@@ -159,13 +360,14 @@ class LlamaCppPythonServer(_LoopbackServer):
 
     label = "llama-cpp-python's server"
     key_variable = "API_KEY"  # its settings are pydantic-settings fields, read from the environment
+    env_prefixes = (*_ENV_PREFIXES, "PYTHON", "VIRTUAL_ENV", "CONDA_PREFIX")
 
     def __init__(self, model_path: str | os.PathLike[str], *, port: int | None = None, n_ctx: int = 4096,
                  model_alias: str = "hammer", api_key: str | None = None, interrupt_requests: bool = False,
                  n_threads: int | None = None, extra_args: tuple[str, ...] = (), startup_timeout: float = 180.0,
-                 python: str = sys.executable) -> None:
+                 python: str = sys.executable, **supervision: Any) -> None:
         super().__init__(model_path, port=port, model_alias=model_alias, api_key=api_key,
-                         startup_timeout=startup_timeout)
+                         startup_timeout=startup_timeout, **supervision)
         self.n_ctx = n_ctx
         self.interrupt_requests = interrupt_requests
         self.n_threads = n_threads
@@ -191,6 +393,10 @@ class LlamaServer(_LoopbackServer):
     default), and the server keeps evaluated prompts in host memory (``cache_ram_mib``) so a slot
     can start from another slot's tools prefix instead of evaluating it again.
 
+    ``supervise=True`` starts a child that dies again, on the same port with the same key (back-off
+    ``restart_backoff``, at most ``max_restarts`` fast failures in a row, ``stable_after``); ``env`` adds
+    variables to the child's minimal environment; ``log_limit`` caps the output kept (bytes).
+
     Example:
         >>> server = LlamaServer("model.gguf", parallel=4, n_ctx=4096, binary="/opt/llama-server")  # not started
         >>> cmd = server.command()
@@ -207,9 +413,9 @@ class LlamaServer(_LoopbackServer):
                  parallel: int = 1, model_alias: str = "hammer", api_key: str | None = None,
                  n_threads: int | None = None, cache_ram_mib: int | None = None, host: str = "127.0.0.1",
                  binary: str | os.PathLike[str] | None = None, extra_args: tuple[str, ...] = (),
-                 startup_timeout: float = 180.0) -> None:
+                 startup_timeout: float = 180.0, **supervision: Any) -> None:
         super().__init__(model_path, port=port, model_alias=model_alias, api_key=api_key,
-                         startup_timeout=startup_timeout)
+                         startup_timeout=startup_timeout, **supervision)
         if parallel < 1:
             raise ValueError(f"parallel={parallel}: a server needs at least one slot")
         self.n_ctx = n_ctx
