@@ -86,6 +86,41 @@ class SchemaConversionError(HammerError, ValueError):
         super().__init__(message)
 
 
+class SchemaLimitError(SchemaConversionError):
+    """A tool schema (or a ``response_format`` schema) is over one of the engine's budgets: its size
+    once ``$ref`` is inlined, its nesting depth, an enum's size, the grammar's size or build time.
+
+    Checked while the work is done, so an oversized request is refused before it costs much memory
+    or time (see :class:`hammer_plugins.tools.SchemaLimits`).
+
+    Attributes:
+        limit: the :class:`~hammer_plugins.tools.SchemaLimits` field that was exceeded.
+        value: how far the request went (at least; counting stops at the limit).
+        maximum: the limit's value.
+
+    Example:
+        >>> err = SchemaLimitError("f", "x", "max_depth", 65, 64)
+        >>> err.limit, isinstance(err, SchemaConversionError), "max_depth" in str(err)
+        ('max_depth', True, True)
+    """
+
+    def __init__(self, tool: str, field: str, limit: str, value: float, maximum: float, what: str = "",
+                 fix: str = "") -> None:
+        self.limit = limit
+        self.value = value
+        self.maximum = maximum
+        problem = f"{what or limit} is over the limit: {_number(value)} > {_number(maximum)} ({limit})"
+        super().__init__(tool, field, problem, fix or (
+            f"simplify the schema, or raise the limit: HammerEngine(schema_limits=SchemaLimits({limit}=...))"))
+
+
+def _number(value: float) -> str:
+    """A count as a whole number, a time to the millisecond."""
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.3f}"
+    return str(int(value)) if isinstance(value, (int, float)) and abs(value) < 1e18 else str(value)
+
+
 class UnknownModelError(ModelNotFoundError):
     """A model name that looks like a Hammer preset but is none (the message lists the known ones).
 

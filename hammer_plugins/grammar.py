@@ -61,12 +61,17 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Generic, TypeVar, Union
 
-from .errors import SchemaConversionError, UnknownToolError
-from .tools import Tool, json_type
+from .errors import SchemaConversionError, SchemaLimitError, UnknownToolError
+from .tools import Tool, current_limits, fresh_budget, json_type
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 # ------------------------------------------------------------------ expressions
 
@@ -360,7 +365,7 @@ class Grammar:
     lark: str
 
 
-def _render(rules: Mapping[str, _Expr]) -> Grammar:
+def _render(rules: Mapping[str, _Expr], tool: str = "<tools>") -> Grammar:
     """Both notations of ``rules`` (``root`` first), with the atoms they reach."""
     needed: set[str] = set()
     frontier = set().union(*(_references(e) for e in rules.values())) - set(rules)
@@ -371,16 +376,92 @@ def _render(rules: Mapping[str, _Expr]) -> Grammar:
         frontier -= needed
     composite = {**rules, **{n: _ATOM_RULES[n] for n in _ATOM_RULES if n in needed}}
     strings = list({s: None for expr in composite.values() for s in _string_lexemes(expr)})
+    size = _Size(tool)
     gbnf_names: dict[Any, str] = {s: f"str-{i}" for i, s in enumerate(strings)}
-    gbnf = [f"{name} ::= {_write(expr, gbnf_names)}" for name, expr in composite.items()]
-    gbnf += [f'{gbnf_names[s]} ::= "\\"" ( {" | ".join(_gbnf_spelling(v, s.plain_raw) or chr(34) * 2 for v in s.values)} )'
-             ' "\\""' for s in strings]
+    gbnf = [size(f"{name} ::= {_write(expr, gbnf_names)}") for name, expr in composite.items()]
+    gbnf += [size(f'{gbnf_names[s]} ::= "\\"" ( {" | ".join(_gbnf_spelling(v, s.plain_raw) or chr(34) * 2 for v in s.values)} )'
+                  ' "\\""') for s in strings]
     gbnf += [_GBNF_ATOMS[n] for n in _GBNF_ATOMS if n in needed]
     lark_names: dict[Any, str] = {**_LARK_TERMINALS, "root": "start", **{s: f"STR_{i}" for i, s in enumerate(strings)}}
-    lark = [f"{lark_names.get(name, name)}: {_write(expr, lark_names)}" for name, expr in composite.items()]
-    lark += [f'{lark_names[s]}: /"(?:{"|".join(_lark_spelling(v, s.plain_raw) for v in s.values)})"/' for s in strings]
+    lark = [size(f"{lark_names.get(name, name)}: {_write(expr, lark_names)}") for name, expr in composite.items()]
+    lark += [size(f'{lark_names[s]}: /"(?:{"|".join(_lark_spelling(v, s.plain_raw) for v in s.values)})"/')
+             for s in strings]
     lark += [_LARK_ATOMS[n] for n in _LARK_ATOMS if n in needed]
     return Grammar(gbnf="\n".join(gbnf) + "\n", lark="\n".join(lark) + "\n")
+
+
+class _Size:
+    """Counts the grammar's characters as its lines are written, and the time spent: over
+    ``max_grammar_bytes`` or ``max_build_seconds`` (:class:`~hammer_plugins.tools.SchemaLimits`), the
+    build stops there."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+        self.total = 0
+        self.limits = current_limits()
+
+    def __call__(self, line: str) -> str:
+        self.total += len(line) + 1
+        if self.total > self.limits.max_grammar_bytes:
+            raise SchemaLimitError(self.tool, "<grammar>", "max_grammar_bytes", self.total, self.limits.max_grammar_bytes,
+                                   "the grammar's size (characters, both notations)",
+                                   "bind fewer tools or shorter enums, or raise the limit: "
+                                   "HammerEngine(schema_limits=SchemaLimits(max_grammar_bytes=...))")
+        from .tools import _BUDGET
+
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget.tick(self.tool, "<grammar>")
+        return line
+
+
+class SizedCache(Generic[_K, _V]):
+    """A thread-safe LRU cache bounded by entries AND by a size the caller states for each entry (in
+    characters or bytes): the oldest entries go until both fit; an entry larger than the whole bound
+    is not kept.
+
+    Example:
+        >>> cache = SizedCache(max_entries=10, max_size=100)
+        >>> cache.put("a", "x" * 60, 60); cache.put("b", "y" * 60, 60)
+        >>> cache.get("a") is None, cache.get("b") is not None, cache.size
+        (True, True, 60)
+    """
+
+    def __init__(self, max_entries: int, max_size: int) -> None:
+        self.max_entries = max_entries
+        self.max_size = max_size
+        self.size = 0
+        self._items: OrderedDict[_K, tuple[_V, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: _K) -> _V | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                return None
+            self._items.move_to_end(key)
+            return found[0]
+
+    def put(self, key: _K, value: _V, size: int) -> None:
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.size -= old[1]
+            if size > self.max_size:
+                return
+            self._items[key] = (value, size)
+            self.size += size
+            while len(self._items) > self.max_entries or self.size > self.max_size:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self.size -= dropped
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.size = 0
 
 
 # ------------------------------------------------------------------ schemas to rules
@@ -388,8 +469,11 @@ def _render(rules: Mapping[str, _Expr]) -> Grammar:
 
 class _Builder:
     def __init__(self, tool: str, prefix: str) -> None:
+        from .tools import _BUDGET
+
         self.tool = tool
         self.prefix = prefix
+        self.budget = _BUDGET.get()
         self.rules: dict[str, _Expr] = {}
         self._counter = 0
 
@@ -404,6 +488,8 @@ class _Builder:
 
     def value(self, schema: Mapping[str, Any], path: str) -> _Expr:
         """An expression matching values of ``schema``."""
+        if self.budget is not None:
+            self.budget.tick(self.tool, path)
         if "const" in schema:
             return _const(schema["const"])
         if "enum" in schema:
@@ -435,7 +521,7 @@ class _Builder:
         if kind == "array":
             items = schema.get("items")
             item = self.value(items, f"{path}[]") if isinstance(items, Mapping) and items else _VALUE
-            low = int(schema.get("minItems", 0))
+            low = int(schema.get("minItems", 0) or 0)  # checked when the tool was converted
             more = _comma(item)
             if low > 0:
                 body = _seq(_lit("["), WS, item, _Rep(more, low - 1, None), WS, _lit("]"))
@@ -456,25 +542,34 @@ class _Builder:
                    for name, sub in props]
         base = self.fresh(f"{path}-obj")
 
-        def suffix(i: int, first: bool) -> _Expr | None:
-            """Members ``i..`` (``first``: no comma is owed before the next member), as a rule reference."""
-            if i == len(props):
-                return None
-            name = f"{base}-s{i}{'f' if first else 'c'}"
-            if name in self.rules:
-                return _Ref(name)
-            self.rules[name] = _Seq(())  # reserved; filled below (no recursion occurs)
-            lead = [] if first else [WS, _lit(","), WS]
-            rest = suffix(i + 1, False)
-            take = _seq(*lead, members[i], *([rest] if rest else []))
-            if props[i][0] in required:
-                self.rules[name] = take
-            else:
-                skip = suffix(i + 1, first)
-                self.rules[name] = _alt(take, skip) if skip else _opt(take)
-            return _Ref(name)
+        def rule(i: int, first: bool) -> str:
+            """The rule of members ``i..`` (``first``: no comma is owed before the next member)."""
+            return f"{base}-s{i}{'f' if first else 'c'}"
 
-        body = suffix(0, True)
+        # The rules reachable from members 0.. in depth-first order (an explicit stack: an object may
+        # have thousands of properties), reserved in that order, then filled.
+        reached: list[tuple[int, bool]] = []
+        stack = [(0, True)] if props else []
+        while stack:
+            i, first = stack.pop()
+            if rule(i, first) in self.rules:
+                continue
+            self.rules[rule(i, first)] = _Seq(())  # reserved; filled below
+            reached.append((i, first))
+            if i + 1 < len(props):
+                if props[i][0] not in required:
+                    stack.append((i + 1, first))
+                stack.append((i + 1, False))
+        for i, first in reached:
+            lead = [] if first else [WS, _lit(","), WS]
+            rest = [_Ref(rule(i + 1, False))] if i + 1 < len(props) else []
+            take = _seq(*lead, members[i], *rest)
+            if props[i][0] in required:
+                self.rules[rule(i, first)] = take
+            else:
+                skip = _Ref(rule(i + 1, first)) if i + 1 < len(props) else None
+                self.rules[rule(i, first)] = _alt(take, skip) if skip else _opt(take)
+        body = _Ref(rule(0, True)) if props else None
         return self.add(base, _seq(_lit("{"), WS, *([body, WS] if body else []), _lit("}")))
 
 
@@ -492,6 +587,11 @@ def build_grammar(tools: Sequence[Tool], tool_choice: str = "auto", parallel: bo
             f"tool_choice {tool_choice!r} is not among the bound tools {names}. Fix: pass one of "
             "those names, 'auto', 'required' or 'none'."
         )
+    with fresh_budget():
+        return _build_grammar(tools, tool_choice, parallel)
+
+
+def _build_grammar(tools: Sequence[Tool], tool_choice: str, parallel: bool) -> Grammar:
     rules: dict[str, _Expr] = {}
     calls: list[_Expr] = []
     for index, tool in enumerate(tools):
@@ -526,12 +626,15 @@ def build_json_grammar(schema: Mapping[str, Any] | None = None, name: str = "res
         >>> build_json_grammar(None).gbnf.splitlines()[0]
         'root ::= ws object'
     """
-    from .tools import normalize_parameters
+    from .tools import normalize_parameters, normalize_schema
 
     if schema is None:
         return _render({"root": _seq(WS, _OBJECT)})
-    is_object = json_type(str(schema.get("type", "object"))) == "object"
-    normalized = normalize_parameters(name, schema) if is_object else dict(schema)
-    builder = _Builder(name, "j")
-    root = builder.value(normalized, "root")
-    return _render({"root": _seq(WS, root), **builder.rules})
+    if not isinstance(schema, Mapping):
+        raise SchemaConversionError(name, "schema", f"expected a JSON Schema object, got {type(schema).__name__}")
+    with fresh_budget():
+        is_object = isinstance(schema.get("type", "object"), str) and json_type(str(schema.get("type", "object"))) == "object"
+        normalized = normalize_parameters(name, schema) if is_object else normalize_schema(name, schema)
+        builder = _Builder(name, "j")
+        root = builder.value(normalized, "root")
+        return _render({"root": _seq(WS, root), **builder.rules}, name)

@@ -43,11 +43,10 @@ import json
 import re
 from collections.abc import Sequence
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
 from .errors import BackendNotInstalledError
-from .grammar import Grammar
+from .grammar import Grammar, SizedCache
 
 
 def import_llguidance() -> Any:
@@ -63,11 +62,19 @@ def import_llguidance() -> Any:
     return llguidance
 
 
-@lru_cache(maxsize=256)
+# Compiled grammars of recent tool sets: bounded by entries and by characters (Lark text and compiled
+# grammar together), so many large distinct grammars cannot fill the memory.
+_COMPILED: SizedCache[str, str] = SizedCache(256, 64_000_000)
+
+
 def _compiled(lark: str) -> str:
     """Lark notation to llguidance's grammar; a tool set reuses its grammar across calls."""
-    llguidance = import_llguidance()
-    return str(llguidance.grammar_from("lark", lark))
+    found = _COMPILED.get(lark)
+    if found is None:
+        llguidance = import_llguidance()
+        found = str(llguidance.grammar_from("lark", lark))
+        _COMPILED.put(lark, found, len(lark) + len(found))
+    return found
 
 
 _FIRST_BYTES: dict[int, tuple[Any, Any]] = {}

@@ -21,17 +21,22 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import inspect
 import json
+import math
 import re
+import time
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from .errors import SchemaConversionError
+from .errors import SchemaConversionError, SchemaLimitError
 
 JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
 # Type names people write in tool specs besides JSON Schema's: Python's (Hammer's training data)
@@ -81,6 +86,203 @@ def to_json_schema(schema: Any) -> Any:
         else:
             out[key] = value
     return out
+# ---------------------------------------------------------------- budgets
+@dataclass(frozen=True)
+class SchemaLimits:
+    """The budgets every tool set and ``response_format`` schema is held to, checked while the work is
+    done (never after it): a schema over one is refused with :class:`~hammer_plugins.errors.SchemaLimitError`
+    (a :class:`~hammer_plugins.errors.SchemaConversionError`: ``400 invalid_tool_schema`` on the server)
+    naming the limit, how far the request went and the fix.
+
+    The defaults leave real tools far inside (the largest BFCL v4 tool set is given in
+    ``docs/engine.md``) while a hostile request is refused in well under a second. Change them per
+    engine (``HammerEngine(schema_limits=SchemaLimits(max_schema_nodes=100_000))``), or for a block of
+    code with :func:`schema_limits`.
+
+    Attributes:
+        max_schema_nodes: schema objects in one tool set (or response schema) counted as ``$ref`` is
+            inlined: a ``$ref`` used twice counts its target twice, so a schema whose definitions each
+            refer twice to the next one is refused after this many, not after 2**depth.
+        max_schema_bytes: characters of text (descriptions, names, enum members, defaults, ...) in one
+            tool set once ``$ref`` is inlined: what the prompt's tools block grows to.
+        max_depth: nesting of JSON objects and arrays inside one schema, after ``$ref`` inlining.
+        max_enum_values: members of one ``enum``.
+        max_enum_bytes: characters of all enum and const members of one tool set together (each
+            member character becomes about 25 characters of grammar).
+        max_count: the largest ``minItems``, ``maxLength``, ... a schema may state.
+        max_min_items: the largest ``minItems`` the grammar enforces (a grammar engine unrolls it).
+        max_grammar_bytes: characters of one grammar (both notations together).
+        max_build_seconds: wall time for converting one tool set, or for building one grammar.
+    """
+
+    max_schema_nodes: int = 10_000
+    max_schema_bytes: int = 2_000_000
+    max_depth: int = 64
+    max_enum_values: int = 10_000
+    max_enum_bytes: int = 100_000
+    max_count: int = 2**31 - 1
+    max_min_items: int = 1_000
+    max_grammar_bytes: int = 16_000_000
+    max_build_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"SchemaLimits.{item.name} must be a positive number, got {value!r}")
+
+
+DEFAULT_LIMITS = SchemaLimits()
+_LIMITS: contextvars.ContextVar[SchemaLimits] = contextvars.ContextVar("hammer_schema_limits", default=DEFAULT_LIMITS)
+_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("hammer_schema_budget", default=None)
+
+
+def current_limits() -> SchemaLimits:
+    """The :class:`SchemaLimits` in force here (the default unless :func:`schema_limits` set others)."""
+    return _LIMITS.get()
+
+
+@contextlib.contextmanager
+def schema_limits(limits: SchemaLimits | None) -> Iterator[SchemaLimits]:
+    """Hold the tool conversions and grammars built inside the block to ``limits`` (None: leave as is).
+
+    Example:
+        >>> with schema_limits(SchemaLimits(max_depth=4)):
+        ...     try:
+        ...         Tool(name="f", parameters={"type": "object", "properties": {"a": {"type": "object",
+        ...             "properties": {"b": {"type": "object", "properties": {"c": {}}}}}}})
+        ...     except SchemaLimitError as exc:
+        ...         print(exc.limit)
+        max_depth
+    """
+    if limits is None:
+        yield current_limits()
+        return
+    token = _LIMITS.set(limits)
+    try:
+        yield limits
+    finally:
+        _LIMITS.reset(token)
+
+
+class _Budget:
+    """What one conversion (a tool set, a response schema) or one grammar build has spent so far."""
+
+    def __init__(self, limits: SchemaLimits) -> None:
+        self.limits = limits
+        self.nodes = 0
+        self.bytes = 0
+        self.enum_bytes = 0
+        self.started = time.monotonic()
+        self._ticks = 0
+        self._sizes: dict[int, tuple[Any, int]] = {}
+
+    def tick(self, tool: str, path: str) -> None:
+        """Check the clock now and then (every 64 steps)."""
+        self._ticks += 1
+        if self._ticks & 63 == 0:
+            elapsed = time.monotonic() - self.started
+            if elapsed > self.limits.max_build_seconds:
+                raise SchemaLimitError(tool, path, "max_build_seconds", elapsed, self.limits.max_build_seconds,
+                                       "the time spent converting the tools or building their grammar")
+
+    def node(self, tool: str, path: str, depth: int, text: int) -> None:
+        """One schema object more (after ``$ref`` inlining), at ``depth``, holding ``text`` characters."""
+        limits = self.limits
+        self.nodes += 1
+        self.bytes += text
+        if depth > limits.max_depth:
+            raise SchemaLimitError(tool, path, "max_depth", depth, limits.max_depth, "the schema's nesting depth",
+                                   "flatten the schema, or pass deep structures as a JSON string")
+        if self.nodes > limits.max_schema_nodes:
+            raise SchemaLimitError(tool, path, "max_schema_nodes", self.nodes, limits.max_schema_nodes,
+                                   "the number of schema objects once $ref is inlined",
+                                   "use fewer or smaller tools, or reference shared definitions fewer times, or "
+                                   "raise the limit: HammerEngine(schema_limits=SchemaLimits(max_schema_nodes=...))")
+        if self.bytes > limits.max_schema_bytes:
+            raise SchemaLimitError(tool, path, "max_schema_bytes", self.bytes, limits.max_schema_bytes,
+                                   "the text in the schemas once $ref is inlined",
+                                   "shorten descriptions and enums, or raise the limit: "
+                                   "HammerEngine(schema_limits=SchemaLimits(max_schema_bytes=...))")
+        self.tick(tool, path)
+
+    def enum(self, tool: str, path: str, values: list[Any]) -> None:
+        limits = self.limits
+        if len(values) > limits.max_enum_values:
+            raise SchemaLimitError(tool, path, "max_enum_values", len(values), limits.max_enum_values,
+                                   "the number of enum members",
+                                   "take the value as a string and describe the choices, or raise the limit")
+        size = sum(self.size(tool, path, v) for v in values)
+        self.enum_bytes += size
+        self.node(tool, path, 0, size)  # the members are text of the schema too
+        if self.enum_bytes > limits.max_enum_bytes:
+            raise SchemaLimitError(tool, path, "max_enum_bytes", self.enum_bytes, limits.max_enum_bytes,
+                                   "the characters of all enum and const members",
+                                   "take the value as a string and describe the choices, or raise the limit")
+
+    def size(self, tool: str, path: str, value: Any) -> int:
+        """Characters ``value`` takes as JSON (roughly), memoized per object; nesting bounded by ``max_depth``."""
+        if isinstance(value, str):
+            return len(value) + 2
+        if not isinstance(value, (dict, list, tuple)):
+            return 8
+        known = self._sizes.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        total = 0
+        stack: list[tuple[Any, int]] = [(value, 1)]
+        while stack:
+            item, depth = stack.pop()
+            if depth > self.limits.max_depth:
+                raise SchemaLimitError(tool, path, "max_depth", depth, self.limits.max_depth,
+                                       "the nesting depth of a value in the schema",
+                                       "flatten the value, or pass deep structures as a JSON string")
+            if isinstance(item, Mapping):
+                total += 2
+                for key, sub in item.items():
+                    total += len(str(key)) + 4
+                    stack.append((sub, depth + 1))
+            elif isinstance(item, (list, tuple)):
+                total += 2 + len(item)
+                stack.extend((sub, depth + 1) for sub in item)
+            elif isinstance(item, str):
+                total += len(item) + 2
+            else:
+                total += 8
+            if total > self.limits.max_schema_bytes:
+                raise SchemaLimitError(tool, path, "max_schema_bytes", total, self.limits.max_schema_bytes,
+                                       "the text of a value in the schema")
+            self.tick(tool, path)
+        self._sizes[id(value)] = (value, total)
+        return total
+
+
+@contextlib.contextmanager
+def _budget() -> Iterator[_Budget]:
+    """The budget of the conversion under way, or a new one for the limits in force."""
+    active = _BUDGET.get()
+    if active is not None:
+        yield active
+        return
+    budget = _Budget(current_limits())
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
+
+@contextlib.contextmanager
+def fresh_budget() -> Iterator[_Budget]:
+    """A new budget for the limits in force (a grammar build: its own clock, whatever ran before)."""
+    budget = _Budget(current_limits())
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
+
 _UNSUPPORTED_KEYS = ("not", "patternProperties", "if", "then", "else", "dependentSchemas")
 
 
@@ -147,6 +349,10 @@ class Tool(BaseModel):
                 "pass {'type': 'function', 'function': {'name': ..., 'parameters': {...}}}",
             )
         params = spec.get("parameters") or spec.get("input_schema") or {}
+        if not isinstance(params, Mapping):
+            raise SchemaConversionError(str(spec["name"]), "parameters",
+                                        f"expected a JSON Schema object, got {type(params).__name__}",
+                                        "pass parameters as {'type': 'object', 'properties': {...}}")
         return cls(
             name=str(spec["name"]),
             description=str(spec.get("description") or ""),
@@ -282,11 +488,22 @@ def relaxed_tool(tool: Tool) -> Tool:
 
 # ---------------------------------------------------------------- normalizing
 def normalize_parameters(tool: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """Inline ``$ref``, collapse ``Optional``, check every construct can be rendered."""
+    """Inline ``$ref``, collapse ``Optional``, check every construct can be rendered.
+
+    Held to the :class:`SchemaLimits` in force (:func:`schema_limits`): the size is counted while
+    ``$ref`` is inlined, and the conversion stops as soon as a limit is passed.
+    """
     if not isinstance(parameters, Mapping):
         raise SchemaConversionError(tool, "parameters", f"expected a JSON Schema object, got {type(parameters).__name__}")
-    defs = {**parameters.get("definitions", {}), **parameters.get("$defs", {})}
-    schema = _normalize(tool, "parameters", dict(parameters), defs, ())
+    with _budget() as budget:
+        defs: dict[str, Any] = {}
+        for key in ("definitions", "$defs"):
+            found = parameters.get(key, {})
+            if not isinstance(found, Mapping):
+                raise SchemaConversionError(tool, f"parameters.{key}", f"{key} must be an object of named schemas",
+                                            f"write {key} as {{\"Name\": {{...schema...}}}}")
+            defs.update(found)
+        schema = _normalize(tool, "parameters", dict(parameters), defs, (), budget, 1)
     if schema.get("type") is not None and json_type(str(schema.get("type"))) != "object":
         raise SchemaConversionError(
             tool, "parameters.type", f"the parameters must be an object, got {schema.get('type')!r}",
@@ -306,23 +523,94 @@ def normalize_parameters(tool: str, parameters: Mapping[str, Any]) -> dict[str, 
     return schema
 
 
-def _normalize(tool: str, path: str, schema: Any, defs: Mapping[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
-    if schema is True or schema == {}:
+def normalize_schema(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Any value's schema (a ``response_format`` that is not an object) normalized like parameters are,
+    under the same budgets."""
+    if not isinstance(schema, Mapping):
+        raise SchemaConversionError(name, "schema", f"expected a JSON Schema object, got {type(schema).__name__}")
+    with _budget() as budget:
+        defs: dict[str, Any] = {}
+        for key in ("definitions", "$defs"):
+            found = schema.get(key, {})
+            if not isinstance(found, Mapping):
+                raise SchemaConversionError(name, f"schema.{key}", f"{key} must be an object of named schemas")
+            defs.update(found)
+        return _normalize(name, "schema", dict(schema), defs, (), budget, 1)
+
+
+# Keywords whose value is a count (a non-negative integer), and those whose value is any finite number.
+_COUNT_KEYS = ("minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties",
+               "minContains", "maxContains")
+_NUMBER_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+# Keywords whose value is a schema (or a list of schemas): walked by _normalize, not sized as text.
+_SCHEMA_KEYS = frozenset({"properties", "items", "additionalProperties", "anyOf", "oneOf", "allOf", "$defs",
+                          "definitions", "$ref", "enum", "const"})
+
+
+def _check_numbers(tool: str, path: str, schema: Mapping[str, Any], limits: SchemaLimits) -> None:
+    """Counts are non-negative integers no larger than ``max_count``; bounds are finite numbers."""
+    for key in _COUNT_KEYS:
+        if key not in schema:
+            continue
+        value = schema[key]
+        ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) \
+            and float(value).is_integer() and value >= 0
+        if not ok:
+            raise SchemaConversionError(tool, f"{path}.{key}", f"{key} must be a non-negative integer, got {value!r}",
+                                        f"write {key} as a whole number such as 1")
+        if value > limits.max_count:
+            raise SchemaLimitError(tool, f"{path}.{key}", "max_count", value, limits.max_count, key,
+                                   f"drop {key} or give a realistic bound")
+        if key == "minItems" and value > limits.max_min_items:
+            raise SchemaLimitError(tool, f"{path}.{key}", "max_min_items", value, limits.max_min_items,
+                                   "minItems (the grammar writes out each required item)",
+                                   "lower minItems and state the minimum in the description")
+    for key in _NUMBER_KEYS:
+        if key not in schema:
+            continue
+        value = schema[key]
+        if isinstance(value, bool) and key.startswith("exclusive"):
+            continue  # draft 4's boolean form
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SchemaConversionError(tool, f"{path}.{key}", f"{key} must be a finite number, got {value!r}",
+                                        f"write {key} as a number such as 0")
+        if key == "multipleOf" and value <= 0:
+            raise SchemaConversionError(tool, f"{path}.{key}", f"multipleOf must be greater than 0, got {value!r}")
+
+
+def _schema_list(tool: str, path: str, value: Any) -> list[Any]:
+    if not isinstance(value, list) or not value:
+        raise SchemaConversionError(tool, path, f"expected a non-empty list of schemas, got {value!r}"[:200],
+                                    "write it as [{...}, {...}]")
+    return value
+
+
+def _normalize(tool: str, path: str, schema: Any, defs: Mapping[str, Any], seen: tuple[str, ...],
+               budget: _Budget, depth: int) -> dict[str, Any]:
+    """``schema`` normalized; ``depth`` is its nesting in the inlined JSON (each schema spends its budget)."""
+    if schema is True or (isinstance(schema, Mapping) and not schema):
+        budget.node(tool, path, depth, 2)
         return {}
     if not isinstance(schema, Mapping):
-        raise SchemaConversionError(tool, path, f"expected a schema object, got {schema!r}")
+        raise SchemaConversionError(tool, path, f"expected a schema object, got {schema!r}"[:200])
     schema = dict(schema)
+    done: set[str] = set()  # keys whose value comes from an inlined schema, normalized already
+    text = sum(len(str(k)) + 4 + (budget.size(tool, path, v) if k not in _SCHEMA_KEYS else 0) for k, v in schema.items())
+    budget.node(tool, path, depth, text)
     if "$ref" in schema:
         ref = schema.pop("$ref")
+        if not isinstance(ref, str):
+            raise SchemaConversionError(tool, f"{path}.$ref", f"$ref must be a string like '#/$defs/Name', got {ref!r}"[:200])
         name = ref.rsplit("/", 1)[-1]
-        if not isinstance(ref, str) or not ref.startswith("#/") or name not in defs:
+        if not ref.startswith("#/") or name not in defs:
             raise SchemaConversionError(tool, path, f"cannot resolve $ref {ref!r}", "inline the referenced schema")
         if name in seen:
             raise SchemaConversionError(
                 tool, path, f"recursive schema through {name!r} cannot be rendered",
                 "flatten the recursive model into a fixed depth or pass it as a JSON string",
             )
-        target = _normalize(tool, path, defs[name], defs, (*seen, name))
+        target = _normalize(tool, path, defs[name], defs, (*seen, name), budget, depth)
+        done.update(k for k in target if k not in schema)  # normalized already: not walked (nor counted) again
         schema = {**target, **schema}
     for key in _UNSUPPORTED_KEYS:
         if key in schema:
@@ -333,15 +621,19 @@ def _normalize(tool: str, path: str, schema: Any, defs: Mapping[str, Any], seen:
     schema.pop("$schema", None)
     if "title" in schema and path != "parameters":
         schema.pop("title")
+    _check_numbers(tool, path, schema, budget.limits)
     if "allOf" in schema:
-        parts = schema.pop("allOf")
+        parts = _schema_list(tool, f"{path}.allOf", schema.pop("allOf"))
         if len(parts) != 1:
             raise SchemaConversionError(tool, f"{path}.allOf", "allOf with several schemas cannot be rendered",
                                         "merge the schemas into one object")
-        schema = {**_normalize(tool, path, parts[0], defs, seen), **schema}
+        part = _normalize(tool, path, parts[0], defs, seen, budget, depth)
+        done.update(k for k in part if k not in schema)
+        schema = {**part, **schema}
     for key in ("anyOf", "oneOf"):
-        if key in schema:
-            options = [_normalize(tool, f"{path}.{key}[{i}]", s, defs, seen) for i, s in enumerate(schema.pop(key))]
+        if key in schema and key not in done:
+            options = [_normalize(tool, f"{path}.{key}[{i}]", s, defs, seen, budget, depth + 2)
+                       for i, s in enumerate(_schema_list(tool, f"{path}.{key}", schema.pop(key)))]
             non_null = [o for o in options if not (isinstance(o.get("type"), str) and json_type(o["type"]) == "null")]
             if len(non_null) == 1:
                 merged = {**non_null[0], **schema}
@@ -356,26 +648,36 @@ def _normalize(tool: str, path: str, schema: Any, defs: Mapping[str, Any], seen:
     types = stype if isinstance(stype, list) else [stype] if stype else []
     for t in types:
         if not isinstance(t, str) or (t.lower() not in JSON_TYPES and t.lower() not in TYPE_ALIASES):
-            raise SchemaConversionError(tool, f"{path}.type", f"unknown JSON type {t!r}",
+            raise SchemaConversionError(tool, f"{path}.type", f"unknown JSON type {t!r}"[:200],
                                         f"use one of {sorted(JSON_TYPES)} (or a Python type name: "
                                         f"{sorted(k for k in TYPE_ALIASES if k != 'nonetype')})")
-    if "enum" in schema and not isinstance(schema["enum"], list):
-        raise SchemaConversionError(tool, f"{path}.enum", "enum must be a list")
-    if "properties" in schema:
+    if "enum" in schema and "enum" not in done:
+        if not isinstance(schema["enum"], list) or not schema["enum"]:
+            raise SchemaConversionError(tool, f"{path}.enum", "enum must be a non-empty list",
+                                        "list the allowed values, or drop enum")
+        budget.enum(tool, f"{path}.enum", schema["enum"])
+    if "const" in schema and "const" not in done:
+        budget.enum(tool, f"{path}.const", [schema["const"]])
+    if "required" in schema and (not isinstance(schema["required"], list)
+                                 or not all(isinstance(r, str) for r in schema["required"])):
+        raise SchemaConversionError(tool, f"{path}.required", "required must be a list of property names",
+                                    'write it as ["name", ...]')
+    if "properties" in schema and "properties" not in done:
         if not isinstance(schema["properties"], Mapping):
             raise SchemaConversionError(tool, f"{path}.properties", "properties must be an object")
         schema["properties"] = {
-            str(k): _normalize(tool, f"{path}.{k}" if path != "parameters" else str(k), v, defs, seen)
+            str(k): _normalize(tool, f"{path}.{k}" if path != "parameters" else str(k), v, defs, seen, budget, depth + 2)
             for k, v in schema["properties"].items()
         }
         schema.setdefault("type", "object")
-    if "items" in schema:
+    if "items" in schema and "items" not in done:
         if isinstance(schema["items"], list):
             raise SchemaConversionError(tool, f"{path}.items", "tuple-style 'items' lists cannot be rendered",
                                         "use one item schema")
-        schema["items"] = _normalize(tool, f"{path}[]", schema["items"], defs, seen)
-    if isinstance(schema.get("additionalProperties"), Mapping):
-        schema["additionalProperties"] = _normalize(tool, f"{path}.*", schema["additionalProperties"], defs, seen)
+        schema["items"] = _normalize(tool, f"{path}[]", schema["items"], defs, seen, budget, depth + 1)
+    if isinstance(schema.get("additionalProperties"), Mapping) and "additionalProperties" not in done:
+        schema["additionalProperties"] = _normalize(tool, f"{path}.*", schema["additionalProperties"], defs, seen,
+                                                    budget, depth + 1)
     return schema
 
 
@@ -465,7 +767,8 @@ def to_tool(obj: Any) -> Tool:
 
 def to_tools(objs: Iterable[Any] | None) -> list[Tool]:
     """Convert a sequence of tool descriptions; names must be unique."""
-    tools = [to_tool(o) for o in (objs or [])]
+    with _budget():
+        tools = [to_tool(o) for o in (objs or [])]
     seen: set[str] = set()
     for tool in tools:
         if tool.name in seen:
