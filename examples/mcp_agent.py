@@ -5,7 +5,7 @@ and ``convert_time(source_timezone, time, target_timezone)``. LangChain reads it
 ``langchain-mcp-adapters`` (async-only tools), LlamaIndex through ``llama-index-tools-mcp``; both
 bind to Hammer as they come. Runs offline on the embedded default model, or on a real Hammer GGUF:
 
-    pip install "hammer-plugins[mcp]" mcp-server-time
+    pip install "langchain-hammer[mcp,llama-cpp,default-model]" "llama-index-llms-hammer[mcp]" langchain mcp-server-time
     python examples/mcp_agent.py
     python examples/mcp_agent.py --model-path ~/models/Hammer2.1-1.5b.Q4_K_M.gguf \
         --question "What time is it in Tokyo when it is 14:30 in Paris?"

