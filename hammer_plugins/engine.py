@@ -19,7 +19,6 @@ import contextvars
 import json
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +27,8 @@ from typing import Any, Literal
 from .agent_turn import after_tool_results, answered_calls, call_key, called_tools, tool_rounds
 from .backends.base import Backend, GenerationCancelled, GenerationChunk, GenerationSettings
 from .calls import InvalidToolCall, ToolCall
-from .errors import ContextWindowExceededError, HammerError, UnknownToolError
-from .grammar import Grammar, build_grammar, build_json_grammar
+from .errors import ContextWindowExceededError, HammerError, SchemaConversionError, UnknownToolError
+from .grammar import Grammar, SizedCache, build_grammar, build_json_grammar
 from .masking import NameMask
 from .messages import Message, to_message
 from .model_source import best_pulled_preset
@@ -39,7 +38,7 @@ from .prompt import PROMPT_FORMATS, PromptFormat, describe_answer, render_chat, 
 from .response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
 from .slot_filling import SlotFiller, SnapshotRequest
 from .streaming import CallScanner
-from .tools import Tool, relaxed_tool, to_tools
+from .tools import SchemaLimits, Tool, current_limits, relaxed_tool, schema_limits, to_tools
 
 RefusalMode = Literal["message", "answer", "raise"]
 # One round of (possibly parallel) calls per user request, as in Hammer's training data; the
@@ -169,6 +168,7 @@ class ToolBinding:
     mask: NameMask | None
     prefix: str
     prompt_format: str
+    limits: SchemaLimits | None = None  # the budgets its grammars are built under (None: those in force)
 
     def grammar(self, tool_choice: str, parallel: bool, only: frozenset[str] = frozenset(),
                 partial_calls: bool = False) -> Grammar:
@@ -180,29 +180,30 @@ class ToolBinding:
         tools = self.prompt_tools
         if only:
             tools = tuple(p for p, t in zip(self.prompt_tools, self.tools, strict=True) if t.name in only)
-        if partial_calls:
-            tools = tuple(relaxed_tool(t) for t in tools)
-        return _grammar_cached(tools, shown, parallel)
+        with schema_limits(self.limits):
+            if partial_calls:
+                tools = tuple(relaxed_tool(t) for t in tools)
+            return _grammar_cached(tools, shown, parallel)
 
 
 _SHARED_BACKENDS: dict[tuple[Any, ...], Backend] = {}
 _SHARED_LOCK = threading.Lock()
-_GRAMMARS: OrderedDict[tuple[Any, ...], Grammar] = OrderedDict()
-_GRAMMAR_LOCK = threading.Lock()
+# The grammars of recent tool sets, shared by every engine in the process: bounded by entries and by
+# characters (keys and grammars together), so many large distinct tool sets cannot fill the memory.
+GRAMMAR_CACHE_ENTRIES = 128
+GRAMMAR_CACHE_CHARS = 64_000_000
+_GRAMMARS: SizedCache[tuple[Any, ...], Grammar] = SizedCache(GRAMMAR_CACHE_ENTRIES, GRAMMAR_CACHE_CHARS)
 
 
 def _grammar_cached(tools: tuple[Tool, ...], tool_choice: str, parallel: bool) -> Grammar:
-    key = (tuple(t.fingerprint() for t in tools), tool_choice, parallel)
-    with _GRAMMAR_LOCK:
-        if key in _GRAMMARS:
-            _GRAMMARS.move_to_end(key)
-            return _GRAMMARS[key]
-    text = build_grammar(list(tools), tool_choice, parallel)
-    with _GRAMMAR_LOCK:
-        _GRAMMARS[key] = text
-        while len(_GRAMMARS) > 128:
-            _GRAMMARS.popitem(last=False)
-    return text
+    prints = tuple(t.fingerprint() for t in tools)
+    key = (prints, tool_choice, parallel, current_limits())
+    found = _GRAMMARS.get(key)
+    if found is not None:
+        return found
+    grammar = build_grammar(list(tools), tool_choice, parallel)
+    _GRAMMARS.put(key, grammar, sum(map(len, prints)) + len(grammar.gbnf) + len(grammar.lark))
+    return grammar
 
 
 class HammerEngine:
@@ -235,6 +236,12 @@ class HammerEngine:
         backend_kwargs: anything else for the backend constructor.
 
     Nothing is loaded until the first call (or :meth:`load`).
+
+    Attributes:
+        schema_limits: the budgets tool sets and response schemas are held to (size once ``$ref`` is
+            inlined, depth, enums, grammar size and build time), a
+            :class:`~hammer_plugins.tools.SchemaLimits`; ``None`` (default): the process default
+            (``HAMMER_LIMIT_*`` environment variables, :func:`~hammer_plugins.tools.set_default_limits`).
 
     Example:
         >>> engine = HammerEngine()          # the embedded default model, loaded lazily
@@ -291,7 +298,11 @@ class HammerEngine:
                                            loop_guard=loop_guard)
         self._backend_options = {"n_ctx": n_ctx, "n_threads": n_threads, "n_gpu_layers": n_gpu_layers,
                                  "device": device, "dtype": dtype, "prefix_cache": prefix_cache, **backend_kwargs}
-        self._bindings: OrderedDict[tuple[Any, ...], ToolBinding] = OrderedDict()
+        # The budgets tool sets and response schemas are held to (None: the process default); see
+        # SchemaLimits. An attribute, so set it after construction: engine.schema_limits = SchemaLimits(...).
+        self.schema_limits: SchemaLimits | None = None
+        # Tool sets bound recently: by entries and by characters (their fingerprints and prompt prefix).
+        self._bindings: SizedCache[tuple[Any, ...], ToolBinding] = SizedCache(32, 32_000_000)
         self._create_lock = threading.Lock()
 
     # ------------------------------------------------------------- backend
@@ -360,23 +371,27 @@ class HammerEngine:
 
     # ------------------------------------------------------------- binding
     def bind(self, tools: Sequence[Any], mask_names: bool | None = None) -> ToolBinding:
-        """Convert and prepare a tool set once; repeated calls with the same tools hit a cache."""
-        converted = tuple(to_tools(tools))
-        masked = self.mask_names if mask_names is None else mask_names
-        key = (tuple(t.fingerprint() for t in converted), masked, self.prompt_format)
-        binding = self._bindings.get(key)
-        if binding is not None:
-            self._bindings.move_to_end(key)
-            return binding
-        mask = NameMask.for_tools(converted) if masked and converted else None
-        prompt_tools = tuple(mask.masked_tools) if mask else converted
-        binding = ToolBinding(
-            tools=converted, prompt_tools=prompt_tools, mask=mask,
-            prefix=render_prefix(prompt_tools, self.prompt_format), prompt_format=self.prompt_format,
-        )
-        self._bindings[key] = binding
-        while len(self._bindings) > 32:
-            self._bindings.popitem(last=False)
+        """Convert and prepare a tool set once; repeated calls with the same tools hit a cache.
+
+        Held to :attr:`schema_limits`: an oversized tool set raises
+        :class:`~hammer_plugins.errors.SchemaLimitError` before it costs much.
+        """
+        with schema_limits(self.schema_limits):
+            converted = tuple(to_tools(tools))
+            masked = self.mask_names if mask_names is None else mask_names
+            prints = tuple(t.fingerprint() for t in converted)
+            key = (prints, masked, self.prompt_format, current_limits())
+            binding = self._bindings.get(key)
+            if binding is not None:
+                return binding
+            mask = NameMask.for_tools(converted) if masked and converted else None
+            prompt_tools = tuple(mask.masked_tools) if mask else converted
+            binding = ToolBinding(
+                tools=converted, prompt_tools=prompt_tools, mask=mask,
+                prefix=render_prefix(prompt_tools, self.prompt_format), prompt_format=self.prompt_format,
+                limits=current_limits(),
+            )
+        self._bindings.put(key, binding, sum(map(len, prints)) + len(binding.prefix))
         return binding
 
     def render(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
@@ -718,8 +733,14 @@ class HammerEngine:
 
     async def _astream_native(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
                               tool_choice: Any = "auto", **kwargs: Any) -> AsyncIterator[StreamEvent]:
-        """:meth:`stream` on a native-async backend: planned the same way, fitted with awaited token counts."""
-        core = self._prepare(messages, tools, tool_choice, fit=False, **kwargs)
+        """:meth:`stream` on a native-async backend: planned the same way, fitted with awaited token counts.
+
+        The planning (tool conversion, grammar, prompt) runs in a worker thread: a large tool set does
+        not hold up the other calls on the event loop while it is converted.
+        """
+        import asyncio
+
+        core = await asyncio.to_thread(self._prepare, messages, tools, tool_choice, fit=False, **kwargs)
         async for event in self._adrive(core):
             yield event
 
@@ -805,39 +826,45 @@ class HammerEngine:
         # A response format is the answer's shape once the tools are done (or when there are none):
         # the tool passes stay Hammer's call lists, and the answer pass writes JSON of the format.
         answer_as = describe_answer(response_format) if response_format is not None else None
-        answer_grammar = self._json_grammar(response_format) if response_format is not None and use_grammar else None
         spent = rounds_cap is not None and tool_rounds(msgs, set(names)) >= rounds_cap
+        only: frozenset[str] = frozenset()
         if choice == "none":
             prompt = render_chat(msgs, answer_as=answer_as)
-            grammar = answer_grammar
         else:
             rendered = [self._masked_message(m, binding) for m in msgs]
             prompt = render_prompt(rendered, binding.prompt_tools, self.prompt_format, prefix=binding.prefix)
-            only: frozenset[str] = frozenset()
             if choice == "required" and spent and after_tool_results(msgs):
                 # The rounds are spent but a call is required (an agent that ends by calling a tool):
                 # it must be to a tool not called yet in this turn, or the agent would loop.
                 only = frozenset(names) - called_tools(msgs)
-            grammar = binding.grammar(choice, parallel, only, partial_calls) if use_grammar else None
             settings.shared_prefix_chars = len(binding.prefix)
-        if grammar is not None or answer_grammar is not None:
+        if use_grammar and (choice != "none" or response_format is not None):
             self.backend.prepare_grammar()  # before _fit loads the model, so that both run at once
         if fit:  # the native async path fits with an awaited token count instead
+            # Before any grammar is built: a prompt over the context window costs no grammar.
             settings.max_tokens = self._fit(prompt, settings.max_tokens)
+        with schema_limits(self.schema_limits):
+            answer_grammar = self._json_grammar(response_format) if response_format is not None and use_grammar else None
+        if choice == "none":
+            grammar = answer_grammar
+        else:
+            grammar = binding.grammar(choice, parallel, only, partial_calls) if use_grammar else None
         return _Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
                      settings=settings, parallel=parallel, fitted=fit, rounds_spent=spent, answer_as=answer_as,
                      answer_grammar=answer_grammar)
 
     @staticmethod
     def _json_grammar(response_format: Mapping[str, Any]) -> Grammar:
-        kind = response_format.get("type")
+        kind = response_format.get("type") if isinstance(response_format, Mapping) else None
         if kind == "json_object":
             return build_json_grammar(None)
         if kind == "json_schema":
             spec = response_format.get("json_schema", response_format)
-            schema = spec.get("schema")
+            schema = spec.get("schema") if isinstance(spec, Mapping) else None
             if not isinstance(schema, Mapping):
-                raise ValueError("response_format json_schema needs a 'schema' object")
+                raise SchemaConversionError("response", "response_format.json_schema.schema",
+                                            "response_format json_schema needs a 'schema' object",
+                                            "pass {'type': 'json_schema', 'json_schema': {'name': ..., 'schema': {...}}}")
             return build_json_grammar(dict(schema), str(spec.get("name", "response")))
         raise ValueError(f"response_format type {kind!r} is not supported; use 'json_object' or 'json_schema'")
 

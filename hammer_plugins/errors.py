@@ -110,8 +110,9 @@ class SchemaLimitError(SchemaConversionError):
         self.value = value
         self.maximum = maximum
         problem = f"{what or limit} is over the limit: {_number(value)} > {_number(maximum)} ({limit})"
-        super().__init__(tool, field, problem, fix or (
-            f"simplify the schema, or raise the limit: HammerEngine(schema_limits=SchemaLimits({limit}=...))"))
+        raise_it = (f"raise the limit: set HAMMER_LIMIT_{limit.upper()} in the environment, or "
+                    f"engine.schema_limits = SchemaLimits({limit}=...)")
+        super().__init__(tool, field, problem, f"{fix or 'simplify the schema'}; or {raise_it}")
 
 
 def _number(value: float) -> str:

@@ -405,8 +405,7 @@ class _Size:
         if self.total > self.limits.max_grammar_bytes:
             raise SchemaLimitError(self.tool, "<grammar>", "max_grammar_bytes", self.total, self.limits.max_grammar_bytes,
                                    "the grammar's size (characters, both notations)",
-                                   "bind fewer tools or shorter enums, or raise the limit: "
-                                   "HammerEngine(schema_limits=SchemaLimits(max_grammar_bytes=...))")
+                                   "bind fewer tools or shorter enums")
         from .tools import _BUDGET
 
         budget = _BUDGET.get()

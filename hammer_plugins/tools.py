@@ -96,8 +96,10 @@ class SchemaLimits:
 
     The defaults leave real tools far inside (the largest BFCL v4 tool set is given in
     ``docs/engine.md``) while a hostile request is refused in well under a second. Change them per
-    engine (``HammerEngine(schema_limits=SchemaLimits(max_schema_nodes=100_000))``), or for a block of
-    code with :func:`schema_limits`.
+    engine (``engine.schema_limits = SchemaLimits(max_schema_nodes=100_000)``), or for a block of
+    code with :func:`schema_limits`. The process default reads ``HAMMER_LIMIT_<FIELD>`` environment
+    variables (``HAMMER_LIMIT_MAX_SCHEMA_NODES=50000``), so ``hammer serve`` and the CLI take them too;
+    :func:`set_default_limits` changes it in code.
 
     Attributes:
         max_schema_nodes: schema objects in one tool set (or response schema) counted as ``$ref`` is
@@ -132,14 +134,47 @@ class SchemaLimits:
                 raise ValueError(f"SchemaLimits.{item.name} must be a positive number, got {value!r}")
 
 
+def limits_from_env(environ: Mapping[str, str] | None = None) -> SchemaLimits:
+    """The defaults, with any ``HAMMER_LIMIT_<FIELD>`` environment variable applied.
+
+    Example:
+        >>> limits_from_env({"HAMMER_LIMIT_MAX_DEPTH": "32"}).max_depth
+        32
+    """
+    import os
+
+    env = os.environ if environ is None else environ
+    changes: dict[str, Any] = {}
+    for item in fields(SchemaLimits):
+        raw = env.get(f"HAMMER_LIMIT_{item.name.upper()}")
+        if raw is None or not raw.strip():
+            continue
+        try:
+            changes[item.name] = float(raw) if item.type in (float, "float") else int(raw.replace("_", ""))
+        except ValueError:
+            raise ValueError(f"HAMMER_LIMIT_{item.name.upper()}={raw!r} is not a number. Fix: set a positive "
+                             "number, or unset it for the default") from None
+    return SchemaLimits(**changes)
+
+
 DEFAULT_LIMITS = SchemaLimits()
-_LIMITS: contextvars.ContextVar[SchemaLimits] = contextvars.ContextVar("hammer_schema_limits", default=DEFAULT_LIMITS)
+_default_limits = limits_from_env()
+_LIMITS: contextvars.ContextVar[SchemaLimits | None] = contextvars.ContextVar("hammer_schema_limits", default=None)
 _BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("hammer_schema_budget", default=None)
 
 
 def current_limits() -> SchemaLimits:
-    """The :class:`SchemaLimits` in force here (the default unless :func:`schema_limits` set others)."""
-    return _LIMITS.get()
+    """The :class:`SchemaLimits` in force here: those of :func:`schema_limits`, else the process default."""
+    return _LIMITS.get() or _default_limits
+
+
+def set_default_limits(limits: SchemaLimits | None) -> SchemaLimits:
+    """Set the process default (``None``: the built-in defaults with ``HAMMER_LIMIT_*`` applied); returns it."""
+    global _default_limits
+    if limits is not None and not isinstance(limits, SchemaLimits):
+        raise TypeError(f"expected SchemaLimits, got {type(limits).__name__}")
+    _default_limits = limits if limits is not None else limits_from_env()
+    return _default_limits
 
 
 @contextlib.contextmanager
@@ -197,13 +232,11 @@ class _Budget:
         if self.nodes > limits.max_schema_nodes:
             raise SchemaLimitError(tool, path, "max_schema_nodes", self.nodes, limits.max_schema_nodes,
                                    "the number of schema objects once $ref is inlined",
-                                   "use fewer or smaller tools, or reference shared definitions fewer times, or "
-                                   "raise the limit: HammerEngine(schema_limits=SchemaLimits(max_schema_nodes=...))")
+                                   "use fewer or smaller tools, or reference shared definitions fewer times")
         if self.bytes > limits.max_schema_bytes:
             raise SchemaLimitError(tool, path, "max_schema_bytes", self.bytes, limits.max_schema_bytes,
                                    "the text in the schemas once $ref is inlined",
-                                   "shorten descriptions and enums, or raise the limit: "
-                                   "HammerEngine(schema_limits=SchemaLimits(max_schema_bytes=...))")
+                                   "shorten descriptions and enums")
         self.tick(tool, path)
 
     def enum(self, tool: str, path: str, values: list[Any]) -> None:
@@ -211,14 +244,14 @@ class _Budget:
         if len(values) > limits.max_enum_values:
             raise SchemaLimitError(tool, path, "max_enum_values", len(values), limits.max_enum_values,
                                    "the number of enum members",
-                                   "take the value as a string and describe the choices, or raise the limit")
+                                   "take the value as a string and describe the choices")
         size = sum(self.size(tool, path, v) for v in values)
         self.enum_bytes += size
         self.node(tool, path, 0, size)  # the members are text of the schema too
         if self.enum_bytes > limits.max_enum_bytes:
             raise SchemaLimitError(tool, path, "max_enum_bytes", self.enum_bytes, limits.max_enum_bytes,
                                    "the characters of all enum and const members",
-                                   "take the value as a string and describe the choices, or raise the limit")
+                                   "take the value as a string and describe the choices")
 
     def size(self, tool: str, path: str, value: Any) -> int:
         """Characters ``value`` takes as JSON (roughly), memoized per object; nesting bounded by ``max_depth``."""
