@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -64,14 +65,116 @@ FORMAT_INSTRUCTION = (
 )
 
 
+MARKERS: tuple[str, ...] = ("<|im_start|>", "<|im_end|>")
+"""The ChatML markers the renderer writes: the only text of a prompt read as special tokens."""
+
+
+class Prompt(str):
+    """Prompt text that knows which of its characters are the markers our renderer wrote.
+
+    A plain :class:`str` everywhere (equal to, and printed as, the same text), plus :meth:`segments`:
+    the markers (``<|im_start|>``, ``<|im_end|>``) this renderer put there, to be read as special
+    tokens, and everything else (user, system and tool text, tool schemas, earlier answers) to be
+    read as TEXT: a ``<|im_start|>system`` typed inside a user message is a few ordinary tokens, not
+    a new turn. Backends tokenize a :class:`Prompt` segment by segment; a plain string from a caller
+    is trusted, as before (its markers parsed). Build one with :meth:`of` and :meth:`join`.
+
+    Example:
+        >>> p = Prompt.join([Prompt.of([("<|im_start|>", True), ("user\\nhi <|im_end|>", False)]), "!"])
+        >>> p == "<|im_start|>user\\nhi <|im_end|>!", p.segments()
+        (True, [('<|im_start|>', True), ('user\\nhi <|im_end|>!', False)])
+    """
+
+    specials: tuple[tuple[int, int], ...] = ()  # (start, end) of each marker
+
+    @classmethod
+    def of(cls, pieces: Sequence[tuple[str, bool]]) -> Prompt:
+        """A prompt from ``(text, is_marker)`` pieces."""
+        spans: list[tuple[int, int]] = []
+        at = 0
+        for text, special in pieces:
+            if special and text:
+                spans.append((at, at + len(text)))
+            at += len(text)
+        made = cls("".join(text for text, _ in pieces))
+        made.specials = tuple(spans)
+        return made
+
+    @classmethod
+    def join(cls, parts: Sequence[str]) -> Prompt:
+        """Concatenate prompts (their markers kept) and plain strings (text: never markers)."""
+        pieces: list[tuple[str, bool]] = []
+        for part in parts:
+            pieces.extend(part.segments() if isinstance(part, Prompt) else [(str(part), False)])
+        return cls.of(pieces)
+
+    @classmethod
+    def trusted(cls, text: str) -> Prompt:
+        """``text`` with every marker in it read as a marker (text a caller wrote, never user input)."""
+        if isinstance(text, Prompt):
+            return text
+        pieces: list[tuple[str, bool]] = []
+        for piece in _MARKER_SPLIT.split(text):
+            if piece:
+                pieces.append((piece, piece in MARKERS))
+        return cls.of(pieces)
+
+    def segments(self) -> list[tuple[str, bool]]:
+        """``(text, is_marker)`` in order; neighbouring text is one segment (as a tokenizer that parses
+        markers splits it)."""
+        text = str.__str__(self)
+        out: list[tuple[str, bool]] = []
+        at = 0
+        for start, end in getattr(self, "specials", ()):
+            if start > at:
+                out.append((text[at:start], False))
+            out.append((text[start:end], True))
+            at = end
+        if at < len(text):
+            out.append((text[at:], False))
+        return out
+
+    def head(self, chars: int) -> Prompt:
+        """The first ``chars`` characters, markers kept."""
+        pieces: list[tuple[str, bool]] = []
+        left = chars
+        for text, special in self.segments():
+            if left <= 0:
+                break
+            pieces.append((text[:left], special and left >= len(text)))
+            left -= len(text)
+        return Prompt.of(pieces)
+
+
+_MARKER_SPLIT = re.compile("(" + "|".join(re.escape(m) for m in MARKERS) + ")")
+
+
+def prompt_segments(prompt: str) -> list[tuple[str, bool]]:
+    """How a backend tokenizes ``prompt``: a :class:`Prompt`'s own segments; a plain string's markers
+    (trusted text a caller wrote) as markers.
+
+    Example:
+        >>> prompt_segments("<|im_start|>user\\nhi<|im_end|>\\n")
+        [('<|im_start|>', True), ('user\\nhi', False), ('<|im_end|>', True), ('\\n', False)]
+    """
+    return (prompt if isinstance(prompt, Prompt) else Prompt.trusted(prompt)).segments()
+
+
 def format_calls(calls: Sequence[ToolCall]) -> str:
     """Earlier assistant calls as Hammer writes them: a fence, the JSON list, a fence."""
     payload = [{"name": c.name, "arguments": c.arguments} for c in calls]
     return "```\n" + json.dumps(payload, ensure_ascii=False) + "\n```"
 
 
-def _turn(role: str, content: str) -> str:
-    return f"<|im_start|>{role}\n{content}<|im_end|>\n"
+_START, _END = MARKERS
+
+
+def _turn(role: str, content: str) -> Prompt:
+    return Prompt.of([(_START, True), (f"{role}\n{content}", False), (_END, True), ("\n", False)])
+
+
+def _open_turn(role: str) -> Prompt:
+    return Prompt.of([(_START, True), (f"{role}\n", False)])
 
 
 def _message_text(message: Message) -> str:
@@ -83,7 +186,7 @@ def _message_text(message: Message) -> str:
     return message.content
 
 
-def render_prefix(tools: Sequence[Tool], prompt_format: PromptFormat = "hammer2.1") -> str:
+def render_prefix(tools: Sequence[Tool], prompt_format: PromptFormat = "hammer2.1") -> Prompt:
     """Everything before the conversation: the part shared by every turn (the KV-cache prefix)."""
     task = TASK_INSTRUCTION_V21 if prompt_format == "hammer2.1" else TASK_INSTRUCTION_V1
     content = (
@@ -92,9 +195,9 @@ def render_prefix(tools: Sequence[Tool], prompt_format: PromptFormat = "hammer2.
         f"[BEGIN OF FORMAT INSTRUCTION]\n{FORMAT_INSTRUCTION}\n[END OF FORMAT INSTRUCTION]\n\n"
     )
     if prompt_format == "hammer2.1":
-        return _turn("system", SYSTEM_PROMPT) + _turn("user", content)
+        return Prompt.join([_turn("system", SYSTEM_PROMPT), _turn("user", content)])
     # Hammer 1.0/2.0: the user turn stays open for the query block.
-    return _turn("system", SYSTEM_PROMPT) + "<|im_start|>user\n" + content
+    return Prompt.join([_turn("system", SYSTEM_PROMPT), _open_turn("user"), content])
 
 
 def render_prompt(
@@ -102,7 +205,7 @@ def render_prompt(
     tools: Sequence[Tool] | None,
     prompt_format: PromptFormat = "hammer2.1",
     prefix: str | None = None,
-) -> str:
+) -> Prompt:
     """The full prompt text, ending with the open assistant turn.
 
     ``prefix`` may pass a prefix already rendered by :func:`render_prefix` for the same tools.
@@ -111,14 +214,13 @@ def render_prompt(
         raise ValueError(f"unknown prompt_format {prompt_format!r}; use one of {PROMPT_FORMATS}")
     if not tools:
         return render_chat(messages)
-    head = prefix if prefix is not None else render_prefix(tools, prompt_format)
+    head = Prompt.trusted(prefix) if prefix is not None else render_prefix(tools, prompt_format)
     if prompt_format == "hammer2.1":
         # Hammer has its own system turn; a caller's system text becomes a user turn (as BFCL does).
-        body = "".join(
-            _turn("user" if m.role == "system" else m.role, _message_text(m)) for m in messages
-        )
-        return head + body + "<|im_start|>assistant\n"
-    return head + render_query_block(messages) + "<|im_end|>\n<|im_start|>assistant\n"
+        turns = [_turn("user" if m.role == "system" else m.role, _message_text(m)) for m in messages]
+        return Prompt.join([head, *turns, _open_turn("assistant")])
+    return Prompt.join([head, render_query_block(messages), Prompt.of([(_END, True), ("\n", False)]),
+                        _open_turn("assistant")])
 
 
 def render_query_block(messages: Sequence[Message]) -> str:
@@ -138,6 +240,8 @@ def describe_answer(response_format: Mapping[str, Any]) -> str:
         ...     "properties": {"setup": {"type": "string", "description": "the question"}}}}})
         'a JSON object with these fields: setup (string): the question'
     """
+    if not isinstance(response_format, Mapping):
+        return "a JSON object"
     spec = response_format.get("json_schema", response_format) if response_format.get("type") == "json_schema" else {}
     schema = spec.get("schema") if isinstance(spec, Mapping) else None
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
@@ -147,14 +251,14 @@ def describe_answer(response_format: Mapping[str, Any]) -> str:
     for name, sub in properties.items():
         sub = sub if isinstance(sub, Mapping) else {}
         kind = sub.get("type", "value")
-        text = f"{name} ({'/'.join(kind) if isinstance(kind, list) else kind})"
+        text = f"{name} ({'/'.join(map(str, kind)) if isinstance(kind, list) else kind})"
         if sub.get("description"):
             text += f": {sub['description']}"
         fields.append(text)
     return "a JSON object with these fields: " + "; ".join(fields)
 
 
-def render_chat(messages: Sequence[Message], answer_as: str | None = None) -> str:
+def render_chat(messages: Sequence[Message], answer_as: str | None = None) -> Prompt:
     """A plain ChatML chat without tools (tool_choice ``"none"``, or the answer after calls or a refusal).
 
     Earlier calls and their results are told in words, not in Hammer's JSON: shown the JSON, small
@@ -204,5 +308,4 @@ def render_chat(messages: Sequence[Message], answer_as: str | None = None) -> st
             turns.append(("user", ask))
     elif answer_as and turns and turns[-1][0] == "user":
         turns[-1] = ("user", f"{turns[-1][1]}\nAnswer {manner}.")
-    body = "".join(_turn(role, text) for role, text in turns)
-    return _turn("system", system) + body + "<|im_start|>assistant\n"
+    return Prompt.join([_turn("system", system), *(_turn(role, text) for role, text in turns), _open_turn("assistant")])

@@ -34,9 +34,9 @@ from ..errors import BackendNotInstalledError, InvalidModelFileError
 from ..grammar import Grammar
 from ..model_source import ModelSource, local_gguf, resolve_model
 from ..prefix_cache import PrefixCache
-from ..prompt import STOP_SEQUENCES
+from ..prompt import STOP_SEQUENCES, Prompt
 from ..token_mask import LogitsMask, TokenMask, import_llguidance
-from .base import Backend, GenerationChunk, GenerationSettings, Usage
+from .base import Backend, GenerationChunk, GenerationSettings, Usage, tokenize_prompt
 from .prompt_lookup import PromptLookup
 
 
@@ -317,11 +317,13 @@ class LlamaCppBackend(Backend):
         return len(self.tokenize(text))
 
     def tokenize(self, text: str) -> list[int]:
-        return list(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        """Ids of ``text``: only the renderer's markers as special tokens (:func:`tokenize_prompt`)."""
+        llama = self.llama
+        return tokenize_prompt(text, lambda piece, special: list(
+            llama.tokenize(piece.encode("utf-8"), add_bos=False, special=special)))
 
     def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
-        llama = self.llama
-        prompt_tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        prompt_tokens = self.tokenize(prompt)  # user text stays text: only our markers are special
         # llama-cpp-python re-evaluates only what differs from the previous call's tokens.
         started = time.perf_counter()
         cached = self._common_prefix(prompt_tokens)
@@ -552,7 +554,7 @@ class LlamaCppBackend(Backend):
         across that boundary, only the tokens both agree on are shared. One token is always left
         to evaluate, as llama-cpp-python needs logits for the first answer token.
         """
-        own = self.tokenize(prompt[:chars])
+        own = self.tokenize(prompt.head(chars) if isinstance(prompt, Prompt) else prompt[:chars])
         n = 0
         for a, b in zip(own, prompt_tokens, strict=False):
             if a != b:

@@ -28,7 +28,7 @@ from ..grammar import Grammar
 from ..model_source import ModelSource, cache_dir, check_gguf, resolve_model
 from ..prompt import STOP_SEQUENCES
 from ..token_mask import TokenMask, import_llguidance
-from .base import Backend, GenerationChunk, GenerationSettings, Usage
+from .base import Backend, GenerationChunk, GenerationSettings, Usage, tokenize_prompt
 
 
 def _imports() -> tuple[Any, Any]:
@@ -192,7 +192,14 @@ class TransformersBackend(Backend):
         return len(self.tokenize(text))
 
     def tokenize(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        """Ids of ``text``: only the renderer's markers as special tokens (:func:`tokenize_prompt`);
+        the text between them with ``split_special_tokens``, so a typed ``<|im_start|>`` stays text."""
+        tokenizer = self.tokenizer
+
+        def piece(segment: str, special: bool) -> list[int]:
+            return list(tokenizer(segment, add_special_tokens=False, split_special_tokens=not special)["input_ids"])
+
+        return tokenize_prompt(text, piece)
 
     # ------------------------------------------------------------- grammar
     def _token_mask(self, grammar: Grammar, loop_guard: bool) -> TokenMask:
@@ -217,7 +224,7 @@ class TransformersBackend(Backend):
         torch, transformers = _imports()
         self.load()
         tokenizer, model = self._tokenizer, self._model
-        prompt_ids: list[int] = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        prompt_ids: list[int] = self.tokenize(prompt)  # user text stays text: only our markers are special
         mask = self._token_mask(grammar, settings.loop_guard) if grammar is not None else None
         stop_ids = self._stop_ids()
         generator = torch.Generator(device="cpu")
