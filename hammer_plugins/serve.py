@@ -74,6 +74,24 @@ def add_serve_parser(sub: Any) -> None:
     serve.add_argument("--max-body-mb", type=int, default=8,
                        help="with --openai: largest request body accepted, in MiB (default: %(default)s)")
     # --- end of issue 25
+    # --- issue 29: what a server left running refuses and bounds (docs/server.md, Security)
+    serve.add_argument("--allow-origin", action="append", metavar="ORIGIN",
+                       help="with --openai: a web origin allowed to use the API besides this machine's pages "
+                            "(http://localhost:*, ...), e.g. https://app.example or chrome-extension://*; '*' allows "
+                            "any; repeatable; also $HAMMER_ORIGINS (comma-separated)")
+    serve.add_argument("--allow-host", action="append", metavar="NAME",
+                       help="with --openai: a Host name accepted on loopback besides localhost, IP addresses and "
+                            "this machine's name (e.g. a local reverse proxy's name); repeatable; also $HAMMER_HOSTS")
+    serve.add_argument("--queue-per-slot", type=int, default=16,
+                       help="with --openai: requests allowed to wait per slot (1 slot in process, --parallel on "
+                            "llama-server); more get 429 with Retry-After (default: %(default)s)")
+    serve.add_argument("--time-limit", type=float, default=600.0,
+                       help="with --openai: seconds a request may take from its arrival, queueing included; then "
+                            "504 and its generation is stopped; 0: no limit (default: %(default)s)")
+    serve.add_argument("--shutdown-grace", type=float, default=5.0,
+                       help="with --openai: on SIGTERM / Ctrl-C, seconds running requests get to finish before they "
+                            "are stopped (queued ones get 503 at once; at most 10) (default: %(default)s)")
+    # --- end of issue 29
     serve.set_defaults(func=cmd_serve)
 
 

@@ -1,9 +1,14 @@
 """The FastAPI application: ``/v1/chat/completions``, ``/v1/models`` and ``/health`` over one engine.
 
 Every error is OpenAI's error JSON (``{"error": {"message", "type", "param", "code"}}``), never a
-traceback: the exception is logged on the server. Requests are authenticated with a bearer key
-when one is set (``hmac.compare_digest``), bodies above ``max_body_bytes`` are refused with 413
-before they are read, and calls run one at a time through :class:`~.worker.EngineWorker`.
+traceback: the exception is logged on the server. In front of the routes, :class:`Guard` refuses
+what a web page could send: an ``Origin`` not on the allow-list (403; CORS for the ones on it), a
+``Host`` that is not local on a loopback connection (403: DNS rebinding), a POST body that is not
+``application/json`` (415: no "simple" cross-origin request gets through). Requests are
+authenticated with a bearer key when one is set (``hmac.compare_digest``), bodies above
+``max_body_bytes`` are refused with 413 before they are read, and calls run through
+:class:`~.worker.EngineWorker` within its bounds (429 when the queue is full, 504 past the time
+limit, 503 while shutting down).
 
 Example:
     >>> from hammer_plugins import HammerEngine, ScriptedBackend
@@ -17,9 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import ipaddress
 import logging
+import re
+import socket
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -32,7 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..engine import HammerEngine
 from ..response import HammerResponse
 from .protocol import DONE, APIError, ChunkWriter, completion, engine_error, parse_json, parse_request, sse
-from .worker import EngineWorker
+from .worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT, EngineWorker
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 """Largest request body accepted (8 MiB): a long conversation with many tools is far below it."""
@@ -49,8 +57,134 @@ REFUSAL_HEADER = "x-hammer-refusal"
 log = logging.getLogger("hammer_plugins.openai_server")
 
 
+PARSE_OFF_LOOP_BYTES = 256 * 1024
+"""Bodies larger than this are decoded and validated on a thread, not on the event loop."""
+
+HEALTH_CHECK_SECONDS = 0.5
+"""Longest a health check may take before /health calls it failed (/health itself answers within a second)."""
+
+DEFAULT_ORIGINS = tuple(f"{scheme}://{host}{port}" for host in ("localhost", "127.0.0.1", "[::1]", "0.0.0.0")
+                        for scheme in ("http", "https") for port in ("", ":*")) + (
+    "app://*", "file://*", "tauri://*", "vscode-webview://*", "vscode-file://*")
+"""Origins allowed by default, as Ollama's: pages served from this machine (any port) and desktop-app
+schemes. Add more with ``--allow-origin`` or ``$HAMMER_ORIGINS`` (``*``: any)."""
+
+LOCAL_TLDS = (".localhost", ".local", ".internal")
+"""Host names allowed on a loopback connection besides ``localhost``, this machine's name and IP literals."""
+
+
 def error_response(error: APIError, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+    return JSONResponse(error.body(), status_code=error.status, headers={**(error.headers or {}), **(headers or {})})
+
+
+def _pattern(origin: str) -> re.Pattern[str]:
+    """An allow-list entry as a regular expression: ``*`` matches anything, the rest literally."""
+    return re.compile("^" + ".*".join(re.escape(part) for part in origin.strip().rstrip("/").lower().split("*")) + "$")
+
+
+def _split_host(host: str) -> str:
+    """The name or address of a ``Host`` header, without its port (``[::1]:8080`` -> ``::1``)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class Guard:
+    """ASGI middleware: Ollama's cross-origin rules in front of the API (see docs/server.md, Security).
+
+    - ``Origin`` (sent by browsers): must match ``origins`` (else 403); an allowed origin gets CORS
+      headers, and its preflight (``OPTIONS``) is answered 204.
+    - ``Host``, when the connection is to a loopback address: must be ``localhost``, an IP address,
+      this machine's name, a ``.localhost`` / ``.local`` / ``.internal`` name or one of ``hosts``
+      (else 403), so a DNS-rebinding page (its own name resolving to 127.0.0.1) is refused.
+    - ``POST`` bodies must be ``Content-Type: application/json`` (else 415): a page can send
+      ``text/plain`` across origins without a preflight, never ``application/json``.
+    """
+
+    def __init__(self, app: ASGIApp, origins: Iterable[str] = (), hosts: Iterable[str] = ()) -> None:
+        self.app = app
+        extra = [o for o in origins if o.strip()]
+        self.any_origin = any(o.strip() == "*" for o in extra)
+        self.origins = [_pattern(o) for o in (*DEFAULT_ORIGINS, *extra)]
+        self.hosts = {_split_host(h) for h in hosts if h.strip()}
+        self.any_host = "*" in self.hosts
+        self.hostname = socket.gethostname().lower()
+
+    def origin_allowed(self, origin: str) -> bool:
+        origin = origin.strip().lower()
+        return self.any_origin or any(p.match(origin) for p in self.origins)
+
+    def host_allowed(self, scope: Scope, host: str | None) -> bool:
+        server = scope.get("server")
+        try:
+            loopback = server is not None and ipaddress.ip_address(server[0]).is_loopback
+        except ValueError:
+            loopback = False  # a Unix socket or a test client: no DNS rebinding to guard against
+        if not loopback or not host or self.any_host:
+            return True
+        name = _split_host(host)
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:
+            return (name in ("localhost", self.hostname) or name.endswith(LOCAL_TLDS) or name in self.hosts)
+        return address.is_loopback or address.is_private or address.is_unspecified or address.is_link_local
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal: APIError | None = None
+        origin = headers.get("origin")
+        if not self.host_allowed(scope, headers.get("host")):
+            refusal = APIError(403, f"The Host {headers.get('host')!r} is not allowed on this loopback server (a page "
+                                    "whose name resolves to 127.0.0.1 is refused). Fix: connect as localhost or "
+                                    "127.0.0.1, or start the server with --allow-host NAME.", code="host_not_allowed")
+        elif origin is not None and not self.origin_allowed(origin):
+            refusal = APIError(403, f"Requests from the web origin {origin!r} are not allowed. Fix: start the server "
+                                    "with --allow-origin ORIGIN (or $HAMMER_ORIGINS) to let that page use it.",
+                               code="origin_not_allowed")
+        if refusal is not None:
+            log.warning("refused %s %s: %s", scope["method"], scope["path"], refusal.code)
+            await error_response(refusal)(scope, receive, send)
+            return
+        cors = self._cors(origin, headers)
+        if scope["method"] == "OPTIONS":  # a preflight (allowed origin), or a plain OPTIONS
+            await Response(status_code=204, headers={**cors, "allow": "GET, POST, OPTIONS"})(scope, receive, send)
+            return
+        if scope["method"] == "POST":
+            media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if media != "application/json":
+                refusal = APIError(415, f"The request body must be JSON sent as 'Content-Type: application/json' (got "
+                                        f"{media or 'no Content-Type'!r}). Fix: add that header (curl: -H "
+                                        "'Content-Type: application/json').", code="unsupported_media_type")
+                await error_response(refusal, cors)(scope, receive, send)
+                return
+        if not cors:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_cors(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  *((k.encode(), v.encode()) for k, v in cors.items())]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_cors)
+
+    @staticmethod
+    def _cors(origin: str | None, headers: dict[str, str]) -> dict[str, str]:
+        if origin is None:
+            return {}
+        cors = {"access-control-allow-origin": origin, "vary": "Origin",
+                "access-control-expose-headers": f"{REFUSAL_HEADER}, retry-after"}
+        if "access-control-request-method" in headers:
+            cors["access-control-allow-methods"] = "GET, POST, OPTIONS"
+            cors["access-control-allow-headers"] = headers.get("access-control-request-headers",
+                                                               "authorization, content-type")
+            cors["access-control-max-age"] = "600"
+        return cors
 
 
 class BodyLimit:
@@ -94,9 +228,22 @@ class BodyLimit:
 
 
 def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str | None = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
-    """The OpenAI-compatible app serving ``engine`` as ``model_name``."""
-    worker = EngineWorker(engine)
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, allowed_origins: Sequence[str] = (),
+               allowed_hosts: Sequence[str] = (), slots: int = 1, queue_per_slot: int = DEFAULT_QUEUE_PER_SLOT,
+               time_limit: float | None = DEFAULT_TIME_LIMIT, shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
+               health_checks: Sequence[Callable[[], str | None]] = ()) -> FastAPI:
+    """The OpenAI-compatible app serving ``engine`` as ``model_name``.
+
+    ``allowed_origins`` / ``allowed_hosts``: web origins (``*`` wildcards; ``"*"`` alone: any) and host
+    names allowed besides the local defaults (:class:`Guard`). ``slots``: requests the backend decodes
+    together (1 in process; llama-server's ``--parallel``); ``queue_per_slot`` more may wait per slot,
+    then 429. ``time_limit``: seconds a request may take from arrival (None: no limit), then 504.
+    ``shutdown_grace``: seconds running requests get once shutdown begins. ``health_checks``: each
+    returns None when fine or the reason it is not; /health answers 503 with the first reason (or
+    when a call is stuck well past its time limit).
+    """
+    worker = EngineWorker(engine, slots=slots, queue_per_slot=queue_per_slot, time_limit=time_limit,
+                          shutdown_grace=shutdown_grace)
     started = int(time.time())
 
     @contextlib.asynccontextmanager
@@ -109,6 +256,7 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
     app.state.worker = worker
     app.state.model_name = model_name
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(Guard, origins=allowed_origins, hosts=allowed_hosts)  # added last: runs first
 
     def check_key(request: Request) -> None:
         if not api_key:
@@ -136,11 +284,31 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
         log.exception("unexpected error on %s", request.url.path)
         return error_response(engine_error(exc))
 
+    async def unhealthy() -> str | None:
+        reason = worker.stuck()
+        for check in health_checks:
+            if reason is not None:
+                break
+            try:
+                reason = await asyncio.wait_for(asyncio.to_thread(check), HEALTH_CHECK_SECONDS)
+            except TimeoutError:
+                reason = f"the health check {getattr(check, '__name__', check)!r} did not answer in {HEALTH_CHECK_SECONDS} s"
+            except Exception as exc:  # noqa: BLE001 - a failing check is an unhealthy server, not a 500
+                reason = f"the health check {getattr(check, '__name__', check)!r} failed: {exc}"
+        return reason
+
     @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "model": model_name, "loaded": engine.is_loaded, "waiting": worker.waiting,
-                "running": worker.running, "peak_running": worker.peak_running, "completed": worker.completed,
-                "cancelled": worker.cancelled}
+    async def health() -> JSONResponse:
+        reason = await unhealthy()
+        body = {"status": "ok" if reason is None else "unavailable", "model": model_name, "loaded": engine.is_loaded,
+                "waiting": worker.waiting, "running": worker.running, "peak_running": worker.peak_running,
+                "completed": worker.completed, "cancelled": worker.cancelled, "refused": worker.refused,
+                "timed_out": worker.timed_out}
+        if reason is not None:
+            body["reason"] = reason
+        elif worker.closing:
+            body.update(status="unavailable", reason="the server is shutting down")
+        return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
@@ -159,12 +327,19 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         check_key(request)
-        call = parse_request(parse_json(await request.body()), model_name)
+        raw = await request.body()
+        if len(raw) > PARSE_OFF_LOOP_BYTES:  # decoding megabytes takes a while: /health and streams keep going
+            call = await asyncio.to_thread(lambda: parse_request(parse_json(raw), model_name))
+        else:
+            call = parse_request(parse_json(raw), model_name)
         events = worker.events(call.messages, call.tools, call.tool_choice, call.options)
         try:
-            stream = await events.__aenter__()
-        except Exception as exc:  # noqa: BLE001 - the engine refused the call: an OpenAI error
+            # Waits in the queue; a client that leaves meanwhile takes its request out of it.
+            stream = await _enter_unless_disconnected(request, events)
+        except Exception as exc:  # noqa: BLE001 - the engine refused the call (or the queue is full): an OpenAI error
             raise engine_error(exc) from None
+        if stream is None:
+            return Response(status_code=499)
         if call.stream:
             writer = ChunkWriter(model_name, engine.refusal_text, include_usage=call.include_usage)
             # sse-starlette, as llama-cpp-python's server and vLLM use: it stops the generator when the
@@ -196,6 +371,30 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
         return Response(body.model_dump_json(exclude_unset=True), media_type="application/json", headers=headers)
 
     return app
+
+
+async def _enter_unless_disconnected(request: Request, events: Any) -> Any:
+    """``events`` entered (the call started), or None when the client disconnects first: then the
+    request leaves the queue (or its just-started call is stopped)."""
+    task = asyncio.ensure_future(events.__aenter__())
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_SECONDS)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                log.info("the client of a queued request disconnected: it left the queue")
+                break
+    except BaseException:
+        task.cancel()
+        raise
+    task.cancel()
+    try:
+        await task
+    except BaseException:  # noqa: BLE001 - cancelled (or failed) while queued: nothing to close
+        return None
+    await events.__aexit__(None, None, None)  # it had started just then: stop it
+    return None
 
 
 async def _unless_disconnected(request: Request, work: Coroutine[Any, Any, HammerResponse]) -> HammerResponse | None:

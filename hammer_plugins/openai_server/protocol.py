@@ -20,7 +20,9 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import time
 import uuid
 from collections.abc import Mapping
@@ -60,13 +62,14 @@ class APIError(Exception):
     """
 
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",  # noqa: A002
-                 param: str | None = None, code: str | None = None) -> None:
+                 param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.type = type
         self.param = param
         self.code = code
+        self.headers = headers  # e.g. Retry-After on a 429
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -74,7 +77,7 @@ class APIError(Exception):
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
-    include_usage: bool = False
+    include_usage: bool = Field(False, strict=True)
 
 
 class ChatRequest(BaseModel):
@@ -86,22 +89,22 @@ class ChatRequest(BaseModel):
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
+    parallel_tool_calls: bool | None = Field(None, strict=True)  # strict: "yes" is not true
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
     seed: int | None = None
     stop: str | list[str] | None = None
-    stream: bool = False
+    stream: bool = Field(False, strict=True)
     stream_options: StreamOptions | None = None
     n: int | None = 1
     response_format: dict[str, Any] | None = None
-    logprobs: bool | None = None
+    logprobs: bool | None = Field(None, strict=True)
     # Hammer's own options (send them with the SDK's extra_body=...).
-    mask_names: bool | None = None
+    mask_names: bool | None = Field(None, strict=True)
     on_refusal: Literal["message", "answer"] | None = None
-    constrained: bool | None = None
+    constrained: bool | None = Field(None, strict=True)
     max_tool_rounds: int | None = Field(None, ge=1)
     top_k: int | None = Field(None, ge=0)
     repeat_penalty: float | None = Field(None, gt=0)
@@ -115,17 +118,82 @@ class EngineCall:
     tools: list[dict[str, Any]]
     tool_choice: str
     options: dict[str, Any] = field(default_factory=dict)
-    stream: bool = False
-    include_usage: bool = False
+    stream: bool = Field(False, strict=True)
+    include_usage: bool = Field(False, strict=True)
+
+
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects a body may have: a tool schema 25 levels deep fits; a body
+built to exhaust recursion (``[[[[...``) is refused."""
+
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def json_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON text ``body`` nests arrays/objects more than ``limit`` deep, told before it is decoded.
+
+    Strings are cut out, the brackets left become +1 / -1 steps, and their running sum's maximum
+    is the depth: C-speed loops only (8 MiB of brackets in a fraction of a second), no recursion.
+
+    Example:
+        >>> json_too_deep(b'{"a": [[1]], "b": "[[[[["}', limit=3), json_too_deep(b"[" * 5 + b"]" * 5, limit=3)
+        (False, True)
+    """
+    steps = _JSON_STRING.sub(b"", body).translate(_STEPS, _NOT_BRACKETS)
+    return bool(steps) and max(itertools.accumulate(memoryview(steps).cast("b"))) > limit
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _check_strings(value: Any) -> None:
+    """Raise ValueError on a string no UTF-8 encoder takes (a lone surrogate sent as ``\\ud800``)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            item.encode("utf-8")
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def parse_json(body: bytes) -> Any:
-    """The decoded body, or a 400 saying what is wrong with it."""
+    """The decoded body, or a 400 saying what is wrong with it: too deep, not UTF-8, not JSON, ``NaN``,
+    a lone surrogate (``"\\ud800"``, which no UTF-8 encoder takes further on).
+
+    Example:
+        >>> parse_json(b'{"a": 1}')
+        {'a': 1}
+        >>> try:
+        ...     parse_json(b"[" * 100_000 + b"]" * 100_000)
+        ... except APIError as exc:
+        ...     print(exc.status, exc.code)
+        400 invalid_json
+    """
+    if json_too_deep(body):
+        raise APIError(400, f"The JSON body of your request nests arrays or objects more than {MAX_JSON_DEPTH} levels "
+                            "deep. Fix: send a flatter body.", code="invalid_json")
     try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise APIError(400, f"The request body is not valid UTF-8 ({exc.reason} at byte {exc.start}). Fix: send UTF-8 "
+                            "JSON.", code="invalid_json") from None
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+        if _SURROGATE_ESCAPE.search(body):  # only escapes can make a surrogate: walk the strings then
+            _check_strings(value)
+    except (ValueError, RecursionError) as exc:
         raise APIError(400, f"We could not parse the JSON body of your request ({exc}). Fix: send a JSON object.",
                        code="invalid_json") from None
+    return value
 
 
 def _validation_error(exc: ValidationError) -> APIError:
@@ -135,7 +203,21 @@ def _validation_error(exc: ValidationError) -> APIError:
 
 
 def parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
-    """Validate a decoded request body and map it to an engine call (raises :class:`APIError`)."""
+    """Validate a decoded request body and map it to an engine call (raises :class:`APIError`).
+
+    Whatever the body holds, the answer is a call or an :class:`APIError` (400 for anything that
+    cannot be read), never another exception.
+    """
+    try:
+        return _parse_request(body, served_model)
+    except APIError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a body shaped in a way no check foresaw is still the client's error
+        raise APIError(400, f"The request could not be read ({type(exc).__name__}: {exc}).",
+                       code="invalid_request") from None
+
+
+def _parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
     if not isinstance(body, Mapping):
         raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
     try:
@@ -158,6 +240,7 @@ def parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
     if not request.messages:
         raise APIError(400, "messages must hold at least one message.", param="messages", code="invalid_value")
     messages = [_message(m, i) for i, m in enumerate(request.messages)]
+    _check_order(request.messages)
     tools = _tools(request.tools or [])
     tool_choice = _tool_choice(request.tool_choice, tools)
     stop = [request.stop] if isinstance(request.stop, str) else request.stop
@@ -174,6 +257,35 @@ def parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
     include_usage = bool(request.stream and request.stream_options and request.stream_options.include_usage)
     return EngineCall(messages=messages, tools=tools, tool_choice=tool_choice, options=options,
                       stream=request.stream, include_usage=include_usage)
+
+
+def _call_ids(raw: dict[str, Any]) -> list[str]:
+    """The ids of an assistant message's calls, as :func:`_message` gives them (``call_<j>`` when left out)."""
+    return [call.get("id") or f"call_{j}" for j, call in enumerate(raw.get("tool_calls") or [])]
+
+
+def _check_order(raw_messages: list[dict[str, Any]]) -> None:
+    """A ``tool`` message must answer a call an earlier assistant message made (OpenAI's rule: a lone
+    tool result is a 400 there, and the model would answer a question nobody asked)."""
+    called: set[str] = set()
+    for index, raw in enumerate(raw_messages):
+        if raw.get("role") == "assistant":
+            called.update(_call_ids(raw))
+        elif raw.get("role") in ("tool", "function"):
+            answered = raw.get("tool_call_id")
+            if not called or (raw.get("role") == "tool" and answered not in called):
+                what = f"tool_call_id {answered!r}" if answered is not None else "a call"
+                raise APIError(400, f"Invalid parameter: messages with role '{raw.get('role')}' must be a response to a "
+                                    f"preceding message with 'tool_calls'; messages[{index}] answers {what}, which no "
+                                    "earlier assistant message called. Fix: send the assistant message with its "
+                                    "tool_calls before the results.",
+                               param=f"messages[{index}].tool_call_id", code="invalid_value")
+
+
+def _text(value: Any, param: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise APIError(400, f"{param} must be a string, got {type(value).__name__}.", param=param, code="invalid_value")
+    return value
 
 
 def _message(raw: dict[str, Any], index: int) -> Message:
@@ -195,9 +307,14 @@ def _message(raw: dict[str, Any], index: int) -> Message:
     elif content is not None and not isinstance(content, str):
         raise APIError(400, f"{param}.content must be a string or a list of text parts.", param=f"{param}.content",
                        code="invalid_value")
+    raw_calls = raw.get("tool_calls") or [] if role == "assistant" else []
+    if not isinstance(raw_calls, list):
+        raise APIError(400, f"{param}.tool_calls must be a list.", param=f"{param}.tool_calls", code="invalid_value")
     calls = []  # checked here, where a bad one can be named with its place; converted by to_message
-    for j, call in enumerate(raw.get("tool_calls") or [] if role == "assistant" else []):
+    for j, call in enumerate(raw_calls):
         function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(call, Mapping):
+            _text(call.get("id"), f"{param}.tool_calls[{j}].id")
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
             raise APIError(400, f"{param}.tool_calls[{j}] needs function.name.", param=f"{param}.tool_calls[{j}]",
                            code="invalid_value")
@@ -211,7 +328,8 @@ def _message(raw: dict[str, Any], index: int) -> Message:
                                 f"{arguments!r}.", param=f"{param}.tool_calls[{j}].function.arguments",
                            code="invalid_value")
         calls.append({"id": call.get("id") or f"call_{j}", "function": {"name": function["name"], "arguments": parsed}})
-    tool_call_id = raw.get("tool_call_id")
+    tool_call_id = _text(raw.get("tool_call_id"), f"{param}.tool_call_id")
+    _text(raw.get("name"), f"{param}.name")
     if role == "tool" and raw.get("role") == "tool" and not tool_call_id:
         raise APIError(400, f"{param} (role 'tool') needs tool_call_id.", param=f"{param}.tool_call_id",
                        code="invalid_value")
@@ -224,9 +342,14 @@ def _tools(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if tool.get("type", "function") != "function" or not isinstance(tool.get("function", tool), Mapping):
             raise APIError(400, f"tools[{i}]: only tools of type 'function' are supported.", param=f"tools[{i}].type",
                            code="unsupported_value")
-        if not isinstance(tool.get("function", tool).get("name"), str):
+        function = tool.get("function", tool)
+        if not isinstance(function.get("name"), str):
             raise APIError(400, f"tools[{i}] needs function.name.", param=f"tools[{i}].function.name",
                            code="invalid_value")
+        _text(function.get("description"), f"tools[{i}].function.description")
+        if function.get("parameters") is not None and not isinstance(function["parameters"], Mapping):
+            raise APIError(400, f"tools[{i}].function.parameters must be a JSON schema object.",
+                           param=f"tools[{i}].function.parameters", code="invalid_value")
     try:
         to_tools(raw)
     except SchemaConversionError as exc:

@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import os
 import secrets
+import signal
 import sys
 import threading
 import time
@@ -26,6 +27,7 @@ from ..backends.server.launcher import exposure_warning, free_port
 from ..engine import HammerEngine
 from ..errors import ServerAuthenticationError
 from .app import DEFAULT_MAX_BODY_BYTES, create_app
+from .worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT
 
 
 class BackgroundServer:
@@ -34,8 +36,9 @@ class BackgroundServer:
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int | None = None, log_level: str = "warning") -> None:
         self.host = host
         self.port = port or free_port(host)
-        self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=self.port, log_level=log_level,
-                                                    access_log=False, lifespan="on"))
+        self.server = GracefulServer(uvicorn.Config(app, host=host, port=self.port, log_level=log_level,
+                                                    access_log=False, lifespan="on",
+                                                    timeout_graceful_shutdown=SHUTDOWN_DEADLINE))
         self._thread = threading.Thread(target=self.server.run, name="hammer-openai-server", daemon=True)
 
     @property
@@ -131,7 +134,7 @@ def serve_openai(args: argparse.Namespace) -> int:
         engine, how = _engine(args, stack)
         engine.load()
         max_body = int(getattr(args, "max_body_mb", None) or DEFAULT_MAX_BODY_BYTES / 2**20) * 2**20
-        app = create_app(engine, model_name=args.alias, api_key=api_key, max_body_bytes=max_body)
+        app = create_app(engine, model_name=args.alias, api_key=api_key, max_body_bytes=max_body, **_bounds(args, engine))
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
         url = f"http://{shown}:{args.port}/v1"
         key = "os.environ['HAMMER_SERVER_API_KEY']" if api_key else "'none'"
@@ -139,5 +142,85 @@ def serve_openai(args: argparse.Namespace) -> int:
               f"as {args.alias!r} at {url}, {how}. Connect with:\n"
               f"  OpenAI(base_url={url!r}, api_key={key}).chat.completions.create(model={args.alias!r}, ...)\n"
               "Ctrl-C stops it.", file=sys.stderr, flush=True)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+        with _signals_end_the_server():
+            GracefulServer(uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False,
+                                          timeout_graceful_shutdown=SHUTDOWN_DEADLINE)).run()
+        stopped = _wait_idle(app.state.worker, 2.0)
+    if not stopped:  # a call that ignores its stop (a model stuck in C): its thread would keep the process alive
+        print("hammer serve: a call did not stop within the shutdown deadline; exiting anyway", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(0)
     return 0
+
+
+ORIGINS_VARIABLE = "HAMMER_ORIGINS"
+"""More web origins allowed to use the API (comma-separated, ``*`` wildcards), like Ollama's OLLAMA_ORIGINS."""
+
+HOSTS_VARIABLE = "HAMMER_HOSTS"
+"""More Host names accepted on a loopback connection (comma-separated), e.g. a local reverse proxy's name."""
+
+SHUTDOWN_DEADLINE = 10.0
+"""Seconds uvicorn waits for open requests once shutdown begins; then it cancels them."""
+
+
+def _listed(values: list[str] | None, variable: str) -> list[str]:
+    listed = [v.strip() for v in os.environ.get(variable, "").strip("\"'").split(",") if v.strip()]
+    return [*(values or []), *listed]
+
+
+def _bounds(args: argparse.Namespace, engine: HammerEngine) -> dict[str, Any]:
+    """create_app's security and resource options from ``hammer serve --openai``'s flags and environment."""
+    time_limit = getattr(args, "time_limit", DEFAULT_TIME_LIMIT)
+    return {"allowed_origins": _listed(getattr(args, "allow_origin", None), ORIGINS_VARIABLE),
+            "allowed_hosts": _listed(getattr(args, "allow_host", None), HOSTS_VARIABLE),
+            "slots": max(1, int(getattr(args, "parallel", 1) or 1)) if engine.backend.native_async else 1,
+            "queue_per_slot": getattr(args, "queue_per_slot", DEFAULT_QUEUE_PER_SLOT),
+            "time_limit": time_limit if time_limit and time_limit > 0 else None,
+            "shutdown_grace": min(getattr(args, "shutdown_grace", DEFAULT_SHUTDOWN_GRACE), SHUTDOWN_DEADLINE)}
+
+
+class _Stopped(BaseException):
+    """SIGTERM / SIGINT, once uvicorn has shut down gracefully and raised the signal again."""
+
+
+@contextlib.contextmanager
+def _signals_end_the_server() -> Any:
+    """Let the signal uvicorn raises again after its graceful shutdown end ``run()`` with an exception
+    caught here, instead of killing the process (SIGTERM's default) before the ExitStack stops the
+    children (llama-server) and reaps them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(sig: int, frame: Any) -> None:
+        raise _Stopped
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    except _Stopped:
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _wait_idle(worker: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not worker.idle():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn, which on SIGTERM / Ctrl-C first tells the worker: queued requests are answered 503 at
+    once, running ones get the grace period and are then stopped, so the server exits within
+    :data:`SHUTDOWN_DEADLINE` even with a full queue (plain uvicorn waits for every request)."""
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        worker = getattr(getattr(self.config.app, "state", None), "worker", None)
+        if worker is not None:
+            worker.shut_down()
+        await super().shutdown(sockets=sockets)

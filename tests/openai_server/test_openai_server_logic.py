@@ -72,7 +72,7 @@ def user(text: str) -> list[dict[str, Any]]:
 
 
 def post(server: BackgroundServer, body: Any, key: str | None = KEY, **kwargs: Any) -> httpx.Response:
-    headers = {"authorization": f"Bearer {key}"} if key else {}
+    headers = {"content-type": "application/json", **({"authorization": f"Bearer {key}"} if key else {})}
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
     return httpx.post(server.base_url + "/chat/completions", content=content, headers=headers, timeout=30, **kwargs)
 
@@ -272,7 +272,7 @@ def test_oversized_bodies_get_413_by_length_and_when_chunked(server: BackgroundS
             yield b" " * 2**20
 
     chunked = httpx.post(server.base_url + "/chat/completions", content=chunks(),
-                         headers={"authorization": f"Bearer {KEY}"}, timeout=30)
+                         headers={"authorization": f"Bearer {KEY}", "content-type": "application/json"}, timeout=30)
     assert chunked.status_code == 413
 
 
