@@ -227,12 +227,13 @@ print(json.dumps({"calls": [[c.tool_name, c.tool_kwargs] for c in llm.get_tool_c
 def _clean_install(tmp_path: Path, dist: Path, names: list[str]) -> Path:
     """A fresh venv with these distributions from the built wheels; every other dependency from the index."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # No pip inside (ensurepip is most of a venv's creation time): this environment's pip installs into it.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     wheels = [str(_wheel(dist, name).filename) for name in names]
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    result = subprocess.run([str(python), "-m", "pip", "install", "-q", *wheels], capture_output=True, text=True,
-                            timeout=600, env=env)
+    result = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-compile", *wheels],
+                            capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return python
 
