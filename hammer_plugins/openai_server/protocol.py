@@ -387,10 +387,85 @@ def _response_format(spec: dict[str, Any] | None) -> dict[str, Any] | None:
                         "'json_schema'.", param="response_format.type", code="unsupported_value")
 
 
+UPSTREAM_RETRY_AFTER_SECONDS = 5
+"""The ``Retry-After`` of a 503 while the model server behind this API is down or restarting."""
+
+
+def _upstream_error(exc: Exception) -> APIError | None:
+    """The 5xx for a failure of the model server behind this API, or None when ``exc`` is no such failure.
+
+    Its message names no internal address (the exception's, with the URL, goes to this server's log,
+    once); 4xx only where the request itself is at fault (the upstream refused its content).
+    """
+    import logging
+
+    from ..errors import (
+        GrammarNotSupportedError,
+        ServerAuthenticationError,
+        ServerError,
+        ServerHTTPError,
+        ServerModelNotFoundError,
+        ServerStreamError,
+        ServerTimeoutError,
+        ServerUnavailableError,
+    )
+
+    if not isinstance(exc, ServerError):
+        return None
+    if not getattr(exc, "_hammer_logged", False):
+        logging.getLogger("hammer_plugins.openai_server").error("the model server failed a request: %s", exc)
+        try:
+            exc._hammer_logged = True  # type: ignore[attr-defined]  # app.py may map the same one twice
+        except AttributeError:
+            pass
+    operator = "if it persists, this server's operator should read its log"
+    status = exc.status_code or 0
+    if isinstance(exc, ServerTimeoutError):
+        return APIError(504, "The model server behind this API sent nothing in time, so the request was given up. "
+                             f"Fix: retry later, or with a shorter conversation or a lower max_tokens; {operator}.",
+                        type="server_error", code="upstream_timeout")
+    if isinstance(exc, ServerStreamError):
+        return APIError(502, "The model server behind this API broke off the answer (it may have crashed; a model "
+                             f"server this API started is restarted). Fix: retry the request; {operator}.",
+                        type="server_error", code="upstream_connection_lost")
+    if isinstance(exc, ServerAuthenticationError):
+        return APIError(502, "The model server behind this API refused this API's credentials: a configuration "
+                             "error of this server, not of your request. Fix: the operator sets "
+                             "$HAMMER_UPSTREAM_API_KEY to the model server's key.",
+                        type="server_error", code="upstream_auth_failed")
+    if isinstance(exc, ServerUnavailableError) or status == 429:
+        return APIError(503, "The model server behind this API is not available right now (starting, restarting "
+                             f"or overloaded). Fix: retry in a few seconds; {operator}.", type="server_error",
+                        code="upstream_unavailable", headers={"Retry-After": str(UPSTREAM_RETRY_AFTER_SECONDS)})
+    if isinstance(exc, (ServerModelNotFoundError, GrammarNotSupportedError)) or status == 404:
+        return APIError(502, f"The model server behind this API is misconfigured ({type(exc).__name__}). Fix: "
+                             "this server's operator should read its log.", type="server_error",
+                        code="upstream_misconfigured")
+    if isinstance(exc, ServerHTTPError) and 400 <= status < 500:
+        return APIError(400, f"The model server behind this API refused the request (HTTP {status}: "
+                             f"{exc.detail[:500]}).", code="upstream_rejected")
+    return APIError(502, f"The model server behind this API failed on the request{f' (HTTP {status})' if status else ''}"
+                         f". Fix: retry; {operator}.", type="server_error", code="upstream_error")
+
+
 def engine_error(exc: Exception) -> APIError:
-    """The HTTP error for an exception the engine raised on a request (500 for the unexpected)."""
+    """The HTTP error for an exception the engine raised on a request (500 for the unexpected).
+
+    The client's own mistakes are 4xx; a failure of the model server behind this API (down, restarting,
+    refusing this API's key, answering 5xx, too slow) is 502, 503 (with ``Retry-After``) or 504 with
+    ``type: "server_error"``, and names no internal address.
+
+    Example:
+        >>> from hammer_plugins.errors import ServerUnavailableError
+        >>> error = engine_error(ServerUnavailableError("could not connect to http://127.0.0.1:9/v1"))
+        >>> error.status, error.type, "127.0.0.1" in error.message, error.headers
+        (503, 'server_error', False, {'Retry-After': '5'})
+    """
     if isinstance(exc, APIError):
         return exc
+    upstream = _upstream_error(exc)
+    if upstream is not None:
+        return upstream
     if isinstance(exc, ContextWindowExceededError):
         return APIError(400, f"This model's maximum context length is {exc.context_window} tokens. However, your "
                              f"messages resulted in {exc.prompt_tokens} tokens and {exc.max_new_tokens} more are "

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -74,11 +75,12 @@ UPSTREAM_KEY_VARIABLE = "HAMMER_UPSTREAM_API_KEY"
 """Where ``--backend server`` reads the key of the server it forwards to."""
 
 
-def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[HammerEngine, str]:
-    """The engine ``--backend`` asks for, and how it runs requests (for the banner).
+def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[HammerEngine, str, list[Callable[[], str | None]]]:
+    """The engine ``--backend`` asks for, how it runs requests (for the banner), and /health's checks.
 
     With ``llama-server`` the server is started here, on a free loopback port, with a random key of
-    its own: the only way in is this API (and its key).
+    its own: the only way in is this API (and its key). It is supervised: a child that dies is started
+    again (same port and key) with a growing back-off, and /health answers 503 while it is down.
     """
     backend = args.backend or "llama_cpp"
     if backend == "server":
@@ -97,7 +99,7 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
                 f"the server at {args.base_url} refused this API's requests (HTTP {exc.status_code}: {exc.detail}). Fix: set "
                 f"${UPSTREAM_KEY_VARIABLE} to that server's key ($HAMMER_SERVER_API_KEY is the key of this API, "
                 "for its own clients)", status_code=exc.status_code, detail=exc.detail, url=args.base_url) from None
-        return HammerEngine(backend=upstream), f"requests go to {args.base_url} as they come"
+        return HammerEngine(backend=upstream), f"requests go to {args.base_url} as they come", []
     if args.base_url:
         raise SystemExit("hammer serve --openai: --base-url goes with --backend server. Fix: add --backend server")
     if backend == "llama-server":
@@ -110,17 +112,18 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
         gguf = local_gguf(resolve_model(args.model_path, args.model, gguf=True))
         inner_key = secrets.token_urlsafe(24)
         server = LlamaServer(gguf, parallel=args.parallel, n_ctx=args.n_ctx, n_threads=args.threads,
-                             model_alias=args.alias, api_key=inner_key, binary=binary, startup_timeout=600.0)
+                             model_alias=args.alias, api_key=inner_key, binary=binary, startup_timeout=600.0,
+                             supervise=True)
         stack.callback(server.stop)
         server.start()
         upstream = OpenAICompatibleBackend(server.base_url, model=args.alias, api_key=inner_key)
         upstream.resolve_grammar_protocol()  # the one-off probe, before the first request
         engine = HammerEngine(backend=upstream, prompt_format=_model_prompt_format(args.model_path, args.model, "llama_cpp"))
         return engine, (f"{args.parallel} requests decoded together (llama-server's slots, {args.n_ctx} tokens "
-                        f"each), more queued")
+                        f"each), more queued"), [server.health_problem]
     engine = HammerEngine(model_path=args.model_path, model=args.model, backend=backend, n_ctx=args.n_ctx,
                           n_threads=args.threads)
-    return engine, "one request at a time, more queued"
+    return engine, "one request at a time, more queued", []
 
 
 def serve_openai(args: argparse.Namespace) -> int:
@@ -131,10 +134,11 @@ def serve_openai(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr, flush=True)
     with contextlib.ExitStack() as stack:
         started = time.perf_counter()
-        engine, how = _engine(args, stack)
+        engine, how, health_checks = _engine(args, stack)
         engine.load()
         max_body = int(getattr(args, "max_body_mb", None) or DEFAULT_MAX_BODY_BYTES / 2**20) * 2**20
-        app = create_app(engine, model_name=args.alias, api_key=api_key, max_body_bytes=max_body, **_bounds(args, engine))
+        app = create_app(engine, model_name=args.alias, api_key=api_key, max_body_bytes=max_body,
+                         health_checks=health_checks, **_bounds(args, engine))
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
         url = f"http://{shown}:{args.port}/v1"
         key = "os.environ['HAMMER_SERVER_API_KEY']" if api_key else "'none'"
