@@ -62,6 +62,8 @@ async def run_llama_index(question: str = QUESTION, command: list[str] | None = 
     from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
     from llama_index.llms.hammer import HammerLLM
 
+    from hammer_plugins.mcp import tool_result_text
+
     tools = await llama_index_tools(command or time_server_command())
     agent = FunctionAgent(tools=tools, llm=HammerLLM(**llm),
                           system_prompt="You answer with the tools' results.")
@@ -69,7 +71,9 @@ async def run_llama_index(question: str = QUESTION, command: list[str] | None = 
     calls = []
     async for event in handler.stream_events():
         if isinstance(event, ToolCallResult):
-            calls.append((event.tool_name, dict(event.tool_kwargs), str(event.tool_output.content)))
+            # The output's content is str(CallToolResult); the model is given its text, shown here too.
+            output = str(event.tool_output.content)
+            calls.append((event.tool_name, dict(event.tool_kwargs), (tool_result_text(output) or (output,))[0]))
     answer = await handler
     return str(answer), calls
 

@@ -1,8 +1,9 @@
 """A FastMCP server (stdio) that reports what a client gave it and misbehaves on demand.
 
 Tools: ``environment_names`` (the names in its ``os.environ``), ``process_id``, ``echo``,
-``save_note`` (appends to the file named by ``$PROBE_NOTES_FILE``) and ``hang`` (a synchronous sleep
-of an hour: it blocks the server's whole event loop, as a stuck tool does).
+``save_note`` (appends to the file named by ``$PROBE_NOTES_FILE``), ``moon_phase`` (structured
+content only, no text) and ``hang`` (a synchronous sleep of an hour: it blocks the server's whole
+event loop, as a stuck tool does).
 
 Run: ``python tests/mcp/probe_server.py [--report FILE] [--linger SECONDS]``. ``--report`` writes
 ``{"pid": ..., "env": [...]}`` to FILE at start, so a test sees the server's process and environment
@@ -18,6 +19,7 @@ import os
 import time
 
 from mcp.server.fastmcp import FastMCP
+from mcp.types import CallToolResult
 
 server = FastMCP("probe")
 
@@ -54,6 +56,16 @@ def save_note(text: str) -> str:
     with open(os.environ["PROBE_NOTES_FILE"], "a", encoding="utf-8") as notes:
         notes.write(text + "\n")
     return f"saved note: {text}"
+
+
+@server.tool()
+def moon_phase(date: str) -> CallToolResult:
+    """The moon's phase on a date (answers with structured content only, no text).
+
+    Args:
+        date: The date, e.g. 2026-11-25.
+    """
+    return CallToolResult(content=[], structuredContent={"date": date, "phase": "waxing crescent"})
 
 
 @server.tool()

@@ -158,3 +158,108 @@ def test_tool_result_text_reads_a_call_tool_result_and_its_str() -> None:
                                                isError=True)
     assert tool_result_text(str(only_structured)) == ('{"time": "08:30", "dst": null}', True)
     assert tool_result_text("meta=None is what I said") is None
+
+
+async def test_langchain_mcp_results_reach_the_prompt_as_text() -> None:
+    """langchain-mcp-adapters gives text blocks (kept) and structured content only as the artifact,
+    which the model would not see: it gets the JSON."""
+    from langchain_hammer.chat_models import to_engine_messages
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+
+    client = MultiServerMCPClient({"p": {"command": PROBE[0], "args": PROBE[1:], "transport": "stdio"}})
+    tools = {t.name: t for t in await client.get_tools()}
+    echoed = await tools["echo"].ainvoke({"type": "tool_call", "name": "echo", "args": {"text": "hi"}, "id": "1"})
+    moon = await tools["moon_phase"].ainvoke({"type": "tool_call", "name": "moon_phase",
+                                              "args": {"date": "2026-11-25"}, "id": "2"})
+    contents = [m.content for m in to_engine_messages([echoed, moon])]
+    assert contents == ["echo: hi", '{"date": "2026-11-25", "phase": "waxing crescent"}']
+
+
+async def test_llama_index_mcp_results_reach_the_prompt_as_text() -> None:
+    """llama-index-tools-mcp's FunctionTools return the CallToolResult, which LlamaIndex turns into
+    ``str(CallToolResult)``; the message a FunctionAgent builds from it reaches Hammer as the text."""
+    from llama_index.core.llms import ChatMessage
+    from llama_index.llms.hammer.base import to_engine_message
+    from llama_index.tools.mcp import BasicMCPClient, McpToolSpec
+
+    tools = {t.metadata.name: t for t in await McpToolSpec(client=BasicMCPClient(PROBE[0], args=PROBE[1:]))
+             .to_tool_list_async()}
+    outputs = [await tools["echo"].acall(text="hi"), await tools["moon_phase"].acall(date="2026-11-25")]
+    assert outputs[0].content.startswith("meta=None content=[TextContent(")  # what LlamaIndex makes of it
+    messages = [ChatMessage(role="tool", blocks=o.blocks, additional_kwargs={"tool_call_id": str(i)})
+                for i, o in enumerate(outputs)]  # as FunctionAgent builds them
+    contents = [to_engine_message(m).content for m in messages]
+    assert contents == ["echo: hi", '{"date": "2026-11-25", "phase": "waxing crescent"}']
+
+
+@pytest.mark.real_model
+async def test_llama_index_function_agent_prompt_holds_the_mcp_result_text() -> None:
+    """A real FunctionAgent on the default model with mcp-server-time: the prompt of the turn after
+    the call holds the server's text, not ``meta=None content=[``."""
+    pytest.importorskip("mcp_server_time")
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.llms.hammer import HammerLLM
+    from llama_index.tools.mcp import BasicMCPClient, McpToolSpec
+
+    client = BasicMCPClient(sys.executable, args=["-m", "mcp_server_time", "--local-timezone", "UTC"])
+    tools = await McpToolSpec(client=client).to_tool_list_async()
+    llm = HammerLLM()
+    prompts: list[str] = []
+    plan = llm.engine._plan
+
+    def recording_plan(*args: object, **kwargs: object) -> object:
+        planned = plan(*args, **kwargs)
+        prompts.append(planned.prompt)
+        return planned
+
+    llm.engine._plan = recording_plan  # type: ignore[method-assign]
+    agent = FunctionAgent(tools=tools, llm=llm, system_prompt="You answer with the tools' results.")
+    answer = await agent.run(user_msg="Convert 14:30 in Paris (Europe/Paris) to New York time (America/New_York).")
+    after_call = [p for p in prompts if "08:30" in p]
+    assert after_call, prompts
+    assert all("content=[" not in p and "TextContent(" not in p for p in prompts)
+    assert '"datetime": "' in after_call[0]  # the server's JSON text itself
+    assert "8:30" in str(answer)
+
+
+# ------------------------------------------------------------------------------ confirmation
+NOTE = "Save the note 'buy milk'."
+
+
+def probe_chat(notes: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "hammer_plugins.cli", "chat", "--mcp", " ".join(PROBE),
+            "--mcp-env", "PROBE_NOTES_FILE", "--max-tokens", "60", *extra]
+
+
+@pytest.mark.real_model
+def test_hammer_chat_without_a_terminal_or_yes_runs_no_tool(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    result = subprocess.run(probe_chat(notes), input=NOTE + "\n", capture_output=True, text=True, timeout=300,
+                            cwd=ROOT, env={**os.environ, "PROBE_NOTES_FILE": str(notes)})
+    assert result.returncode == 0, result.stderr
+    assert "stdin is not a terminal, so tool calls cannot be confirmed" in result.stderr
+    assert "call save_note(" in result.stdout, result.stdout
+    assert "not run: save_note needs confirmation and stdin is not a terminal. Fix: pass --yes" in result.stderr
+    assert "-> The user declined to run this tool call" in result.stdout
+    assert not notes.exists()
+
+
+@pytest.mark.real_model
+def test_hammer_chat_asks_in_a_terminal_and_runs_only_what_the_user_accepts(tmp_path: Path) -> None:
+    """stdin is a pseudo-terminal: the first call is refused (n), the second accepted (y)."""
+    import pty
+
+    notes = tmp_path / "notes.txt"
+    main, terminal = pty.openpty()
+    process = subprocess.Popen(probe_chat(notes), stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=ROOT, env={**os.environ, "PROBE_NOTES_FILE": str(notes)})
+    os.close(terminal)
+    try:
+        os.write(main, f"{NOTE}\nn\nSave the note 'call mom'.\ny\n\n".encode())  # typed ahead: read line by line
+        out, err = process.communicate(timeout=900)  # four generations on a busy machine
+    finally:
+        os.close(main)
+    assert process.returncode == 0, err
+    assert out.count("run save_note? [y/N]") == 2, out
+    assert "-> The user declined to run this tool call" in out and "-> saved note: call mom" in out
+    assert notes.read_text().splitlines() == ["call mom"]

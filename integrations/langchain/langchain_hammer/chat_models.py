@@ -62,6 +62,7 @@ from hammer_plugins import (
 )
 from hammer_plugins.calls import new_call_id
 from hammer_plugins.config import SERVER_OPTIONS, EngineSettings
+from hammer_plugins.mcp import tool_result_text
 from hammer_plugins.slot_filling import SlotFiller
 from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
 
@@ -434,9 +435,17 @@ def to_engine_messages(messages: Sequence[BaseMessage]) -> list[Message]:
             out.append(SnapshotMessage(role="assistant", content=content, tool_calls=calls, snapshot=snapshot)
                        if snapshot is not None else Message(role="assistant", content=content, tool_calls=calls))
         elif isinstance(message, ToolMessage):
-            # The engine names an unnamed result after the call it answers (by tool_call_id).
-            out.append(Message(role="tool", content=_text(message.content, "tool"), tool_call_id=message.tool_call_id,
-                               name=message.name, is_error=message.status == "error"))
+            # The engine names an unnamed result after the call it answers (by tool_call_id). A tool that
+            # returned an MCP CallToolResult (or its str) gives the model the result's text, not its repr.
+            content, is_error = _text(message.content, "tool"), message.status == "error"
+            mcp_result = tool_result_text(content)
+            if mcp_result is not None:
+                content, is_error = mcp_result[0], is_error or mcp_result[1]
+            structured = message.artifact.get("structured_content") if isinstance(message.artifact, dict) else None
+            if not content and structured is not None:  # langchain-mcp-adapters: structured content only
+                content = json.dumps(structured, ensure_ascii=False, default=str)
+            out.append(Message(role="tool", content=content, tool_call_id=message.tool_call_id,
+                               name=message.name, is_error=is_error))
         elif isinstance(message, HumanMessage):
             out.append(Message(role="user", content=_text(message.content, "user")))
         elif isinstance(message, SystemMessage):

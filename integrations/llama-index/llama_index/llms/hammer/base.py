@@ -60,6 +60,7 @@ from hammer_plugins import (
     ToolCallDelta,
 )
 from hammer_plugins.config import EngineSettings
+from hammer_plugins.mcp import tool_result_text
 from hammer_plugins.messages import to_message
 from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
 
@@ -321,7 +322,8 @@ def to_engine_message(message: ChatMessage) -> Message:
     """A LlamaIndex ``ChatMessage`` as an engine :class:`~hammer_plugins.Message`.
 
     Text blocks become the content, ``ToolCallBlock`` s (or OpenAI-style ``additional_kwargs["tool_calls"]``)
-    the calls, ``additional_kwargs["tool_call_id"]`` links a tool result to its call, and an assistant
+    the calls, ``additional_kwargs["tool_call_id"]`` links a tool result to its call (an MCP tool's
+    ``str(CallToolResult)`` becomes its text: :func:`hammer_plugins.mcp.tool_result_text`), and an assistant
     message carrying a slot-filling snapshot (``additional_kwargs["hammer_snapshot"]``) becomes a
     ``SnapshotMessage``.
 
@@ -346,7 +348,13 @@ def to_engine_message(message: ChatMessage) -> Message:
     if not calls:
         calls = [raw.model_dump() if hasattr(raw, "model_dump") else dict(raw)
                  for raw in message.additional_kwargs.get("tool_calls") or []]
-    converted = to_message({"role": role, "content": "\n".join(texts), "tool_calls": calls,
+    content, is_error = "\n".join(texts), False
+    # llama-index-tools-mcp's tools hand the agent str(CallToolResult) ("meta=None content=[TextContent(...)]"):
+    # the model reads the result's text (or its structured content as JSON) instead.
+    mcp_result = tool_result_text(content) if role == "tool" else None
+    if mcp_result is not None:
+        content, is_error = mcp_result
+    converted = to_message({"role": role, "content": content, "tool_calls": calls, "is_error": is_error,
                             "tool_call_id": message.additional_kwargs.get("tool_call_id"),
                             "name": message.additional_kwargs.get("name")})
     # A slot-filling turn's snapshot comes along, so the slot-filling state is rebuilt from the history alone.
