@@ -114,7 +114,8 @@ class SchemaLimits:
         max_count: the largest ``minItems``, ``maxLength``, ... a schema may state.
         max_min_items: the largest ``minItems`` the grammar enforces (a grammar engine unrolls it).
         max_grammar_bytes: characters of one grammar (both notations together).
-        max_build_seconds: wall time for converting one tool set, or for building one grammar.
+        max_build_seconds: CPU time (of the converting thread) for converting one tool set, or for
+            building one grammar: the work itself, whatever else the machine is doing.
     """
 
     max_schema_nodes: int = 10_000
@@ -208,7 +209,7 @@ class _Budget:
         self.nodes = 0
         self.bytes = 0
         self.enum_bytes = 0
-        self.started = time.monotonic()
+        self.started = time.thread_time()  # CPU time of this thread: the work done, not the machine's load
         self._ticks = 0
         self._sizes: dict[int, tuple[Any, int]] = {}
 
@@ -216,7 +217,7 @@ class _Budget:
         """Check the clock now and then (every 64 steps)."""
         self._ticks += 1
         if self._ticks & 63 == 0:
-            elapsed = time.monotonic() - self.started
+            elapsed = time.thread_time() - self.started
             if elapsed > self.limits.max_build_seconds:
                 raise SchemaLimitError(tool, path, "max_build_seconds", elapsed, self.limits.max_build_seconds,
                                        "the time spent converting the tools or building their grammar")
@@ -566,7 +567,8 @@ def normalize_schema(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
         for key in ("definitions", "$defs"):
             found = schema.get(key, {})
             if not isinstance(found, Mapping):
-                raise SchemaConversionError(name, f"schema.{key}", f"{key} must be an object of named schemas")
+                raise SchemaConversionError(name, f"schema.{key}", f"{key} must be an object of named schemas",
+                                            f'write {key} as {{"Name": {{...schema...}}}}')
             defs.update(found)
         return _normalize(name, "schema", dict(schema), defs, (), budget, 1)
 
@@ -586,8 +588,8 @@ def _check_numbers(tool: str, path: str, schema: Mapping[str, Any], limits: Sche
         if key not in schema:
             continue
         value = schema[key]
-        ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) \
-            and float(value).is_integer() and value >= 0
+        ok = not isinstance(value, bool) and (isinstance(value, int) or (
+            isinstance(value, float) and math.isfinite(value) and value.is_integer())) and value >= 0
         if not ok:
             raise SchemaConversionError(tool, f"{path}.{key}", f"{key} must be a non-negative integer, got {value!r}",
                                         f"write {key} as a whole number such as 1")
@@ -604,11 +606,13 @@ def _check_numbers(tool: str, path: str, schema: Mapping[str, Any], limits: Sche
         value = schema[key]
         if isinstance(value, bool) and key.startswith("exclusive"):
             continue  # draft 4's boolean form
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                isinstance(value, float) and not math.isfinite(value)):
             raise SchemaConversionError(tool, f"{path}.{key}", f"{key} must be a finite number, got {value!r}",
                                         f"write {key} as a number such as 0")
         if key == "multipleOf" and value <= 0:
-            raise SchemaConversionError(tool, f"{path}.{key}", f"multipleOf must be greater than 0, got {value!r}")
+            raise SchemaConversionError(tool, f"{path}.{key}", f"multipleOf must be greater than 0, got {value!r}",
+                                        "write a positive step such as 0.5, or drop multipleOf")
 
 
 def _schema_list(tool: str, path: str, value: Any) -> list[Any]:
@@ -625,7 +629,8 @@ def _normalize(tool: str, path: str, schema: Any, defs: Mapping[str, Any], seen:
         budget.node(tool, path, depth, 2)
         return {}
     if not isinstance(schema, Mapping):
-        raise SchemaConversionError(tool, path, f"expected a schema object, got {schema!r}"[:200])
+        raise SchemaConversionError(tool, path, f"expected a schema object, got {schema!r}"[:200],
+                                    'write each schema as a JSON object, such as {"type": "string"}')
     schema = dict(schema)
     done: set[str] = set()  # keys whose value comes from an inlined schema, normalized already
     text = sum(len(str(k)) + 4 + (budget.size(tool, path, v) if k not in _SCHEMA_KEYS else 0) for k, v in schema.items())
@@ -633,7 +638,8 @@ def _normalize(tool: str, path: str, schema: Any, defs: Mapping[str, Any], seen:
     if "$ref" in schema:
         ref = schema.pop("$ref")
         if not isinstance(ref, str):
-            raise SchemaConversionError(tool, f"{path}.$ref", f"$ref must be a string like '#/$defs/Name', got {ref!r}"[:200])
+            raise SchemaConversionError(tool, f"{path}.$ref", f"$ref must be a string, got {ref!r}"[:200],
+                                        "write it as '#/$defs/Name' and define Name under $defs")
         name = ref.rsplit("/", 1)[-1]
         if not ref.startswith("#/") or name not in defs:
             raise SchemaConversionError(tool, path, f"cannot resolve $ref {ref!r}", "inline the referenced schema")
@@ -697,7 +703,8 @@ def _normalize(tool: str, path: str, schema: Any, defs: Mapping[str, Any], seen:
                                     'write it as ["name", ...]')
     if "properties" in schema and "properties" not in done:
         if not isinstance(schema["properties"], Mapping):
-            raise SchemaConversionError(tool, f"{path}.properties", "properties must be an object")
+            raise SchemaConversionError(tool, f"{path}.properties", "properties must be an object",
+                                        'write it as {"name": {...schema...}}')
         schema["properties"] = {
             str(k): _normalize(tool, f"{path}.{k}" if path != "parameters" else str(k), v, defs, seen, budget, depth + 2)
             for k, v in schema["properties"].items()
