@@ -635,3 +635,74 @@ args = argparse.Namespace(host="127.0.0.1", port=int(sys.argv[1]), alias="hammer
                           parallel=1)
 sys.exit(runner.serve_openai(args))
 '''
+
+
+# ------------------------------------------------------------------ a native-async backend (llama-server's path)
+class AsyncGate(GateBackend):
+    """GateBackend's answers on the event loop (``native_async``, as the server backend): every request
+    reaches it at once, as llama-server's slots would get them."""
+
+    native_async = True
+
+    async def astream(self, prompt: str, settings: GenerationSettings, grammar: Any = None) -> Any:
+        import asyncio
+
+        question = prompt.rsplit("<|im_start|>user\n", 1)[-1]
+        self.prompts.append(question)
+        count = 0
+        try:
+            while "HOLD" in question and not self.gate.is_set():
+                await asyncio.sleep(0.01)
+            if "STORY" in question:
+                for _ in range(self.words):
+                    await asyncio.sleep(self.delay)
+                    count += 1
+                    yield GenerationChunk(text="word ")
+            else:
+                count = 1
+                yield GenerationChunk(text=CALL)
+            yield GenerationChunk(text="", finish_reason="stop", usage=Usage(prompt_tokens=10, completion_tokens=count))
+        finally:
+            self.produced.append(count)
+
+
+def test_native_async_backends_get_slots_times_queue_then_429_and_the_time_limit() -> None:
+    backend = AsyncGate()
+    with serve(backend, slots=2, queue_per_slot=1, time_limit=30) as server:  # 2 x (1 + 1) = 4 admitted
+        answers: list[int] = []
+        threads = [threading.Thread(target=lambda: answers.append(post(server, body("HOLD"), timeout=60).status_code))
+                   for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: len(backend.prompts) == 4)
+        started = time.perf_counter()
+        refused = post(server, body())
+        assert refused.status_code == 429 and "retry-after" in refused.headers and time.perf_counter() - started < 1.0
+        backend.gate.set()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert answers == [200] * 4
+        assert_still_serving(server)
+    backend = AsyncGate()
+    with serve(backend, slots=4, time_limit=0.5) as server:
+        reply = post(server, body("STORY", tool_choice="none"))
+        assert_openai_error(reply, 504, "timeout")
+        wait_for(lambda: len(backend.produced) == 1)
+        assert backend.produced[0] < backend.words / 2
+        assert_still_serving(server)
+
+
+def test_native_async_shutdown_answers_503() -> None:
+    backend = AsyncGate()
+    server = serve(backend, slots=2, shutdown_grace=0.3).start()
+    answers: list[httpx.Response] = []
+    threads = [threading.Thread(target=lambda: answers.append(post(server, body("HOLD"), timeout=30))) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: len(backend.prompts) == 3)
+    started = time.perf_counter()
+    server.stop()
+    for thread in threads:
+        thread.join(timeout=15)
+    assert time.perf_counter() - started < 5.0 and not server._thread.is_alive()
+    assert sorted(a.status_code for a in answers) == [503] * 3, [a.text for a in answers]
