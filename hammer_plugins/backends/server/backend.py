@@ -36,7 +36,6 @@ import random
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +50,7 @@ from ...errors import (
     ServerTimeoutError,
     ServerUnavailableError,
 )
-from ...grammar import Grammar
+from ...grammar import Grammar, SizedCache
 from ..base import Backend, GenerationCancelled, GenerationChunk, GenerationSettings
 
 if TYPE_CHECKING:
@@ -70,6 +69,7 @@ from .wire import (
     _retry_after,
     _SSEDecoder,
     estimate_tokens,
+    wire_text,
 )
 
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -132,7 +132,8 @@ class OpenAICompatibleBackend(Backend):
             settings.grammar_protocol if settings.grammar_protocol == "none"
             or (settings.grammar_protocol != "auto" and not settings.verify_grammar) else None)
         self._tokenize_path: str | None = None
-        self._token_cache: OrderedDict[str, int] = OrderedDict()
+        # Token counts of recent texts (whole prompts): bounded by entries and by characters.
+        self._token_cache: SizedCache[str, int] = SizedCache(256, 16_000_000)
 
     # ----------------------------------------------------------------------------- properties
     @property
@@ -526,17 +527,10 @@ class OpenAICompatibleBackend(Backend):
 
     # ---------------------------------------------------------------------------- tokenizing
     def _cached_count(self, text: str) -> int | None:
-        with self._state_lock:
-            n = self._token_cache.get(text)
-            if n is not None:
-                self._token_cache.move_to_end(text)
-            return n
+        return self._token_cache.get(text)
 
     def _remember_count(self, text: str, n: int) -> int:
-        with self._state_lock:
-            self._token_cache[text] = n
-            while len(self._token_cache) > 256:
-                self._token_cache.popitem(last=False)
+        self._token_cache.put(text, n, len(text))
         return n
 
     def _tokenize_request(self) -> tuple[str, dict[str, Any]] | None:
@@ -568,6 +562,7 @@ class OpenAICompatibleBackend(Backend):
 
     def _count_tokens(self, text: str) -> _Core[int]:
         """The core of :meth:`count_tokens` and :meth:`acount_tokens`."""
+        text = wire_text(text)  # as it will be sent: text that looks like a special token is counted as text
         cached = self._cached_count(text)
         if cached is not None:
             return cached
@@ -672,8 +667,10 @@ class OpenAICompatibleBackend(Backend):
         if grammar is not None:
             protocol = self._protocol if self._protocol is not None else (yield _Setup(self.resolve_grammar_protocol))
         # Servers read llama.cpp's grammar notation (llama-server natively, vLLM through xgrammar).
-        body = self._completion_body(prompt, settings, self._grammar_fields(protocol, grammar.gbnf if grammar else None))
-        yield from self._completion(body, prompt, settings)
+        # The prompt goes as text; a special token typed in the user's text is broken up (wire_text).
+        text = wire_text(prompt)
+        body = self._completion_body(text, settings, self._grammar_fields(protocol, grammar.gbnf if grammar else None))
+        yield from self._completion(body, text, settings)
 
     def _completion(self, body: dict[str, Any], prompt: str, settings: GenerationSettings) -> _Core[None]:
         """One completion: its text as it streams, then a closing chunk with usage and finish reason."""
