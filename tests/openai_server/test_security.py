@@ -622,14 +622,17 @@ def test_hammer_serve_with_a_full_queue_exits_within_15_s_on_sigterm(tmp_path: A
 
 
 SERVE_GATE = '''
-import sys
 import argparse
+import inspect
+import sys
 from hammer_plugins import HammerEngine
 from hammer_plugins.openai_server import runner
 from test_security import GateBackend
 
 engine = HammerEngine(backend=GateBackend())
-runner._engine = lambda args, stack: (engine, "scripted", [])
+# _engine gives (engine, banner) or, with /health's checks, (engine, banner, checks)
+three = "health_checks = _engine" in inspect.getsource(runner.serve_openai)
+runner._engine = lambda args, stack: (engine, "scripted", []) if three else (engine, "scripted")
 args = argparse.Namespace(host="127.0.0.1", port=int(sys.argv[1]), alias="hammer", api_key=None, max_body_mb=8,
                           queue_per_slot=4, time_limit=600.0, shutdown_grace=1.0, allow_origin=None, allow_host=None,
                           parallel=1)
