@@ -82,13 +82,13 @@ def add_serve_parser(sub: Any) -> None:
     serve.add_argument("--allow-host", action="append", metavar="NAME",
                        help="with --openai: a Host name accepted on loopback besides localhost, IP addresses and "
                             "this machine's name (e.g. a local reverse proxy's name); repeatable; also $HAMMER_HOSTS")
-    serve.add_argument("--queue-per-slot", type=int, default=16,
+    serve.add_argument("--queue-per-slot", type=int, default=16, metavar="N",
                        help="with --openai: requests allowed to wait per slot (1 slot in process, --parallel on "
                             "llama-server); more get 429 with Retry-After (default: %(default)s)")
-    serve.add_argument("--time-limit", type=float, default=600.0,
+    serve.add_argument("--time-limit", type=float, default=600.0, metavar="SECONDS",
                        help="with --openai: seconds a request may take from its arrival, queueing included; then "
                             "504 and its generation is stopped; 0: no limit (default: %(default)s)")
-    serve.add_argument("--shutdown-grace", type=float, default=5.0,
+    serve.add_argument("--shutdown-grace", type=float, default=5.0, metavar="SECONDS",
                        help="with --openai: on SIGTERM / Ctrl-C, seconds running requests get to finish before they "
                             "are stopped (queued ones get 503 at once; at most 10) (default: %(default)s)")
     # --- end of issue 29
