@@ -83,5 +83,7 @@ if __name__ == "__main__":
     if options.report:
         with open(options.report, "w", encoding="utf-8") as report:
             json.dump({"pid": os.getpid(), "env": sorted(os.environ)}, report)
-    server.run()
-    time.sleep(options.linger)
+    try:
+        server.run()
+    finally:  # also when the run ends in an error (a closed stdout)
+        time.sleep(options.linger)
