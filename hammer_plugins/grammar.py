@@ -536,7 +536,7 @@ class _Builder:
     def object_rule(self, schema: Mapping[str, Any], path: str) -> _Ref:
         """Properties in declaration order; required ones present, optional ones skippable."""
         props = list(schema.get("properties", {}).items())
-        required = set(schema.get("required", []))
+        required = set(schema["required"]) if isinstance(schema.get("required"), list) else set()
         members = [_between(_string(name, names=True), _lit(":"), self.value(sub, f"{path}.{name}"))
                    for name, sub in props]
         base = self.fresh(f"{path}-obj")

@@ -491,7 +491,7 @@ def _hammer_properties(properties: Mapping[str, Any], required: Iterable[str]) -
         nested = schema.get("properties")
         if isinstance(nested, Mapping):
             inner = dict(nested)
-            for key in schema.get("required", []) or []:
+            for key in schema["required"] if isinstance(schema.get("required"), list) else []:
                 if isinstance(inner.get(key), dict):
                     inner[key]["required"] = True
             params[name] = inner
@@ -697,8 +697,10 @@ def _normalize(tool: str, path: str, schema: Any, defs: Mapping[str, Any], seen:
         budget.enum(tool, f"{path}.enum", schema["enum"])
     if "const" in schema and "const" not in done:
         budget.enum(tool, f"{path}.const", [schema["const"]])
-    if "required" in schema and (not isinstance(schema["required"], list)
-                                 or not all(isinstance(r, str) for r in schema["required"])):
+    required = schema.get("required")
+    if required is not None and not isinstance(required, bool) and (
+            not isinstance(required, list) or not all(isinstance(r, str) for r in required)):
+        # (a bool is the per-parameter flag of Hammer's own tool format: {"type": "string", "required": true})
         raise SchemaConversionError(tool, f"{path}.required", "required must be a list of property names",
                                     'write it as ["name", ...]')
     if "properties" in schema and "properties" not in done:

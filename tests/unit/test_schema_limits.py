@@ -376,3 +376,12 @@ def test_astream_plans_in_a_worker_thread_so_other_coroutines_keep_running(loop_
     # the same test with the planning on the loop); the worker holds the GIL in turns and the machine may
     # be busy, so only a few ticks are asked.
     assert ticks >= 5, (ticks, elapsed)
+
+
+def test_hammer_style_required_flags_stay_accepted() -> None:
+    """Hammer's own tool format marks a parameter ``"required": true``: a flag, not a malformed list."""
+    engine = HammerEngine(backend=ScriptedBackend(["[]"]))
+    tool = {"name": "f", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "required": True},
+        "where": {"type": "object", "required": True, "properties": {"a": {"type": "string"}}}}}}
+    assert engine.generate([Message.user("hi")], tools=[tool]).kind == "refusal"
