@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -132,11 +133,24 @@ def _attach_mcp(args: argparse.Namespace, stack: contextlib.ExitStack, tools: li
 
 def cmd_call(args: argparse.Namespace) -> int:
     tools, _ = load_tools_file(args.tools)
-    if args.mcp:  # an MCP server's tools (with --tools, added to the file's; without, alone)
-        # `hammer call` runs no tool: the servers are asked for their tools and closed before the model
-        # loads, so none outlives the command (its fast exit skips atexit) whatever happens next.
-        with contextlib.ExitStack() as stack:
-            tools, _ = _attach_mcp(args, stack, tools if args.tools else [], {})
+    if not args.mcp:
+        return _call(args, tools)
+    # An MCP server's tools (with --tools, added to the file's; without, alone). `hammer call` runs no
+    # tool: the servers are asked for their tools, then closed while the model loads (a server takes
+    # about 0.5 s to end), and the command waits for that before it returns, so none outlives it (its
+    # fast exit skips atexit) whatever happens next.
+    with contextlib.ExitStack() as stack:  # on an error while attaching, the servers started close here
+        tools, _ = _attach_mcp(args, stack, tools if args.tools else [], {})
+        servers = stack.pop_all()
+    closer = threading.Thread(target=servers.close, name="hammer-mcp-close")
+    closer.start()
+    try:
+        return _call(args, tools)
+    finally:
+        closer.join()
+
+
+def _call(args: argparse.Namespace, tools: list[Tool]) -> int:
     engine = _engine(args)
     started = time.perf_counter()
     response = engine.generate([Message.user(args.query)], tools=tools, tool_choice=args.tool_choice)
@@ -393,8 +407,8 @@ def _exit_at_once(code: int) -> NoReturn:
     model's mappings (several hundred MB), the KV cache, the tokenizer and every module, one object
     at a time. That took about 0.2 s of every ``hammer call`` (``benchmarks/cold_call.py``). The
     prefix cache is written before the answer is printed; ``hammer call`` runs no tool (a tools
-    file is read for its schemas, ``--mcp`` servers are asked for theirs and closed before the model
-    loads: nothing is left for atexit), and logging's handlers are flushed as at a normal exit.
+    file is read for its schemas, ``--mcp`` servers are asked for theirs and closed while the model
+    loads, before the command returns: nothing is left for atexit), and logging's handlers are flushed as at a normal exit.
     """
     if "logging" in sys.modules:
         sys.modules["logging"].shutdown()
