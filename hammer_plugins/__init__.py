@@ -39,6 +39,7 @@ from .errors import (
     ModelChecksumError,
     ModelNotFoundError,
     SchemaConversionError,
+    SchemaLimitError,
     ServerAuthenticationError,
     ServerError,
     ServerHTTPError,
@@ -54,7 +55,7 @@ from .parsing import ParsedOutput, parse_output
 from .response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
 from .slot_filling import SlotFiller, SlotFillingStep
 from .snapshots import Snapshot, SnapshotMessage
-from .tools import Tool, to_tool, to_tools
+from .tools import SchemaLimits, Tool, to_tool, to_tools
 
 if TYPE_CHECKING:
     from .backends.server import OpenAICompatibleBackend
@@ -93,6 +94,8 @@ __all__ = [
     "ParsedOutput",
     "RefusalError",
     "SchemaConversionError",
+    "SchemaLimitError",
+    "SchemaLimits",
     "ScriptedBackend",
     "ServerAuthenticationError",
     "ServerError",

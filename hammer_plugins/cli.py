@@ -365,7 +365,23 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     if first not in sub.choices:  # a plugin command, a typo or none (the help): every command
         for command in _commands():
             command(sub)
+        for name, extra in _EVALUATOR_COMMANDS.items():
+            if name not in sub.choices:  # the evaluators' distribution is not installed: say what to install
+                missing = sub.add_parser(name, help=f"(needs: pip install {extra})", add_help=False)
+                missing.add_argument("rest", nargs=argparse.REMAINDER)
+                missing.set_defaults(func=_evaluators_missing(name, extra))
     return parser
+
+
+_EVALUATOR_COMMANDS = {"eval": "hammer-evals", "bench": "'hammer-evals[bench]'"}
+"""The commands the ``hammer-evals`` distribution registers, and what to install for each."""
+
+
+def _evaluators_missing(name: str, extra: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        raise HammerError(f"`hammer {name}` comes with the hammer-evals distribution, which is not "
+                          f"installed. Fix: pip install {extra}")
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:

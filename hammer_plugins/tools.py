@@ -116,6 +116,18 @@ class SchemaLimits:
         max_grammar_bytes: characters of one grammar (both notations together).
         max_build_seconds: CPU time (of the converting thread) for converting one tool set, or for
             building one grammar: the work itself, whatever else the machine is doing.
+
+    Example:
+        >>> from hammer_plugins import HammerEngine, SchemaLimitError, SchemaLimits, ScriptedBackend
+        >>> engine = HammerEngine(backend=ScriptedBackend([]))
+        >>> engine.schema_limits = SchemaLimits(max_enum_values=3)
+        >>> tool = {"name": "pick", "parameters": {"type": "object", "properties": {
+        ...     "x": {"type": "string", "enum": ["a", "b", "c", "d"]}}}}
+        >>> try:
+        ...     engine.bind([tool])
+        ... except SchemaLimitError as exc:
+        ...     print(exc.limit)
+        max_enum_values
     """
 
     max_schema_nodes: int = 10_000

@@ -19,3 +19,14 @@ def test_threads_default_to_llama_cpps_choice() -> None:
 def test_hammerbench_accepts_threads() -> None:
     args = build_parser().parse_args(["eval", "hammerbench", "--data", "x", "--threads", "2"])
     assert args.threads == 2
+
+
+def test_evaluator_commands_without_hammer_evals_name_what_to_install(monkeypatch, capsys) -> None:
+    # A core-only install (no hammer-evals distribution registers `eval` / `bench`).
+    from hammer_plugins import cli
+
+    monkeypatch.setattr(cli, "_commands", lambda: [])
+    assert cli.main(["eval", "academic", "--limit", "2"]) == 2
+    assert cli.main(["bench", "accuracy"]) == 2
+    err = capsys.readouterr().err
+    assert "Fix: pip install hammer-evals\n" in err and "Fix: pip install 'hammer-evals[bench]'" in err
