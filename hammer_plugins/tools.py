@@ -542,14 +542,8 @@ def normalize_parameters(tool: str, parameters: Mapping[str, Any]) -> dict[str, 
     if not isinstance(parameters, Mapping):
         raise SchemaConversionError(tool, "parameters", f"expected a JSON Schema object, got {type(parameters).__name__}")
     with _budget() as budget:
-        defs: dict[str, Any] = {}
-        for key in ("definitions", "$defs"):
-            found = parameters.get(key, {})
-            if not isinstance(found, Mapping):
-                raise SchemaConversionError(tool, f"parameters.{key}", f"{key} must be an object of named schemas",
-                                            f"write {key} as {{\"Name\": {{...schema...}}}}")
-            defs.update(found)
-        schema = _normalize(tool, "parameters", dict(parameters), defs, (), budget, 1)
+        schema = _normalize(tool, "parameters", dict(parameters), _definitions(tool, "parameters", parameters), (),
+                            budget, 1)
     if schema.get("type") is not None and json_type(str(schema.get("type"))) != "object":
         raise SchemaConversionError(
             tool, "parameters.type", f"the parameters must be an object, got {schema.get('type')!r}",
@@ -575,14 +569,19 @@ def normalize_schema(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(schema, Mapping):
         raise SchemaConversionError(name, "schema", f"expected a JSON Schema object, got {type(schema).__name__}")
     with _budget() as budget:
-        defs: dict[str, Any] = {}
-        for key in ("definitions", "$defs"):
-            found = schema.get(key, {})
-            if not isinstance(found, Mapping):
-                raise SchemaConversionError(name, f"schema.{key}", f"{key} must be an object of named schemas",
-                                            f'write {key} as {{"Name": {{...schema...}}}}')
-            defs.update(found)
-        return _normalize(name, "schema", dict(schema), defs, (), budget, 1)
+        return _normalize(name, "schema", dict(schema), _definitions(name, "schema", schema), (), budget, 1)
+
+
+def _definitions(name: str, path: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The named schemas a ``$ref`` may point at (``definitions`` and ``$defs`` together)."""
+    defs: dict[str, Any] = {}
+    for key in ("definitions", "$defs"):
+        found = schema.get(key, {})
+        if not isinstance(found, Mapping):
+            raise SchemaConversionError(name, f"{path}.{key}", f"{key} must be an object of named schemas",
+                                        f'write {key} as {{"Name": {{...schema...}}}}')
+        defs.update(found)
+    return defs
 
 
 # Keywords whose value is a count (a non-negative integer), and those whose value is any finite number.

@@ -373,21 +373,27 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
     return app
 
 
+async def _done_before_disconnect(request: Request, task: asyncio.Future[Any]) -> bool:
+    """Wait for ``task``: True once it is done, False as soon as the client has disconnected."""
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_SECONDS)
+        if done:
+            return True
+        if await request.is_disconnected():
+            return False
+
+
 async def _enter_unless_disconnected(request: Request, events: Any) -> Any:
     """``events`` entered (the call started), or None when the client disconnects first: then the
     request leaves the queue (or its just-started call is stopped)."""
     task = asyncio.ensure_future(events.__aenter__())
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_SECONDS)
-            if done:
-                return task.result()
-            if await request.is_disconnected():
-                log.info("the client of a queued request disconnected: it left the queue")
-                break
+        if await _done_before_disconnect(request, task):
+            return task.result()
     except BaseException:
         task.cancel()
         raise
+    log.info("the client of a queued request disconnected: it left the queue")
     task.cancel()
     try:
         await task
@@ -403,13 +409,10 @@ async def _unless_disconnected(request: Request, work: Coroutine[Any, Any, Hamme
     notices by itself)."""
     task = asyncio.ensure_future(work)
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_SECONDS)
-            if done:
-                return task.result()
-            if await request.is_disconnected():
-                log.info("the client of a non-streamed request disconnected: generation stopped")
-                return None
+        if await _done_before_disconnect(request, task):
+            return task.result()
+        log.info("the client of a non-streamed request disconnected: generation stopped")
+        return None
     finally:
         if not task.done():
             task.cancel()
