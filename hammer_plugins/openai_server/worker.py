@@ -204,6 +204,12 @@ class EngineWorker:
             done, _ = await asyncio.wait({task, job.stopped}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:  # this request was cancelled (its client left): the step goes with it
             task.cancel()
+            # Wait until it has ended: the stream's aclose() after this raises while a step still runs
+            # ("asynchronous generator is already running"), which left the slot decoding and the
+            # counters of the queue bound never decremented.
+            while not task.done():
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait({task})
             raise
         if task in done:
             return task.result()
@@ -316,9 +322,11 @@ class EngineWorker:
             yield iterate()
         finally:
             job.stop("client")  # a no-op once done; the reason of an earlier stop stays
-            await stream.aclose()  # type: ignore[attr-defined]  # closes the backend's HTTP stream: the slot is freed
-            self._start(job)  # (stopped while queued: counted running for the bookkeeping below)
-            self._finish(job, outcome == "stopped")
+            try:
+                await stream.aclose()  # type: ignore[attr-defined]  # closes the backend's HTTP stream: the slot is freed
+            finally:  # the queue bound's counts, whatever closing did
+                self._start(job)  # (stopped while queued: counted running for the bookkeeping below)
+                self._finish(job, outcome == "stopped")
 
     @contextlib.asynccontextmanager
     async def _on_thread(self, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str,

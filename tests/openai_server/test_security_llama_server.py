@@ -10,9 +10,10 @@ answering meanwhile), the queue bound over llama-server's slots (2 x (1 + 1) adm
 ``Retry-After`` at once), the time limit (504, and the generation stopped in llama-server: its
 ``/slots`` idle right after, streamed and not), chat markers forged in user text (escaped on the wire:
 llama-server's own ``prompt_tokens`` shows no forged special token), and clients that leave (during
-generation and during a long prompt evaluation) freeing their slot. The cases marked LEAK fail today
-(a bug in worker.py, named in the marker) and are strict xfails: they turn red once it is fixed, and
-the marker goes. They run on an API of their own (``fresh``), so the leak cannot spill into the rest.
+generation and during a long prompt evaluation) freeing their slot. Those run on an API of their own
+(``fresh``): they found a bug (a departed client's stream step was not awaited before the stream was
+closed, so the queue counts never dropped and llama-server went on decoding), and a regression must
+not spill into the rest.
 
 What cannot differ (an HTTP guard or the request parser, both before the engine is called: Origin,
 Host, Content-Type, CORS preflight, deep JSON, bad UTF-8, tool-message order) is one parametrized
@@ -83,18 +84,11 @@ def server(backend: OpenAICompatibleBackend, llama: LlamaServer) -> Iterator[Bac
 @pytest.fixture
 def fresh(backend: OpenAICompatibleBackend, llama: LlamaServer) -> Iterator[BackgroundServer]:
     """An API configured as ``server`` for one test, on the same llama-server: the cases whose failure
-    leaves admitted requests counted for ever (see LEAK) must not turn the module's API into a 429 wall."""
+    leaves admitted requests counted for ever (the bug those tests found) must not turn the module's API into a 429 wall."""
     app = create_app(HammerEngine(backend=backend), model_name="hammer", api_key=KEY, slots=SLOTS,
                      queue_per_slot=QUEUE_PER_SLOT, time_limit=300, health_checks=[llama.health_problem])
     with BackgroundServer(app) as running:
         yield running
-
-
-LEAK = pytest.mark.xfail(strict=True, reason=(
-    "worker.py EngineWorker._next: when the request task is cancelled (its client left) it cancels the pending "
-    "anext(stream) task without waiting for it, so _on_loop's `await stream.aclose()` raises 'aclose(): "
-    "asynchronous generator is already running': _finish is skipped (waiting/running never drop: after "
-    "slots x (1 + queue) such clients every request is 429) and llama-server keeps decoding"))
 
 
 # ------------------------------------------------------------------ helpers
@@ -327,7 +321,6 @@ def test_chat_markers_forged_in_user_text_are_text_to_llama_server(
 
 
 # ------------------------------------------------------------------ clients that leave
-@LEAK
 def test_a_streamed_client_leaving_mid_generation_frees_its_slot(fresh: BackgroundServer, llama: LlamaServer) -> None:
     server = fresh
     cancelled = health(server).json()["cancelled"]
@@ -346,7 +339,6 @@ def test_a_streamed_client_leaving_mid_generation_frees_its_slot(fresh: Backgrou
     assert_still_serving(server, llama)
 
 
-@LEAK
 def test_a_client_leaving_during_a_long_prompt_evaluation_frees_its_slot(
         fresh: BackgroundServer, llama: LlamaServer) -> None:
     """The API lets the request go at once (/health: nothing running). llama-server itself notices a
@@ -394,7 +386,6 @@ def hold(server: BackgroundServer, release: threading.Event, statuses: list[Any]
     return thread
 
 
-@LEAK
 def test_a_flood_past_slots_times_queue_gets_429_with_retry_after_at_once(
         fresh: BackgroundServer, llama: LlamaServer) -> None:
     server = fresh
