@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from child_signals import default_signals
 
 from hammer_plugins.errors import HammerError
 from hammer_plugins.mcp import MCPServer, MCPTimeoutError, parse_env_options, tool_result_text
@@ -133,7 +134,7 @@ def test_ctrl_c_in_hammer_chat_closes_the_server(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     process = subprocess.Popen([sys.executable, "-m", "hammer_plugins.cli", "chat", "--mcp", probe_command(report)],
                                cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+                               text=True, start_new_session=True, preexec_fn=default_signals)
     started = time.perf_counter()
     while not report.exists():
         assert process.poll() is None, process.communicate()

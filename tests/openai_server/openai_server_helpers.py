@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+from child_signals import default_signals
 from openai import OpenAI
 
 from hammer_plugins.backends.server.launcher import free_port
@@ -39,7 +40,8 @@ def hammer_serve(args: list[str], env: dict[str, str], startup: float = 180.0) -
     """``hammer serve <args> --port P`` until its ``/health`` says loaded; SIGINT (Ctrl-C) when the block ends."""
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "hammer_plugins.cli", "serve", *args, "--port", str(port)],
-                               env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=default_signals)
     running = ServeProcess(process, port)
     try:
         deadline = time.monotonic() + startup

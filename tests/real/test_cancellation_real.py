@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_signals import default_signals
 
 from hammer_plugins import HammerEngine, HammerResponse, Message, TextDelta
 from hammer_plugins.backends.base import Backend
@@ -228,8 +229,9 @@ def test_ctrl_c_during_a_long_answer(command: str, tmp_path: Path) -> None:
     if command == "call":
         args += [MANY_EMAILS]
     args += ["--max-tokens", str(LONG_TOKENS), "--n-ctx", "4096"]
+    # default_signals: a suite started as a background job would hand the child an ignored SIGINT.
     process = subprocess.Popen(args, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     assert process.stdin is not None
     if command == "chat":
         process.stdin.write(MANY_EMAILS + "\n")
