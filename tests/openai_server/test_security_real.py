@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from child_signals import default_signals
 
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.server.launcher import free_port
@@ -186,13 +187,17 @@ def test_shutdown_with_a_full_queue_in_process(llama_engine: HammerEngine) -> No
     assert llama_engine.generate([{"role": "user", "content": "What's the weather in Paris?"}], DEMO_TOOLS).tool_calls
 
 
-def test_hammer_serve_sigterm_with_a_full_queue_exits_within_15_s(default_model_path: str) -> None:
+@pytest.mark.parametrize("backend", [[], ["--backend", "llama-server", "--parallel", "1"]],
+                         ids=["in-process", "llama-server"])
+def test_hammer_serve_sigterm_with_a_full_queue_exits_within_15_s(default_model_path: str, backend: list[str]) -> None:
+    """One slot either way: one story running, four waiting, one refused; on llama-server its child
+    (the supervised llama-server) must be gone too."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     process = subprocess.Popen([sys.executable, "-m", "hammer_plugins.cli", "serve", "--openai", "--n-ctx", "4096",
-                                "--queue-per-slot", "4", "--port", str(port)],
+                                "--queue-per-slot", "4", "--port", str(port), *backend],
                                env={**os.environ, "HAMMER_MODEL_PATH": default_model_path},
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=default_signals)
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -212,13 +217,14 @@ def test_hammer_serve_sigterm_with_a_full_queue_exits_within_15_s(default_model_
         wait_for(url, "waiting", 4)
         children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(process.pid)], capture_output=True,
                                   text=True).stdout.split()
+        assert children or not backend, "no llama-server child found"
         started = time.perf_counter()
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=15)
         took = time.perf_counter() - started
         for thread in threads:
             thread.join(timeout=10)
-        print(f"real model, hammer serve --openai: SIGTERM with a full queue, exited in {took:.2f} s, code {code}, "
+        print(f"real model, hammer serve --openai {backend}: SIGTERM with a full queue, exited in {took:.2f} s, code {code}, "
               f"answers {sorted(map(str, answers))}")
         assert code == 0 and took < 15
         assert sorted(map(str, answers)) == ["429"] + ["503"] * 5
