@@ -105,16 +105,23 @@ def test_adapters_reach_the_server_by_name(llama_server: Any) -> None:
 
 async def test_slot_filling_runs_natively_async_on_the_server(backend: OpenAICompatibleBackend,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Through the engine's one pipeline a slot-filling step is native async on a server: no worker thread."""
+    """Through the engine's one pipeline a slot-filling step is native async on a server: generation
+    uses no worker thread (only the CPU-bound planning, tool conversion and grammar, goes to one, so
+    that a large tool set does not stall the event loop: issue 29)."""
     from hammer_plugins import HammerEngine, Message, SlotFiller
 
-    def no_threads(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("a worker thread was used")
+    planning = HammerEngine._prepare
+    run_in_thread = asyncio.to_thread
+
+    def only_planning(function: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(function, "__func__", None) is not planning:
+            raise AssertionError(f"a worker thread was used for {function!r}")
+        return run_in_thread(function, *args, **kwargs)
 
     # The backend's one-off setup (discovery, the grammar probe) may use a thread; generation may not.
     backend.load()
     backend.resolve_grammar_protocol()
-    monkeypatch.setattr(asyncio, "to_thread", no_threads)
+    monkeypatch.setattr(asyncio, "to_thread", only_planning)
     tool = {"name": "pay_fine", "description": "Pay a traffic violation fine", "parameters": {"type": "object",
             "properties": {"city": {"type": "string", "description": "Violating city"},
                            "plate_number": {"type": "string", "description": "License plate number"}},
