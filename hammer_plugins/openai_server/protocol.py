@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import re
 import time
 import uuid
@@ -42,7 +43,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..calls import ToolCall
 from ..engine import TextDelta, ToolCallDelta, normalize_tool_choice
-from ..errors import ContextWindowExceededError, HammerError, SchemaConversionError, UnknownToolError
+from ..errors import (
+    ContextWindowExceededError,
+    GrammarNotSupportedError,
+    HammerError,
+    SchemaConversionError,
+    ServerAuthenticationError,
+    ServerError,
+    ServerHTTPError,
+    ServerModelNotFoundError,
+    ServerStreamError,
+    ServerTimeoutError,
+    ServerUnavailableError,
+    UnknownToolError,
+)
 from ..messages import Message, to_message
 from ..parsing import structural_characters
 from ..response import HammerResponse
@@ -397,19 +411,6 @@ def _upstream_error(exc: Exception) -> APIError | None:
     Its message names no internal address (the exception's, with the URL, goes to this server's log,
     once); 4xx only where the request itself is at fault (the upstream refused its content).
     """
-    import logging
-
-    from ..errors import (
-        GrammarNotSupportedError,
-        ServerAuthenticationError,
-        ServerError,
-        ServerHTTPError,
-        ServerModelNotFoundError,
-        ServerStreamError,
-        ServerTimeoutError,
-        ServerUnavailableError,
-    )
-
     if not isinstance(exc, ServerError):
         return None
     if not getattr(exc, "_hammer_logged", False):
