@@ -1,7 +1,8 @@
 """`hammer eval academic` on the real default model: the plumbing, end to end, on a few entries.
 
 With inference masking the model writes masked names; the journal keeps that text as ``raw`` and
-scores ``predict``, the calls mapped back to the test set's real names."""
+scores ``predict``, the same text with the names mapped back to the test set's real ones (issue 32:
+both variants are scored from the model's text; the engine's parsed calls are ``engine``)."""
 
 from __future__ import annotations
 
@@ -35,4 +36,6 @@ def test_the_cli_runs_the_model_with_and_without_inference_masking(tmp_path: Pat
             assert answer["raw"] and not any(name in answer["raw"] for name in tools[answer["index"]])
     results = json.loads((out / "results.json").read_text())
     assert set(results["scores"]) == {"original, inference masking off", "original, inference masking on"}
+    assert set(results["engine_scores"]) == set(results["scores"])  # both variants alike
+    assert all(answer["engine"] is not None for answer in answers)
     assert "Seal-Tools" in (out / "table.md").read_text() and (out / "f1.png").stat().st_size > 1000

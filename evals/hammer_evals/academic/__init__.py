@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 from .data import SETS, AcademicEntry, convert_tool, load_set
-from .evaluation import AcademicResult, Answer, Variant, evaluate, evaluate_entries
+from .evaluation import AcademicResult, Answer, Variant, answer_text, engine_answer, evaluate, evaluate_entries
 from .masking import mask_entry
 from .metrics import PAPER_ROWS, SetScore, gold_answer_text, parse_answer, score_answers
 
@@ -26,7 +26,9 @@ __all__ = [
     "Answer",
     "SetScore",
     "Variant",
+    "answer_text",
     "convert_tool",
+    "engine_answer",
     "evaluate",
     "evaluate_entries",
     "gold_answer_text",

@@ -8,6 +8,12 @@ checking ``run_settings.json``). Outputs: ``results.json``, ``table.md`` (the pa
 with its published rows beside ours, and the case-study table when there are several variants),
 ``f1.png``.
 
+Every variant is scored by one path, as the authors' ``evaluation/evaluate.py`` scores an answer:
+the model's text, with the inference mask's names mapped back (:func:`answer_text`), so a list cut
+at ``max_tokens`` or a malformed one is a format error whether masking was on or off. What the
+engine recovers from such text (its parsed calls) is scored apart, for every variant alike, as the
+*engine answer* (``engine_scores``).
+
 Example:
     >>> from hammer_plugins import HammerEngine, ScriptedBackend
     >>> from hammer_evals.academic.data import AcademicEntry
@@ -33,13 +39,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from hammer_plugins.engine import HammerEngine
+from hammer_plugins.masking import NameMask
 from hammer_plugins.response import HammerResponse
+from hammer_plugins.tools import to_tools
 
 from ..concurrency import effective_concurrency, run_concurrently
 from ..run_journal import RUN_SETTINGS, check_resumable, drop_partial_line, write_json
 from .data import SETS, AcademicEntry, load_set
 from .masking import mask_entry
-from .metrics import PAPER_ROWS, SetScore, score_answers
+from .metrics import PAPER_ROWS, SetScore, parse_answer, score_answers
 
 Names = Literal["original", "masked"]
 ANSWERS = "answers.jsonl"
@@ -61,21 +69,68 @@ class Variant(BaseModel):
         return f"{self.names}, inference masking {'on' if self.mask_names else 'off'}"
 
 
-def prediction_text(response: HammerResponse) -> str:
-    """The answer as the metric reads it, in the tools' real names: with inference masking the model
-    wrote masked names, which the engine maps back into ``tool_calls``; a refusal is ``[]``; anything
-    else (invalid calls, prose) stays the model's own text, and scores as such.
+def inference_mask(entry: AcademicEntry) -> NameMask:
+    """The names the engine shows for ``entry``'s tools with inference masking on: a pure function of
+    the tool set (:meth:`NameMask.for_tools`, what :meth:`HammerEngine.bind` builds), so answers
+    journaled long ago can be read back without the engine."""
+    return NameMask.for_tools(to_tools(entry.tools))
+
+
+def answer_text(raw: str, mask: NameMask | None = None) -> str:
+    """The model's text as the authors' metric reads it, with masked names mapped back to real ones.
+
+    The text is read as the metric reads it (:func:`parse_answer`); in a call list that parses, each
+    masked function name and its masked parameter names become the real ones (a name the mask does
+    not know stays, and scores as wrong). Text that does not parse is returned as it is: the metric
+    counts it as one predicted call and nothing correct, whatever names it holds, so a list cut at
+    ``max_tokens`` or a malformed one counts as the authors' pipeline counts it. Without a mask
+    (inference masking off) the text is returned unchanged.
+
+    Example:
+        >>> mask = NameMask(masked_tools=[], function_names={"Xy1q": "getTime"},
+        ...                 parameter_names={"getTime": {"kQ9z": "city"}})
+        >>> answer_text('```\\n[{"name": "Xy1q", "arguments": {"kQ9z": "Oslo"}}]\\n```', mask)
+        '[{"name": "getTime", "arguments": {"city": "Oslo"}}]'
+        >>> answer_text('[{"name": "Xy1q", "arguments": {"kQ9z": "Os', mask)  # cut: a format error either way
+        '[{"name": "Xy1q", "arguments": {"kQ9z": "Os'
+    """
+    if mask is None:
+        return raw
+    calls = parse_answer(raw)
+    if calls is None:
+        return raw
+    return json.dumps([_unmasked(call, mask) for call in calls], ensure_ascii=False)
+
+
+def _unmasked(call: Any, mask: NameMask) -> Any:
+    if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+        return call
+    real = mask.function_names.get(call["name"])
+    if real is None:
+        return call
+    renamed = mask.parameter_names.get(real, {})
+    arguments = call.get("arguments")
+    if isinstance(arguments, Mapping):
+        arguments = {renamed.get(k, k): v for k, v in arguments.items()}
+    return {**call, "name": real, "arguments": arguments}
+
+
+def engine_answer(response: HammerResponse, mask: NameMask | None = None) -> str:
+    """The engine's answer in the tools' real names, for the separate *engine answer* score: the
+    calls it parsed (complete calls before a ``max_tokens`` cut kept), ``[]`` for a refusal, else the
+    model's text as :func:`answer_text` reads it. Not the authors' scorer: it shows what the engine
+    recovers.
 
     Example:
         >>> from hammer_plugins import ToolCall
-        >>> prediction_text(HammerResponse(kind="tool_calls", raw='[{"name": "Xy1", "arguments": {}}]',
-        ...                                tool_calls=[ToolCall(name="getTime", arguments={"city": "Oslo"})]))
+        >>> engine_answer(HammerResponse(kind="tool_calls", raw='[{"name": "getTime", "arguments": {"city": "Os',
+        ...                              tool_calls=[ToolCall(name="getTime", arguments={"city": "Oslo"})]))
         '[{"name": "getTime", "arguments": {"city": "Oslo"}}]'
     """
     if response.kind == "tool_calls":
         return json.dumps([{"name": c.name, "arguments": c.arguments} for c in response.tool_calls],
                           ensure_ascii=False)
-    return "[]" if response.kind == "refusal" else response.raw
+    return "[]" if response.kind == "refusal" else answer_text(response.raw, mask)
 
 
 class Answer(BaseModel):
@@ -85,9 +140,12 @@ class Answer(BaseModel):
     index: int
     names: Names = "original"
     mask_names: bool = False
-    predict: str
+    predict: str = Field(description="the model's text with masked names mapped back (answer_text): what the "
+                                     "authors' metric scores")
     raw: str | None = Field(default=None, description="the model's own text when predict differs from it "
                                                       "(inference masking: predict has the real names)")
+    engine: str | None = Field(default=None, description="the engine's answer (engine_answer), scored apart as "
+                                                         "'engine answer'; None in files written before it")
     seconds: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -102,6 +160,9 @@ class AcademicResult(BaseModel):
 
     name: str
     scores: dict[str, dict[str, SetScore]] = Field(default_factory=dict)
+    engine_scores: dict[str, dict[str, SetScore]] = Field(
+        default_factory=dict, description="the engine's parsed calls scored by the same metric (not the authors' "
+                                          "pipeline), per variant and set, where every answer has one")
     answers: int = 0
     asked: int = 0
     wall_seconds: float = 0.0
@@ -143,15 +204,29 @@ def evaluate_entries(entries: Mapping[str, Sequence[AcademicEntry]], *, engine: 
                             asked=asked, settings=run_settings(engine) if engine else {})
     for variant in variants:
         shown = variant_entries(entries, variant, seed)
-        result.scores[variant.label] = {
-            set_name: score_answers((known[(e.set, e.index, variant.names, variant.mask_names)].predict, e.gold)
-                                    for e in rows if (e.set, e.index, variant.names, variant.mask_names) in known)
-            for set_name, rows in shown.items()}
+        result.scores[variant.label], engine_scores = {}, {}
+        for set_name, rows in shown.items():
+            pairs = [(known[(e.set, e.index, variant.names, variant.mask_names)], e) for e in rows
+                     if (e.set, e.index, variant.names, variant.mask_names) in known]
+            # One path for every variant: the model's text, masked names mapped back (answer_text).
+            result.scores[variant.label][set_name] = score_answers((scored_text(a, e), e.gold) for a, e in pairs)
+            if pairs and all(a.engine is not None for a, _ in pairs):
+                engine_scores[set_name] = score_answers((a.engine or "", e.gold) for a, e in pairs)
+        if engine_scores:
+            result.engine_scores[variant.label] = engine_scores
     result.model_seconds = sum(a.seconds for a in known.values())
     result.wall_seconds = time.perf_counter() - started
     if out is not None:
         write_reports(result, out)
     return result
+
+
+def scored_text(answer: Answer, entry: AcademicEntry) -> str:
+    """What the metric scores for ``answer`` (``entry`` as its variant showed it), whichever variant:
+    the model's own text (``raw``, else ``predict``) with the inference mask's names mapped back. Read
+    from ``raw``, journals written before ``predict`` held this text score the same way."""
+    mask = inference_mask(entry) if answer.mask_names else None
+    return answer_text(answer.raw if answer.raw is not None else answer.predict, mask)
 
 
 def _ask(engine: HammerEngine, entries: Mapping[str, Sequence[AcademicEntry]], variants: Sequence[Variant],
@@ -183,9 +258,11 @@ def _ask(engine: HammerEngine, entries: Mapping[str, Sequence[AcademicEntry]], v
         _, entry, variant = item
         began = time.perf_counter()
         response = engine.generate(entry.messages, entry.tools, mask_names=variant.mask_names)
-        predict = prediction_text(response) if variant.mask_names else response.raw
+        mask = inference_mask(entry) if variant.mask_names else None
+        predict = answer_text(response.raw, mask)
         return Answer(set=entry.set, index=entry.index, names=variant.names, mask_names=variant.mask_names,
                       predict=predict, raw=response.raw if predict != response.raw else None,
+                      engine=engine_answer(response, mask),
                       seconds=time.perf_counter() - began, prompt_tokens=response.usage.prompt_tokens,
                       completion_tokens=response.usage.completion_tokens)
 
@@ -233,7 +310,35 @@ def markdown_table(result: AcademicResult) -> str:
         row = " | ".join(f"{published[s][0]:.2f} | {published[s][1]:.2f}" for s in sets)
         lines.append(f"| {model}, published (paper Table 3) | {row} |")
     counts = "; ".join(f"{SETS[s]} {next(iter(result.scores.values()))[s].answers}" for s in sets)
-    return "\n".join(lines) + f"\n\nAnswers scored per set: {counts}.\n"
+    text = "\n".join(lines) + f"\n\nAnswers scored per set: {counts}.\n"
+    if len(result.scores) > 1:
+        text += ("\n## Case study: F1 Func-Name / F1 Func.+Args (right calls / predicted calls, format errors)\n\n"
+                 + _case_table(result.scores, sets))
+    if result.engine_scores:
+        text += ("\n## Engine answer (not the authors' scorer): the engine's parsed calls, scored by the same "
+                 "metric\n\nComplete calls before a cut at max_tokens count here; the rows above count such an "
+                 "answer as one format error, as the authors' pipeline does. A variant shows only when every "
+                 "answer recorded an engine answer (journals from before issue 32 kept one with inference "
+                 "masking on only).\n\n"
+                 + _case_table(result.engine_scores, sets))
+    return text
+
+
+def _case_cell(score: SetScore | None) -> str:
+    if score is None:
+        return "-"
+    return (f"{_pct(score.f1_api)} / {_pct(score.f1_args)} ({score.correct_calls}/{score.predicted_calls}, "
+            f"{score.format_errors})")
+
+
+def _case_table(scores: Mapping[str, Mapping[str, SetScore]], sets: Sequence[str]) -> str:
+    """One row per variant: ``F1 name / F1 args (right/predicted, N format errors)`` per set."""
+    lines = ["| test data's names | inference masking | " + " | ".join(SETS[s] for s in sets) + " |",
+             "|---|---|" + "---|" * len(sets)]
+    for label, per_set in scores.items():
+        names, masking = label.split(", inference masking ")
+        lines.append(f"| {names} | {masking} | " + " | ".join(_case_cell(per_set.get(s)) for s in sets) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def write_reports(result: AcademicResult, out: Path) -> dict[str, Path]:
@@ -261,7 +366,9 @@ def _chart(result: AcademicResult, path: Path) -> Path:
         ax.bar([x + i * width for x in range(len(sets))], values, width, label=label)
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(sets))], [SETS[s] for s in sets])
     ax.set_ylabel("F1 (%)")
-    # The published formula can exceed 100 (its recall counts repeated calls): show those bars whole.
+    # The published formula can exceed 100: its recall counts every predicted call of a gold function
+    # (repeated calls), and a correct call of an argument-free gold function counts one matched
+    # argument that neither denominator holds. Show those bars whole.
     ax.set_ylim(0, max(100.0, *(max(values, default=0) for values in series.values())) * 1.05)
     ax.axhline(100, color="grey", linewidth=0.6)
     ax.set_title(result.name)
