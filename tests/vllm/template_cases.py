@@ -1,0 +1,72 @@
+"""The conversations the Hammer chat template is checked on: every BFCL single-turn prompt, and a few
+hand-made ones with earlier calls, tool results, a failed tool and system text.
+
+Each case gives the OpenAI-style request (``messages``, ``tools`` in normal form) and what
+``hammer_plugins.prompt`` renders for it: the template must give exactly that text.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hammer_evals.bfcl.bfcl import load_category
+from hammer_plugins.messages import to_message
+from hammer_plugins.prompt import render_prompt
+from hammer_plugins.tools import Tool, to_tool
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "hammer_plugins" / "templates" / "hammer.jinja"
+
+# tests/evals/bfcl/test_prompt_parity.py's list: every single-turn category.
+SINGLE_TURN = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
+               "irrelevance", "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple",
+               "live_irrelevance", "live_relevance")
+
+
+def normal_form(tool: Tool) -> dict[str, Any]:
+    """The OpenAI spec of a tool whose parameters are already as :class:`Tool` normalizes them."""
+    return {"type": "function", "function": {"name": tool.name, "description": tool.description,
+                                             "parameters": tool.parameters}}
+
+
+def bfcl_cases() -> Iterator[tuple[str, list[dict[str, Any]], list[dict[str, Any]], str]]:
+    """``(id, messages, tools, expected prompt)`` for every BFCL single-turn entry with functions."""
+    for category in SINGLE_TURN:
+        entries, _ = load_category(category)
+        for entry in entries:
+            if not entry.functions:
+                continue
+            tools = [to_tool(copy.deepcopy(f)) for f in entry.functions]
+            expected = render_prompt([to_message(m) for m in entry.question], tools)
+            yield entry.id, entry.question, [normal_form(t) for t in tools], str(expected)
+
+
+_WEATHER = Tool.from_openai({"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "City name"},
+        "unit": {"type": "string", "enum": ["c", "f"], "description": "Unit, ", "default": "c"}},
+        "required": ["city"]}}})
+_CONVERSATION: list[dict[str, Any]] = [
+    {"role": "system", "content": "Answer briefly."},
+    {"role": "user", "content": "Weather in Paris and Zürich?"},
+    {"role": "assistant", "content": "Let me look.", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+        {"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Zürich"}}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"},
+    {"role": "tool", "tool_call_id": "call_2", "content": "city not found", "is_error": True},
+]
+
+
+def conversation_cases() -> list[tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None, str]]:
+    """Earlier calls and results, with tools (Hammer's layout) and without (plain chat told in words)."""
+    cases: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None, str]] = []
+    for name, tools in (("with tools", [_WEATHER]), ("without tools", None)):
+        for upto in (2, 3, 5):
+            messages = copy.deepcopy(_CONVERSATION[:upto])
+            expected = render_prompt([to_message(m) for m in messages], tools)
+            cases.append((f"{name}, {upto} messages", messages, [normal_form(t) for t in tools] if tools else None,
+                          str(expected)))
+    return cases
