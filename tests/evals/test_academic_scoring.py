@@ -14,7 +14,15 @@ from typing import Any
 import pytest
 from shared_data import REPO, academic_dir
 
-from hammer_evals.academic import SETS, Variant, evaluate_entries, gold_answer_text, load_set, parse_answer
+from hammer_evals.academic import (
+    SETS,
+    Variant,
+    evaluate_entries,
+    gold_answer_text,
+    load_set,
+    parse_answer,
+    score_answers,
+)
 from hammer_evals.academic.evaluation import (
     answer_text,
     inference_mask,
@@ -111,3 +119,13 @@ def test_the_recorded_tables_are_what_their_journals_score(name: str, data: dict
     assert result.model_dump(mode="json")["engine_scores"] == recorded["engine_scores"]
     table = Path(RECORDS / f"{name}_table.md").read_text(encoding="utf-8")
     assert table == f"# {recorded['name']}\n\n{markdown_table(result)}"
+
+
+def test_the_gold_answer_record_is_what_the_gold_answers_score(data: dict[str, list[Any]]) -> None:
+    """docs/benchmarks/academic/gold/ (cited by docs/benchmarks.md: F1 Func.+Args above 100 for the gold
+    answers themselves) from ``hammer eval academic --predictions`` on every entry's gold answer."""
+    recorded = results_json(RECORDS / "gold" / "results.json")["scores"]["original, inference masking off"]
+    for name, rows in data.items():
+        score = score_answers((gold_answer_text(e.gold), e.gold) for e in rows)
+        assert score.model_dump(mode="json") == recorded[name]
+        assert score.f1_api == 1.0 and score.f1_args is not None and score.f1_args > 1.0
