@@ -503,12 +503,29 @@ class LlamaCppBackend(Backend):
 
     def _eval(self, tokens: list[int]) -> None:
         """``llama.eval(tokens)``, one ``n_batch`` batch at a time (the batches ``eval`` itself makes, so the
-        same state), with a cancel check between them: a cancelled call waits for one batch at most."""
+        same state), stopped by a cancel between batches and inside one: a prompt's batch takes
+        seconds on a small CPU, so llama.cpp's abort callback (checked between graph nodes) is set
+        for the prompt, and the aborted batch is dropped from the KV cache."""
         llama = self.llama
         step = max(1, int(llama.n_batch))
-        for at in range(0, len(tokens), step):
-            self._check_cancel()
-            llama.eval(tokens[at:at + step])
+        cancel = self._cancel
+        abort = _abort_callback(cancel) if cancel is not None and len(tokens) > 1 else None
+        if abort is not None:
+            _set_abort_callback(llama._ctx.ctx, abort)
+        try:
+            for at in range(0, len(tokens), step):
+                self._check_cancel()
+                try:
+                    llama.eval(tokens[at:at + step])
+                except RuntimeError:  # llama_decode returned non-zero: 2 is "aborted"
+                    if cancel is None or not cancel.is_set():
+                        raise
+                    # eval counts a batch only once it is decoded: n_tokens is still where it began
+                    llama._ctx.kv_cache_seq_rm(-1, llama.n_tokens, -1)
+                    self._check_cancel()
+        finally:
+            if abort is not None:
+                _set_abort_callback(llama._ctx.ctx, None)
 
     def _evaluate(self, tokens: list[int], lookup: PromptLookup | None, spec: list[int], spec_rows: list[Any],
                   n_vocab: int) -> Any:
@@ -618,3 +635,21 @@ class LlamaCppBackend(Backend):
             "n_gpu_layers": self.n_gpu_layers,
             "llama_cpp_python": getattr(llama_cpp, "__version__", "?"),
         }
+
+
+def _abort_callback(cancel: Any) -> Any:
+    """A ggml abort callback that answers whether ``cancel`` (a ``threading.Event``) is set."""
+    import llama_cpp
+
+    return llama_cpp.ggml_abort_callback(lambda _data: cancel.is_set())
+
+
+def _set_abort_callback(ctx: Any, callback: Any) -> None:
+    """``llama_set_abort_callback`` (exported by libllama, not wrapped by llama-cpp-python); ``None``
+    removes the callback, so decoding one token at a time never calls back into Python."""
+    import llama_cpp
+
+    setter = llama_cpp.llama_cpp._lib.llama_set_abort_callback
+    setter.argtypes = [ctypes.c_void_p, llama_cpp.ggml_abort_callback, ctypes.c_void_p]
+    setter.restype = None
+    setter(ctx, callback if callback is not None else llama_cpp.ggml_abort_callback(), None)
