@@ -36,6 +36,7 @@ from .parsing import items_to_calls, parse_output, parse_stopped_list
 from .presets import find_preset
 from .prompt import PROMPT_FORMATS, PromptFormat, describe_answer, render_chat, render_prefix, render_prompt
 from .response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
+from .schema_keywords import keyword_violation
 from .slot_filling import SlotFiller, SnapshotRequest
 from .streaming import CallScanner
 from .tools import SchemaLimits, Tool, current_limits, relaxed_tool, schema_limits, to_tools
@@ -894,12 +895,22 @@ class HammerEngine:
 
     @staticmethod
     def _resolve(plan: _Plan, call: ToolCall, raw: str) -> ToolCall | InvalidToolCall:
-        """Unmask a parsed call and check it names a bound tool."""
+        """Unmask a parsed call, check it names a bound tool and its arguments keep the schema keywords
+        the grammar may not express (:func:`~hammer_plugins.schema_keywords.keyword_violation`)."""
         real: ToolCall | InvalidToolCall = plan.binding.mask.unmask(call) if plan.binding.mask else call
-        if isinstance(real, ToolCall) and real.name not in {t.name for t in plan.binding.tools}:
+        if not isinstance(real, ToolCall):
+            return real
+        tool = next((t for t in plan.binding.tools if t.name == real.name), None)
+        if tool is None:
             return InvalidToolCall(raw=raw, name=real.name, id=real.id,
                                    arguments=json.dumps(real.arguments, ensure_ascii=False, default=str),
                                    reason=f"the model called {real.name!r}, which is not a bound tool")
+        broken = keyword_violation(tool.parameters, real.arguments)
+        if broken is not None:
+            path, keyword, detail = broken
+            return InvalidToolCall(raw=raw, name=real.name, id=real.id,
+                                   arguments=json.dumps(real.arguments, ensure_ascii=False, default=str),
+                                   reason=f"argument {path!r} breaks the schema keyword {keyword!r}: {detail}")
         return real
 
     def _finish(self, plan: _Plan, raw: str, usage: Usage, finish: str, timings: dict[str, float]) -> HammerResponse:

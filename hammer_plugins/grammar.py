@@ -6,8 +6,20 @@ Markdown fence (```` ``` ```` or ```` ```json ````) around the list. The measure
 GUIDE (section 2) showed that forbidding the newline after ``[`` turns correct answers into ``[]``.
 
 **What the grammar promises.** An answer it accepts is a JSON list of calls to bound tools whose
-``arguments`` object validates against the tool's schema (the ``jsonschema`` validator is the
-oracle in ``tests/unit/test_grammar_differential.py``), with one restriction: the properties of an
+``arguments`` object has the names, types, enums, consts and required fields of the tool's schema
+(the ``jsonschema`` validator is the oracle in ``tests/unit/test_grammar_differential.py``) and
+keeps its value keywords as far as each notation expresses them (``tests/unit/test_schema_keywords.py``):
+``minLength``/``maxLength`` (code points), ``pattern`` (the subset both engines have: literals,
+classes, groups, alternation, repetition, ``^``/``$`` at the ends), ``format`` (``date``, ``time``,
+``date-time``, ``email``, ``uuid``, ``ipv4``, ``uri``: the text, not the calendar), integer
+``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum`` exactly, ``minItems``/``maxItems``;
+GBNF cannot intersect, so beside a ``pattern`` it drops the lengths and the format. Counts above
+``SchemaLimits.max_min_items`` are not unrolled. What the grammar leaves out (``multipleOf``,
+``uniqueItems``, bounds of non-integer numbers, the calendar, an unsupported pattern) is checked after
+decoding by :func:`hammer_plugins.schema_keywords.keyword_violation`: the engine turns such a call into
+an invalid call naming the keyword, and each such limit is reported once as a
+:class:`~hammer_plugins.schema_keywords.SchemaKeywordWarning`. A string whose ``pattern`` or ``format``
+the grammar enforces is written raw (no escapes). One restriction of layout: the properties of an
 object with declared ``properties`` come in declaration order, each at most once, and no others.
 Declaration order is the order the prompt shows the model (the reference prompt keeps it), and
 pinning it is what keeps the grammar small and every step's choice narrow; optional properties may
@@ -68,6 +80,17 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, Union
 
 from .errors import SchemaConversionError, SchemaLimitError, UnknownToolError
+from .schema_keywords import (
+    FORMATS,
+    Unsupported,
+    format_rx,
+    int_range_rx,
+    integer_bounds,
+    pattern_rx,
+    to_gbnf,
+    to_lark,
+    warn_once,
+)
 from .tools import Tool, current_limits, fresh_budget, json_type
 
 _K = TypeVar("_K")
@@ -113,7 +136,17 @@ class _Str:
     plain_raw: bool = False
 
 
-_Expr = Union[_Lit, _Ref, _Seq, _Alt, _Rep, _Str]  # noqa: UP007 - a runtime alias on Python 3.10
+@dataclass(frozen=True)
+class _Lex:
+    """One JSON value lexeme with its own text in each notation: ``lark`` a terminal's right side
+    (regexes, ``&`` intersecting them), ``gbnf`` a rule's right side (a bounded string, a pattern, a
+    format, an integer range: :mod:`hammer_plugins.schema_keywords`)."""
+
+    lark: str
+    gbnf: str
+
+
+_Expr = Union[_Lit, _Ref, _Seq, _Alt, _Rep, _Str, _Lex]  # noqa: UP007 - a runtime alias on Python 3.10
 
 
 def _seq(*items: _Expr) -> _Expr:
@@ -223,6 +256,18 @@ _LARK_ATOMS = {
     "number": "NUMBER: /-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][-+]?[0-9]+)?/",
 }
 _LARK_TERMINALS = {"string": "STRING", "integer": "INTEGER", "number": "NUMBER"}
+# One character of a JSON string as JSON Schema counts them (a code point: a surrogate pair's two
+# escapes are one character; a lone surrogate is not written), for minLength/maxLength.
+_LARK_CHAR = ('(?:\\\\(?:["\\\\\\/bfnrt]|u(?:[0-9a-cA-CeEfF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}'
+              '|[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2}))|[^"\\\\\\x00-\\x1F])')
+_GBNF_HEX = "[0-9a-fA-F]"
+_GBNF_CHAR = (f'( [^"\\\\\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" ( [0-9a-cA-CeEfF] {_GBNF_HEX}{{3}} '
+              f'| [dD] [0-7] {_GBNF_HEX}{{2}} | [dD] [89abAB] {_GBNF_HEX}{{2}} "\\\\u" [dD] [c-fC-F] {_GBNF_HEX}{{2}} ) ) )')
+# Formats that name a meaning, not a text the grammar could check (no warning when they are left free).
+_UNCHECKED_FORMATS = frozenset({"password", "binary", "byte", "int32", "int64", "float", "double", "multiline",
+                                "textarea", "text"})
+# Integer bounds with more digits than this are left to the check after decoding.
+_MAX_BOUND_DIGITS = 40
 
 
 # ------------------------------------------------------------------ notations
@@ -314,7 +359,7 @@ def _write(expr: _Expr, name_of: Mapping[Any, str], nested: bool = False) -> str
         return f'"{_escape(expr.text)}"'
     if isinstance(expr, _Ref):
         return name_of.get(expr.name, expr.name)
-    if isinstance(expr, _Str):
+    if isinstance(expr, (_Str, _Lex)):
         return name_of[expr]
     if isinstance(expr, _Rep):
         inner = _write(expr.item, name_of, nested=True)
@@ -338,9 +383,9 @@ def _references(expr: _Expr) -> set[str]:
     return set()
 
 
-def _string_lexemes(expr: _Expr) -> dict[_Str, None]:
-    """The :class:`_Str` lexemes in ``expr``, in order of appearance."""
-    if isinstance(expr, _Str):
+def _string_lexemes(expr: _Expr) -> dict[Any, None]:
+    """The :class:`_Str` and :class:`_Lex` lexemes in ``expr``, in order of appearance."""
+    if isinstance(expr, (_Str, _Lex)):
         return {expr: None}
     if isinstance(expr, _Rep):
         return _string_lexemes(expr.item)
@@ -375,17 +420,23 @@ def _render(rules: Mapping[str, _Expr], tool: str = "<tools>") -> Grammar:
         frontier |= _references(_ATOM_RULES[name]) if name in _ATOM_RULES else set()
         frontier -= needed
     composite = {**rules, **{n: _ATOM_RULES[n] for n in _ATOM_RULES if n in needed}}
-    strings = list({s: None for expr in composite.values() for s in _string_lexemes(expr)})
+    found = list({s: None for expr in composite.values() for s in _string_lexemes(expr)})
+    strings = [s for s in found if isinstance(s, _Str)]
+    lexes = [s for s in found if isinstance(s, _Lex)]
     size = _Size(tool)
-    gbnf_names: dict[Any, str] = {s: f"str-{i}" for i, s in enumerate(strings)}
+    gbnf_names: dict[Any, str] = {**{s: f"str-{i}" for i, s in enumerate(strings)},
+                                  **{x: f"lex-{i}" for i, x in enumerate(lexes)}}
     gbnf = [size(f"{name} ::= {_write(expr, gbnf_names)}") for name, expr in composite.items()]
     gbnf += [size(f'{gbnf_names[s]} ::= "\\"" ( {" | ".join(_gbnf_spelling(v, s.plain_raw) or chr(34) * 2 for v in s.values)} )'
                   ' "\\""') for s in strings]
+    gbnf += [size(f"{gbnf_names[x]} ::= {x.gbnf}") for x in lexes]
     gbnf += [_GBNF_ATOMS[n] for n in _GBNF_ATOMS if n in needed]
-    lark_names: dict[Any, str] = {**_LARK_TERMINALS, "root": "start", **{s: f"STR_{i}" for i, s in enumerate(strings)}}
+    lark_names: dict[Any, str] = {**_LARK_TERMINALS, "root": "start", **{s: f"STR_{i}" for i, s in enumerate(strings)},
+                                  **{x: f"LEX_{i}" for i, x in enumerate(lexes)}}
     lark = [size(f"{lark_names.get(name, name)}: {_write(expr, lark_names)}") for name, expr in composite.items()]
     lark += [size(f'{lark_names[s]}: /"(?:{"|".join(_lark_spelling(v, s.plain_raw) for v in s.values)})"/')
              for s in strings]
+    lark += [size(f"{lark_names[x]}: {x.lark}") for x in lexes]
     lark += [_LARK_ATOMS[n] for n in _LARK_ATOMS if n in needed]
     return Grammar(gbnf="\n".join(gbnf) + "\n", lark="\n".join(lark) + "\n")
 
@@ -513,7 +564,11 @@ class _Builder:
         if len(types) > 1:
             return _alt(*(self.value({**schema, "type": t, "nullable": False}, path) for t in types))
         kind = types[0]
-        if kind in ("string", "integer", "number", "boolean"):
+        if kind == "string":
+            return self.string(schema, path)
+        if kind in ("integer", "number"):
+            return self.number(kind, schema, path)
+        if kind == "boolean":
             return _Ref(kind)
         if kind == "null":
             return _NULL
@@ -521,17 +576,113 @@ class _Builder:
             items = schema.get("items")
             item = self.value(items, f"{path}[]") if isinstance(items, Mapping) and items else _VALUE
             low = int(schema.get("minItems", 0) or 0)  # checked when the tool was converted
+            high = self.count_bound(schema, "maxItems", path)
+            self.post_checked(schema, path, "uniqueItems", schema.get("uniqueItems") is True,
+                              "is not expressible in a grammar")
+            if high is not None and high < low:
+                raise SchemaConversionError(self.tool, path, f"minItems {low} is above maxItems {high}",
+                                            "fix the bounds")
             more = _comma(item)
-            if low > 0:
-                body = _seq(_lit("["), WS, item, _Rep(more, low - 1, None), WS, _lit("]"))
+            if high == 0:
+                body = _seq(_lit("["), WS, _lit("]"))
             else:
-                body = _seq(_lit("["), WS, _opt(_seq(item, _Rep(more, 0, None))), WS, _lit("]"))
+                # the items after the first (none at all when maxItems is 1: llguidance refuses {0,0})
+                rest = [] if high == 1 else [_Rep(more, max(low - 1, 0), None if high is None else high - 1)]
+                first = _seq(item, *rest)
+                body = _seq(_lit("["), WS, first if low > 0 else _opt(first), WS, _lit("]"))
             return self.add(self.fresh(f"{path}-arr"), body)
         if kind == "object":
             if not schema.get("properties"):
                 return _OBJECT
             return self.object_rule(schema, path)
         raise SchemaConversionError(self.tool, path, f"type {kind!r} has no grammar")
+
+    def post_checked(self, schema: Mapping[str, Any], path: str, keyword: str, present: bool, why: str) -> None:
+        """Report once that ``keyword`` is left to the check after decoding (when ``present``)."""
+        if present:
+            warn_once(self.tool, path, keyword, why)
+
+    def count_bound(self, schema: Mapping[str, Any], key: str, path: str) -> int | None:
+        """An upper count (``maxItems``, ``maxLength``) the grammar unrolls, or None: absent, or above
+        ``max_min_items`` (then checked after decoding only)."""
+        value = schema.get(key)
+        if value is None or isinstance(value, bool):
+            return None
+        cap = current_limits().max_min_items
+        if value > cap:
+            warn_once(self.tool, path, key, f"is above the grammar's unrolling limit ({cap}, SchemaLimits.max_min_items)")
+            return None
+        return int(value)
+
+    def string(self, schema: Mapping[str, Any], path: str) -> _Expr:
+        """A string with its ``minLength``/``maxLength``, ``pattern`` and ``format``: one lexeme, the
+        keywords intersected (``&``) in Lark; in GBNF a pattern (else a format, else the length bounds)."""
+        cap = current_limits().max_min_items
+        low = int(schema.get("minLength", 0) or 0)
+        if low > cap:
+            warn_once(self.tool, path, "minLength", f"is above the grammar's unrolling limit ({cap}, "
+                      "SchemaLimits.max_min_items): the grammar asks for that many characters only")
+            low = cap
+        high = self.count_bound(schema, "maxLength", path)
+        if high is not None and high < low:
+            raise SchemaConversionError(self.tool, path, f"minLength {low} is above maxLength {high}", "fix the bounds")
+        shapes: list[tuple[str, Any]] = []  # (keyword, raw body regex)
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str):
+            try:
+                shapes.append(("pattern", pattern_rx(pattern, cap)))
+            except Unsupported as exc:
+                warn_once(self.tool, path, "pattern", f"uses {exc}, which the grammar's engines lack")
+        fmt = schema.get("format")
+        if isinstance(fmt, str):
+            found = format_rx(fmt)
+            if found is None:
+                if fmt in _UNCHECKED_FORMATS:
+                    pass
+                else:
+                    warn_once(self.tool, path, "format", f"{fmt!r} is not one the grammar knows "
+                              f"({', '.join(FORMATS)}) and is not checked")
+            else:
+                shapes.append(("format", found))
+        if not shapes and low == 0 and high is None:
+            return _STRING
+        if high == 0:  # only the empty string (llguidance refuses a {0,0} repetition)
+            return _Lit('""')
+        length = f"{{{low},{'' if high is None else high}}}"
+        lark = [f'/"{to_lark(rx)}"/' for _, rx in shapes]
+        if low or high is not None:
+            lark.insert(0, f'/"{_LARK_CHAR}{length}"/')
+        if shapes:
+            gbnf = f'"\\"" {to_gbnf(shapes[0][1], nested=True)} "\\""'
+            for keyword, _ in shapes[1:]:
+                warn_once(self.tool, path, keyword, f"is not enforced beside {shapes[0][0]} by GBNF grammars "
+                          "(llama-server, vLLM), which cannot intersect")
+            if low or high is not None:
+                warn_once(self.tool, path, "minLength/maxLength", f"is not enforced beside {shapes[0][0]} by GBNF "
+                          "grammars (llama-server, vLLM), which cannot intersect")
+        else:
+            gbnf = f'"\\"" {_GBNF_CHAR}{length} "\\""'
+        return _Lex(lark=" & ".join(lark), gbnf=gbnf)
+
+    def number(self, kind: str, schema: Mapping[str, Any], path: str) -> _Expr:
+        """An integer within its bounds (exactly, in both notations); a number's bounds and any
+        ``multipleOf`` are checked after decoding."""
+        self.post_checked(schema, path, "multipleOf", "multipleOf" in schema, "is not expressible in a grammar")
+        bounded = any(k in schema for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
+        if not bounded:
+            return _Ref(kind)
+        if kind == "number":
+            warn_once(self.tool, path, "minimum/maximum", "of a non-integer number is not expressed in the grammar")
+            return _NUMBER
+        low, high = integer_bounds(schema)
+        if low is not None and high is not None and low > high:
+            raise SchemaConversionError(self.tool, path, f"no integer lies within the bounds ({low} > {high})",
+                                        "fix minimum and maximum")
+        if any(b is not None and len(str(abs(b))) > _MAX_BOUND_DIGITS for b in (low, high)):
+            warn_once(self.tool, path, "minimum/maximum", f"has more than {_MAX_BOUND_DIGITS} digits")
+            return _INTEGER
+        rx = int_range_rx(low, high)
+        return _Lex(lark=f"/{to_lark(rx)}/", gbnf=to_gbnf(rx))
 
     def object_rule(self, schema: Mapping[str, Any], path: str) -> _Ref:
         """Properties in declaration order; required ones present, optional ones skippable."""

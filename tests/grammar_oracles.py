@@ -5,16 +5,71 @@
   engine's token mask, loop guard included (:func:`mask_refuses_at`: where it refuses a text);
 * :class:`LlamaCppGrammar`: llama.cpp's own grammar sampler (no lexer) on the GBNF notation (what the
   servers receive), driven through its C API one candidate token at a time.
+
+:data:`FORMAT_CHECKER` is ``jsonschema``'s format checker with the formats the grammar enforces that it
+cannot check without extra packages (date-time, time, uri) added, and a stricter email.
 """
 
 from __future__ import annotations
 
 import ctypes
+import datetime
+import re
 from typing import Any
 
+import jsonschema
 import llguidance
 
 from hammer_plugins.grammar import Grammar
+
+# ------------------------------------------------------------------ formats
+# jsonschema's FormatChecker checks date, email, ipv4 and uuid with the standard library; date-time,
+# time and uri need packages this project does not install (rfc3339-validator, rfc3987), so the oracle
+# adds them here from RFC 3339 section 5.6 and RFC 3986 section 3, independently of the engine's regexes.
+FORMAT_CHECKER = jsonschema.FormatChecker()  # a copy: the additions stay out of jsonschema's shared checker
+_RFC3339_TIME = re.compile(r"(\d\d):(\d\d):(\d\d)(\.\d+)?([Zz]|[+-](\d\d):(\d\d))\Z", re.ASCII)
+RFC3986_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?#\[\]]|%[0-9A-Fa-f]{2})*\Z")
+
+
+def _full_time(text: str) -> bool:
+    found = _RFC3339_TIME.match(text)
+    if not found:
+        return False
+    hour, minute, second = int(found[1]), int(found[2]), int(found[3])
+    offset_ok = found[6] is None or (int(found[6]) <= 23 and int(found[7]) <= 59)
+    return hour <= 23 and minute <= 59 and second <= 60 and offset_ok
+
+
+@FORMAT_CHECKER.checks("time")
+def _time(value: object) -> bool:
+    return not isinstance(value, str) or _full_time(value)
+
+
+@FORMAT_CHECKER.checks("date-time")
+def _date_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    date, sep, time = value[:10], value[10:11], value[11:]
+    try:
+        ok_date = re.fullmatch(r"\d{4}-\d\d-\d\d", date, re.ASCII) and datetime.date.fromisoformat(date)
+    except ValueError:
+        return False
+    return bool(ok_date) and sep in "Tt" and sep != "" and _full_time(time)
+
+
+@FORMAT_CHECKER.checks("uri")
+def _uri(value: object) -> bool:
+    return not isinstance(value, str) or bool(RFC3986_URI.match(value))
+
+
+@FORMAT_CHECKER.checks("email")
+def _email(value: object) -> bool:
+    # RFC 5322's dot-atom local part and a hostname domain (jsonschema's own check is "contains @").
+    atom = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+    label = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+    return not isinstance(value, str) or bool(re.fullmatch(rf"{atom}(?:\.{atom})*@{label}(?:\.{label})*", value))
+
+
 
 
 def lark_accepts(tokenizer: Any, grammar: Grammar | str, text: str) -> bool:

@@ -116,6 +116,8 @@ class Generator:
         kind = schema.get("type")
         if isinstance(kind, list):
             kind = rng.choice(kind)
+        if kind == "string" and schema.get("format") == "date":  # BFCL's only format (4 parameters)
+            return f"{rng.randint(1900, 2100):04d}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
         if kind == "string":
             return self.string()
         if kind == "integer":
