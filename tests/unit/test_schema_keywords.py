@@ -427,3 +427,21 @@ def test_json_equality_for_unique_items_and_exact_decimals_for_multiple_of() -> 
     assert keyword_violation(schema, {"a": [1, True, {"k": [1]}, {"k": [2]}]}) is None
     assert keyword_violation(schema, {"x": 0.3}) is None  # 0.3 is a multiple of 0.1 as JSON reads it
     assert keyword_violation(schema, {"x": 0.35})[1] == "multipleOf"
+
+
+def test_langchain_and_llama_index_get_the_invalid_call() -> None:
+    """The check runs in the engine, so both adapters report the call as invalid, naming the keyword."""
+    langchain_hammer = pytest.importorskip("langchain_hammer")
+    llama_hammer = pytest.importorskip("llama_index.llms.hammer")
+    spec = {"type": "function", "function": {"name": "pick", "description": "Pick a number.", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer", "multipleOf": 5}}, "required": ["n"]}}}
+    answer = '[{"name": "pick", "arguments": {"n": 12}}]'
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SchemaKeywordWarning)
+        chat = langchain_hammer.ChatHammer(backend=ScriptedBackend([answer]))
+        message = chat.bind_tools([spec]).invoke("pick")
+        assert message.tool_calls == [] and "'multipleOf'" in message.invalid_tool_calls[0]["error"]
+        llm = llama_hammer.HammerLLM(backend=ScriptedBackend([answer]))
+        response = llm.chat_with_tools([spec], user_msg="pick")
+        invalid = response.message.additional_kwargs["invalid_tool_calls"]
+        assert response.raw["kind"] == "invalid" and "'multipleOf'" in invalid[0]["reason"]
