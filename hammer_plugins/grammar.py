@@ -621,7 +621,7 @@ class _Builder:
         low = int(schema.get("minLength", 0) or 0)
         if low > cap:
             warn_once(self.tool, path, "minLength", f"is above the grammar's unrolling limit ({cap}, "
-                      "SchemaLimits.max_min_items): the grammar asks for that many characters only")
+                      f"SchemaLimits.max_min_items): the grammar asks for {cap} characters at least")
             low = cap
         high = self.count_bound(schema, "maxLength", path)
         if high is not None and high < low:

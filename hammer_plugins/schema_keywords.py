@@ -53,6 +53,7 @@ class SchemaKeywordWarning(UserWarning):
 
 _WARNED: set[tuple[str, ...]] = set()
 _WARNED_LOCK = threading.Lock()
+_WARNED_MAX = 4096  # a server binding many distinct tools: the memory of warnings given stays bounded
 
 
 def warn_once(tool: str, path: str, keyword: str, why: str) -> None:
@@ -62,6 +63,8 @@ def warn_once(tool: str, path: str, keyword: str, why: str) -> None:
     with _WARNED_LOCK:
         if key in _WARNED:
             return
+        if len(_WARNED) >= _WARNED_MAX:
+            _WARNED.clear()
         _WARNED.add(key)
     warnings.warn(f"tool {tool!r}, {path}: {keyword} {why}; a call that breaks it becomes an invalid call "
                   f"naming {keyword!r} (checked after decoding)", SchemaKeywordWarning, stacklevel=3)
