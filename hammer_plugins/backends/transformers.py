@@ -55,6 +55,8 @@ class TransformersBackend(Backend):
     """
 
     name = "transformers"
+    # The full mask at every step, as before issue 33: the old path, kept reachable for comparisons.
+    _full_mask_decoding = False
 
     def __init__(
         self,
@@ -272,9 +274,7 @@ class TransformersBackend(Backend):
                         picked = logits[recent]
                         logits[recent] = torch.where(picked > 0, picked / settings.repeat_penalty,
                                                      picked * settings.repeat_penalty)
-                    if mask is not None:
-                        logits = logits.masked_fill(torch.from_numpy(~mask.allowed(logits.shape[0])), float("-inf"))
-                    token = self._sample(torch, logits, settings, generator)
+                    token = self._pick(torch, logits, settings, generator, mask)
                     if mask is not None:
                         mask.consume([token])
                     ids.append(token)
@@ -312,6 +312,25 @@ class TransformersBackend(Backend):
                      "cached_prompt_tokens": float(common),
                      **(mask.timings() if mask is not None else {})},
         )
+
+    def _pick(self, torch: Any, logits: Any, settings: GenerationSettings, generator: Any, mask: TokenMask | None) -> int:
+        """The next token under the grammar: sample first, check after (issue 33), where that is exact.
+
+        Greedy: the unconstrained argmax, if the grammar allows it, is the masked argmax. Pure
+        temperature sampling: a raw sample kept if allowed, else a sample from the masked
+        distribution, gives each allowed token its masked probability p/Z (p, plus (1 - Z) p/Z
+        through the resample). With top-k or top-p the truncation would see other tokens than under
+        the mask, so the mask comes first there, as before; also with ``_full_mask_decoding``.
+        """
+        if mask is None:
+            return self._sample(torch, logits, settings, generator)
+        exact = settings.temperature <= 0 or (settings.top_k <= 0 and settings.top_p >= 1.0)
+        if exact and not self._full_mask_decoding:
+            token = self._sample(torch, logits, settings, generator)
+            if mask.allows(token):
+                return token
+        masked = logits.masked_fill(torch.from_numpy(~mask.allowed(logits.shape[0])), float("-inf"))
+        return self._sample(torch, masked, settings, generator)
 
     @staticmethod
     def _sample(torch: Any, logits: Any, settings: GenerationSettings, generator: Any) -> int:

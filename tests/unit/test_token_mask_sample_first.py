@@ -77,3 +77,34 @@ def test_allows_takes_the_end_token_only_where_the_answer_is_complete() -> None:
     mask.consume([ord("a")])
     assert mask.allows(end) and mask.allows(ord("b")) and not mask.may_force()
     assert not mask.matcher.is_error()  # asking about a refused token changed nothing
+
+
+def test_transformers_pick_is_the_masked_choice() -> None:
+    """The transformers backend's sample-first pick, against the mask applied first (no model needed)."""
+    torch = pytest.importorskip("torch")
+    import llguidance
+
+    from hammer_plugins.backends.base import GenerationSettings
+    from hammer_plugins.backends.transformers import TransformersBackend
+
+    tokenizer = llguidance.LLTokenizer("byte")
+    backend = TransformersBackend.__new__(TransformersBackend)  # _pick reads no loaded state
+    generator = torch.Generator().manual_seed(0)
+    greedy = GenerationSettings(temperature=0.0)
+    for seed in range(50):
+        mask = TokenMask(tokenizer, 'start: /[a-f]+/')
+        logits = torch.randn(tokenizer.vocab_size, generator=torch.Generator().manual_seed(seed))
+        allowed = torch.from_numpy(mask.allowed(tokenizer.vocab_size))
+        expected = int(torch.argmax(logits.masked_fill(~allowed, float("-inf"))))
+        assert backend._pick(torch, logits, greedy, generator, mask) == expected
+    # Temperature sampling by rejection: each allowed token keeps its masked probability.
+    mask = TokenMask(tokenizer, 'start: "a" | "b" | "c"')
+    logits = torch.zeros(tokenizer.vocab_size)
+    logits[ord("a")], logits[ord("b")] = 3.0, 2.0  # the raw distribution is mostly elsewhere (259 others)
+    hot = GenerationSettings(temperature=1.0)
+    counts = {c: 0 for c in "abc"}
+    for _ in range(3000):
+        counts[chr(backend._pick(torch, logits, hot, generator, mask))] += 1
+    z = sum(torch.exp(torch.tensor(v)).item() for v in (3.0, 2.0, 0.0))
+    for c, v in zip("abc", (3.0, 2.0, 0.0), strict=True):
+        assert abs(counts[c] / 3000 - torch.exp(torch.tensor(v)).item() / z) < 0.03, counts
