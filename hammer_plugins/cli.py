@@ -274,7 +274,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_vllm(args: argparse.Namespace) -> int:
     """``hammer vllm``: the chat template and tool-parser plugin for vLLM, and the command lines that use them."""
     package = Path(__file__).resolve().parent
-    template, plugin = package / "templates" / "hammer.jinja", package / "vllm_tool_parser.py"
+    template, plugin = package / "templates" / "hammer.jinja", package / "vllm_plugin" / "vllm_tool_parser.py"
     flags = (f"--chat-template {shlex.quote(str(template))} --enable-auto-tool-choice "
              f"--tool-parser-plugin {shlex.quote(str(plugin))} --tool-call-parser hammer")
     model = shlex.quote(args.model)

@@ -27,7 +27,7 @@ from vllm_server import VllmServer
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "hammer_plugins" / "templates" / "hammer.jinja"
-PLUGIN = REPO / "hammer_plugins" / "vllm_tool_parser.py"
+PLUGIN = REPO / "hammer_plugins" / "vllm_plugin" / "vllm_tool_parser.py"
 SERVED_NAME = "hammer-vllm"
 START_TIMEOUT = float(os.environ.get("HAMMER_VLLM_START_TIMEOUT", "900"))
 

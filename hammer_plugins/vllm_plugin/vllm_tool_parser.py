@@ -15,11 +15,13 @@ Run (``hammer vllm`` prints these paths and the whole command)::
 
     python -m vllm.entrypoints.openai.api_server --model DIR \\
         --chat-template .../hammer_plugins/templates/hammer.jinja \\
-        --enable-auto-tool-choice --tool-parser-plugin .../hammer_plugins/vllm_tool_parser.py \\
+        --enable-auto-tool-choice --tool-parser-plugin .../hammer_plugins/vllm_plugin/vllm_tool_parser.py \\
         --tool-call-parser hammer
 
 The file finds the ``hammer_plugins`` package it sits in even where vLLM's environment has none
-installed (its only dependency, pydantic, comes with vLLM).
+installed (its only dependency, pydantic, comes with vLLM). It lives in a folder without
+``__init__.py`` so that walking ``hammer_plugins``'s modules (the package's own import checks,
+where vLLM is not installed) never imports it.
 
 Example (inside vLLM's environment):
     >>> parser = HammerToolParser(tokenizer)  # doctest: +SKIP
@@ -43,9 +45,16 @@ def _load_hammer_plugins() -> None:
     """Make ``hammer_plugins`` importable: the installed package where vLLM's environment has one,
     else the folder this file sits in, as a bare package (its ``__init__`` reads the installed
     distribution's version, which is not there; the modules used here need only pydantic)."""
-    here = Path(__file__).resolve().parent
-    if "hammer_plugins" in sys.modules or importlib.util.find_spec("hammer_plugins") is not None:
+    here = Path(__file__).resolve().parents[1]
+    if "hammer_plugins" in sys.modules:
         return
+    if importlib.util.find_spec("hammer_plugins") is not None:
+        try:
+            importlib.import_module("hammer_plugins")
+            return
+        except Exception:  # a checkout on sys.path (vLLM started in it), not installed: no version to read
+            for name in [m for m in sys.modules if m == "hammer_plugins" or m.startswith("hammer_plugins.")]:
+                del sys.modules[name]
     if not (here / "parsing.py").is_file():
         raise ImportError(f"{__file__} needs the hammer_plugins package. Fix: pip install hammer-plugins in vLLM's "
                           "environment, or pass the vllm_tool_parser.py inside an installed hammer_plugins folder")
@@ -131,7 +140,7 @@ class HammerToolParser(ToolParser):
     """Hammer's answers (a JSON list of calls, ``[]`` to refuse) to OpenAI tool calls.
 
     Example:
-        >>> # vllm serve DIR --tool-parser-plugin hammer_plugins/vllm_tool_parser.py --tool-call-parser hammer
+        >>> # vllm serve DIR --tool-parser-plugin hammer_plugins/vllm_plugin/vllm_tool_parser.py --tool-call-parser hammer
     """
 
     # vLLM's generic required/named handling forces OpenAI's own JSON shape, which Hammer never
