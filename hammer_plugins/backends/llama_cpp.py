@@ -99,6 +99,9 @@ class LlamaCppBackend(Backend):
     """
 
     name = "llama_cpp"
+    # The full mask at every step, as before issue 33: kept reachable for the differential test
+    # (tests/real/test_decode_differential.py) and the benchmark, which compare it with sample-first.
+    _full_mask_decoding = False
 
     def __init__(
         self,
@@ -433,6 +436,14 @@ class LlamaCppBackend(Backend):
         one token's (llama.cpp's kernels differ), so such a tie may fall the other way
         (``tests/real/test_fast_forward.py`` checks the margin is below 0.5 logits wherever they
         differ); what changes is how many times the model runs.
+
+        Sample first, check after (issue 33): where the model has to run anyway, the unconstrained
+        argmax is taken and only that token is checked against the grammar (``TokenMask.allows``);
+        the full mask is computed only when it is refused, and the pick is then the masked argmax.
+        Either way the token is the masked argmax (an allowed raw argmax is the best allowed token,
+        and the first such index, as ``np.argmax`` picks). The mask is computed up front only when
+        tokens wait to be evaluated and the grammar forces bytes (``TokenMask.may_force``): then one
+        allowed token means no model run, as before.
         """
         import numpy as np
 
@@ -444,7 +455,8 @@ class LlamaCppBackend(Backend):
         self._eval(prompt_tokens[reuse:])
         mask = mask_or_job.result() if isinstance(mask_or_job, Future) else mask_or_job
         ends = set(self._ll_tokenizer.eos_tokens)
-        row: Any = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(n_vocab,)).copy()
+        row: Any = _last_logits(llama, n_vocab)
+        full_mask = self._full_mask_decoding
         lookup = PromptLookup(prompt_tokens) if self.draft_tokens > 0 else None
         unevaluated: list[int] = []  # accepted tokens not in the KV cache yet (forced, or after a miss)
         spec: list[int] = []         # draft tokens in the KV cache beyond the accepted ones
@@ -455,15 +467,26 @@ class LlamaCppBackend(Backend):
         try:
             while True:
                 self._check_cancel()  # between tokens: a cancelled call stops here
-                allowed = mask.allowed(n_vocab)
-                forced = allowed.sum() == 1
-                if forced:
-                    token = int(np.flatnonzero(allowed)[0])  # no need to ask the model
+                forced = False
+                # The mask is computed up front only where it can save a model run: pending tokens and a
+                # token the grammar may force. Otherwise: sample first, check after (the class docstring).
+                if full_mask or (unevaluated and mask.may_force()):
+                    allowed = mask.allowed(n_vocab)
+                    forced = np.count_nonzero(allowed) == 1
+                    if forced:
+                        token = int(np.flatnonzero(allowed)[0])  # no need to ask the model
+                    else:
+                        if unevaluated:
+                            row = self._evaluate(unevaluated, lookup, spec, spec_rows, n_vocab)
+                            unevaluated = []
+                        token = int(np.argmax(np.where(allowed, row, -np.inf)))
                 else:
                     if unevaluated:
                         row = self._evaluate(unevaluated, lookup, spec, spec_rows, n_vocab)
                         unevaluated = []
-                    token = int(np.argmax(np.where(allowed, row, -np.inf)))
+                    token = int(np.argmax(row))
+                    if not mask.allows(token):
+                        token = int(np.argmax(np.where(mask.allowed(n_vocab), row, -np.inf)))
                 if token in ends or produced >= settings.max_tokens:
                     run.finish = "stop" if token in ends and produced < settings.max_tokens else "length"
                     break
@@ -541,7 +564,7 @@ class LlamaCppBackend(Backend):
         batch = tokens + draft
         if not draft or len(batch) > llama.n_batch or llama.n_tokens + len(batch) > llama.n_ctx():
             llama.eval(tokens)
-            return np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(n_vocab,)).copy()
+            return _last_logits(llama, n_vocab)
         llama._ctx.kv_cache_seq_rm(-1, llama.n_tokens, -1)
         llama._batch.set_batch(batch=batch, n_past=llama.n_tokens, logits_all=True)
         llama._ctx.decode(llama._batch)
@@ -635,6 +658,14 @@ class LlamaCppBackend(Backend):
             "n_gpu_layers": self.n_gpu_layers,
             "llama_cpp_python": getattr(llama_cpp, "__version__", "?"),
         }
+
+
+def _last_logits(llama: Any, n_vocab: int) -> Any:
+    """The logits after the last evaluated token: a view of llama.cpp's buffer, not a copy (0.1 ms a
+    token saved), valid until the next evaluation, which the decoding loop does only after using it."""
+    import numpy as np
+
+    return np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(n_vocab,))
 
 
 def _abort_callback(cancel: Any) -> Any:
