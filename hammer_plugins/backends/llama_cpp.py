@@ -401,8 +401,17 @@ class LlamaCppBackend(Backend):
             kwargs["logits_processor"] = _import_llama_cpp().LogitsProcessorList([processor])
         pieces: list[str] = []
         completion = llama.create_completion(prompt_tokens, **kwargs)
+        # llama-cpp-python evaluates the prompt inside its loop: the abort callback stops a cancelled
+        # prompt batch there too, and goes once the first piece shows the prompt is done.
+        cancel = self._cancel
+        abort = _abort_callback(cancel) if cancel is not None else None
+        if abort is not None:
+            _set_abort_callback(llama._ctx.ctx, abort)
         try:
             for chunk in completion:
+                if abort is not None:
+                    _set_abort_callback(llama._ctx.ctx, None)
+                    abort = None
                 self._check_cancel()  # between tokens: a cancelled call stops here
                 if processor is not None:
                     processor.check()
@@ -413,7 +422,13 @@ class LlamaCppBackend(Backend):
                     yield text
                 if choice.get("finish_reason"):
                     run.finish = choice["finish_reason"]
+        except RuntimeError:  # llama_decode returned 2 (aborted): the batch is not counted, eval drops it next time
+            if cancel is None or not cancel.is_set():
+                raise
+            self._check_cancel()
         finally:
+            if abort is not None:
+                _set_abort_callback(llama._ctx.ctx, None)
             completion.close()  # stopped early (cancelled, or the caller closed the stream): end llama-cpp-python's loop now
         if processor is not None:
             processor.check()
