@@ -15,6 +15,7 @@ import time
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,26 +25,35 @@ from hammer_plugins import HammerEngine, Message, ScriptedBackend, Tool
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings, Usage
 from hammer_plugins.errors import ContextWindowExceededError, SchemaConversionError, SchemaLimitError
 from hammer_plugins.grammar import Grammar, SizedCache
-from hammer_plugins.tools import SchemaLimits, limits_from_env, schema_limits
+from hammer_plugins.tools import SchemaLimits, _Budget, limits_from_env, schema_limits
 
-QUICK_SECONDS = 1.0
+# The work before a refusal, counted in the budget's own steps (a schema object inlined, a value
+# sized): independent of the machine's speed, unlike a clock. A refusal comes after at most about
+# max_schema_nodes objects, whatever fan_out**depth the schema would grow to.
+MAX_STEPS = 3 * SchemaLimits().max_schema_nodes
+# A backstop against work the budget does not count: generous, as CI machines are slow and loaded
+# (1.1 s of CPU was measured there for a refusal that takes 0.3 s here), yet far below what an
+# unbounded expansion takes (depth 20 ran past 20 s before the budget existed).
+BACKSTOP_SECONDS = 10.0
 MEMORY_BYTES = 64 * 2**20
 HYPO = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def refused(parameters: Any, *, response_format: bool = False, memory: bool = False) -> SchemaConversionError:
     """Send ``parameters`` as a tool's (or as a response_format schema) through the engine: it must be
-    refused with a SchemaConversionError within QUICK_SECONDS of CPU time (wall time on a loaded
-    machine says little), and with ``memory`` within MEMORY_BYTES of Python allocations."""
+    refused with a SchemaConversionError within MAX_STEPS of the budget's steps (and BACKSTOP_SECONDS
+    of CPU time), and with ``memory`` within MEMORY_BYTES of Python allocations."""
     engine = HammerEngine(backend=ScriptedBackend(["[]", "{}"]))
     kwargs: dict[str, Any] = ({"response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": parameters}}}
                               if response_format else
                               {"tools": [{"type": "function", "function": {"name": "f", "parameters": parameters}}]})
     started = time.thread_time()
-    with pytest.raises(SchemaConversionError) as caught:
+    with mock.patch.object(_Budget, "tick", autospec=True, side_effect=_Budget.tick) as steps, \
+            pytest.raises(SchemaConversionError) as caught:
         engine.generate([Message.user("hi")], **kwargs)
     elapsed = time.thread_time() - started
-    assert elapsed < QUICK_SECONDS, f"took {elapsed:.2f}s of CPU: {caught.value}"
+    assert steps.call_count <= MAX_STEPS, f"{steps.call_count} steps before the refusal: {caught.value}"
+    assert elapsed < BACKSTOP_SECONDS, f"took {elapsed:.2f}s of CPU: {caught.value}"
     assert "Fix:" in str(caught.value)
     if not memory:
         return caught.value
