@@ -21,6 +21,7 @@ of the per-round ratios.
 Usage::
 
     .venv/bin/python benchmarks/cold_call.py [--rounds 5] [--threads 2] [--json out.json]
+    .venv/bin/python benchmarks/cold_call.py --threads 0   # the README's command as written: default threads
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 QUERY = "What's the weather in Paris?"
 FLOOR = """
 import sys, llama_cpp
-path, prompt_file, n_out, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+path, prompt_file, n_out, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) or None
 ends = [int(t) for t in sys.argv[5].split(",")]
 llm = llama_cpp.Llama(model_path=path, n_ctx=8192, n_threads=threads, verbose=False)
 tokens = llm.tokenize(open(prompt_file, encoding="utf-8").read().encode(), add_bos=False, special=True)
@@ -65,7 +66,8 @@ def _timed(command: list[str], env: dict[str, str], expect: str | None = None) -
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2,
+                        help="threads for both sides; 0: each side's default (the README's command, no --threads)")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
 
@@ -75,7 +77,7 @@ def main() -> int:
     from hammer_plugins.prefix_cache import PrefixCache
 
     model = str(default_model_path())
-    engine = HammerEngine(n_threads=args.threads)
+    engine = HammerEngine(n_threads=args.threads or None)
     response = engine.generate([Message.user(QUERY)], tools=DEMO_TOOLS)
     n_out = response.usage.completion_tokens
     answer = json.dumps([{"name": c.name, "arguments": c.arguments} for c in response.tool_calls],
@@ -93,7 +95,7 @@ def main() -> int:
     # A private prefix cache; the model itself stays where it is.
     kv_dir = work / "kv"
     env = {**os.environ, "HAMMER_PREFIX_CACHE_DIR": str(kv_dir)}
-    hammer = [str(ROOT / ".venv/bin/hammer"), "call", QUERY, "--threads", str(args.threads)]
+    hammer = [str(ROOT / ".venv/bin/hammer"), "call", QUERY, *(["--threads", str(args.threads)] if args.threads else [])]
     rows: dict[str, list[float]] = {"floor": [], "cold": [], "first ever": [], "repeat": [], "no prefix cache": []}
     for _ in range(args.rounds):
         rows["floor"].append(_timed([sys.executable, str(floor_script), model, str(prompt_file), str(n_out),
@@ -109,7 +111,7 @@ def main() -> int:
               "prompt_tokens": response.usage.prompt_tokens, "completion_tokens": n_out,
               "median_s": {k: statistics.median(v) for k, v in rows.items()}, "runs_s": rows}
     print(f"{result['model']}, {result['prompt_tokens']} prompt + {n_out} completion tokens, "
-          f"{args.threads} threads, median of {args.rounds} rounds")
+          f"{args.threads or 'default'} threads, median of {args.rounds} rounds")
     # Each round's rows ran back to back: the median of the per-round ratios resists the machine's drift.
     per_round = {name: statistics.median(v / f for v, f in zip(values, rows["floor"], strict=True))
                  for name, values in rows.items()}
