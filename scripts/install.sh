@@ -23,6 +23,21 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 # The CPU build of torch first: an unpinned torch would pull several GB of CUDA wheels.
 "${pip[@]}" install "torch==2.13.0"
 started=$(date +%s)
+# llama-cpp-python compiles llama.cpp natively; with GCC 12 on a CPU with AMX that build crashes on the
+# first prompt (hammer_plugins/_compiler_flags.py says why). Where the compiler has that fault, the
+# wheel is built without AMX and kept in our cache under a name that holds the flags (pip's own wheel
+# cache ignores CFLAGS, so it would hand back a crashing wheel built before this fix).
+flags="$("$VENV/bin/python" hammer_plugins/_compiler_flags.py)"
+if [ -n "$flags" ]; then
+  CACHE="${HAMMER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hammer-plugins}"
+  wheels="$CACHE/wheels/llama-cpp-python-$(printf '%s' "$flags" | sha256sum | cut -c1-12)"
+  if ! compgen -G "$wheels/llama_cpp_python-*.whl" >/dev/null; then
+    echo "install: building llama-cpp-python with CFLAGS='$flags' (this compiler's AMX fault), about 5 minutes" >&2
+    CFLAGS="$flags" CXXFLAGS="$flags" "${pip[@]}" wheel --no-deps --no-cache-dir "llama-cpp-python>=0.3.8" -w "$wheels.tmp"
+    mv "$wheels.tmp" "$wheels"
+  fi
+  "${pip[@]}" install --force-reinstall --no-deps "$wheels"/llama_cpp_python-*.whl
+fi
 # One pip command, so pip takes hammer-plugins==<version> (the adapters' pin) from this checkout rather
 # than looking for it on the index. --group dev (PEP 735, pip >= 25.1): the test tooling, from pyproject.toml.
 "${pip[@]}" install -e ".[all]" -e "./integrations/langchain[mcp]" -e "./integrations/llama-index[mcp]" \

