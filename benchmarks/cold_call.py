@@ -20,8 +20,11 @@ of the per-round ratios.
 
 Usage::
 
-    .venv/bin/python benchmarks/cold_call.py [--rounds 5] [--threads 2] [--json out.json]
-    .venv/bin/python benchmarks/cold_call.py --threads 0   # the README's command as written: default threads
+    .venv/bin/python benchmarks/cold_call.py [--rounds 5] [--threads 2] [--readme-command] [--json out.json]
+
+``--threads`` is the floor's thread count and, unless ``--readme-command``, ``hammer call``'s too;
+with ``--readme-command`` the ``hammer call`` rows run the README's command exactly as written (no
+``--threads``: the engine's default).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 QUERY = "What's the weather in Paris?"
 FLOOR = """
 import sys, llama_cpp
-path, prompt_file, n_out, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) or None
+path, prompt_file, n_out, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 ends = [int(t) for t in sys.argv[5].split(",")]
 llm = llama_cpp.Llama(model_path=path, n_ctx=8192, n_threads=threads, verbose=False)
 tokens = llm.tokenize(open(prompt_file, encoding="utf-8").read().encode(), add_bos=False, special=True)
@@ -66,8 +69,9 @@ def _timed(command: list[str], env: dict[str, str], expect: str | None = None) -
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2,
-                        help="threads for both sides; 0: each side's default (the README's command, no --threads)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--readme-command", action="store_true",
+                        help="hammer call without --threads (its default), as the README runs it")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
 
@@ -77,7 +81,7 @@ def main() -> int:
     from hammer_plugins.prefix_cache import PrefixCache
 
     model = str(default_model_path())
-    engine = HammerEngine(n_threads=args.threads or None)
+    engine = HammerEngine(n_threads=args.threads)
     response = engine.generate([Message.user(QUERY)], tools=DEMO_TOOLS)
     n_out = response.usage.completion_tokens
     answer = json.dumps([{"name": c.name, "arguments": c.arguments} for c in response.tool_calls],
@@ -95,7 +99,7 @@ def main() -> int:
     # A private prefix cache; the model itself stays where it is.
     kv_dir = work / "kv"
     env = {**os.environ, "HAMMER_PREFIX_CACHE_DIR": str(kv_dir)}
-    hammer = [str(ROOT / ".venv/bin/hammer"), "call", QUERY, *(["--threads", str(args.threads)] if args.threads else [])]
+    hammer = [str(ROOT / ".venv/bin/hammer"), "call", QUERY, *([] if args.readme_command else ["--threads", str(args.threads)])]
     rows: dict[str, list[float]] = {"floor": [], "cold": [], "first ever": [], "repeat": [], "no prefix cache": []}
     for _ in range(args.rounds):
         rows["floor"].append(_timed([sys.executable, str(floor_script), model, str(prompt_file), str(n_out),
@@ -107,15 +111,17 @@ def main() -> int:
         rows["repeat"].append(_timed(hammer, env, expect=answer))
         rows["no prefix cache"].append(_timed([*hammer, "--no-prefix-cache"], env, expect=answer))
     floor = statistics.median(rows["floor"])
-    result = {"model": Path(model).name, "threads": args.threads, "rounds": args.rounds,
+    result = {"model": Path(model).name, "threads": args.threads, "readme_command": args.readme_command, "rounds": args.rounds,
               "prompt_tokens": response.usage.prompt_tokens, "completion_tokens": n_out,
               "median_s": {k: statistics.median(v) for k, v in rows.items()}, "runs_s": rows}
     print(f"{result['model']}, {result['prompt_tokens']} prompt + {n_out} completion tokens, "
-          f"{args.threads or 'default'} threads, median of {args.rounds} rounds")
+          f"floor on {args.threads} threads, hammer call on "
+          f"{'its default' if args.readme_command else args.threads}, median of {args.rounds} rounds")
     # Each round's rows ran back to back: the median of the per-round ratios resists the machine's drift.
     per_round = {name: statistics.median(v / f for v, f in zip(values, rows["floor"], strict=True))
                  for name, values in rows.items()}
     result["median_round_ratio"] = per_round
+    result["ratio_to_floor"] = {name: statistics.median(values) / floor for name, values in rows.items()}
     print("| run | median wall s | ratio to floor | median per-round ratio |\n|---|---|---|---|")
     for name, values in rows.items():
         print(f"| {name} | {statistics.median(values):.2f} | {statistics.median(values) / floor:.2f} "

@@ -87,7 +87,7 @@ class EngineSettings(BaseModel):
     seed: int | None = Field(default=_DEFAULTS.seed, description="Sampling seed (only matters when temperature > 0).")
     # --- runtime
     n_ctx: int = Field(default=8192, gt=0, description="Context window in tokens (llama.cpp, transformers).")
-    n_threads: int | None = Field(default=None, description="llama.cpp CPU threads (None: its own choice).")
+    n_threads: int | None = Field(default=None, description="llama.cpp decode threads (None: one per physical core).")
     n_gpu_layers: int = Field(default=0, description="Layers llama.cpp offloads to a GPU build (-1: all).")
     device: str = Field(default="auto", description="transformers device: auto, cpu, cuda, mps.")
     dtype: str = Field(default="auto", description="transformers dtype: auto (float32 on CPU, bfloat16 on GPU).")

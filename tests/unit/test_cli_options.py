@@ -12,7 +12,7 @@ def test_threads_reach_the_llama_cpp_backend() -> None:
     assert not engine.is_loaded
 
 
-def test_threads_default_to_llama_cpps_choice() -> None:
+def test_threads_default_to_the_backends_choice() -> None:  # one per physical core: test_cpu_threads.py
     assert _engine(build_parser().parse_args(["call", "hi"]))._backend_options["n_threads"] is None
 
 
