@@ -319,3 +319,48 @@ def test_hammer_serve_openai_in_front_of_vllm(vllm_server: VllmServer) -> None:
         assert not refused.choices[0].message.tool_calls and refused.choices[0].message.content
     assert served["code"] == 0, served["output"]
     assert vllm_server.api_key not in served["output"] and "front-key" not in served["output"]
+
+
+async def test_parallel_clients_are_batched_by_vllm(vllm_server: VllmServer) -> None:
+    """Four engines' requests at once (the server backend's async path): vLLM runs them in one batch
+    (``vllm:num_requests_running`` reaches 2 or more while they decode) and each gets its own answer."""
+    from hammer_plugins import HammerEngine, Message
+    from hammer_plugins.backends.server import OpenAICompatibleBackend
+
+    backend = OpenAICompatibleBackend(vllm_server.base_url, model=vllm_server.model, api_key=vllm_server.api_key,
+                                      timeout=300, trust_env=False)
+    engine = HammerEngine(backend=backend, max_tokens=MAX_TOKENS)
+    cities = ["Paris", "Rome", "Lima", "Oslo"]
+    peak = 0.0
+    try:
+        jobs = [asyncio.ensure_future(engine.agenerate([Message.user(f"What's the weather in {city}?")], tools=[WEATHER]))
+                for city in cities]
+        while not all(job.done() for job in jobs):
+            peak = max(peak, await asyncio.to_thread(_running, vllm_server))
+            await asyncio.sleep(0.05)
+        replies = [job.result() for job in jobs]
+    finally:
+        backend.close()
+    assert [[(c.name, c.arguments) for c in r.tool_calls] for r in replies] == [
+        [("get_weather", {"city": city})] for city in cities]
+    assert peak >= 2, f"vLLM never ran two of the four requests at once (peak vllm:num_requests_running {peak})"
+
+
+def test_masking_on_vllm(vllm_server: VllmServer) -> None:
+    """Inference masking (the Hammer paper's function masking) through vLLM: the prompt vLLM sees holds
+    opaque names and no real ones; the caller still gets the real tool and argument names back."""
+    from hammer_plugins import HammerEngine, Message
+    from hammer_plugins.backends.server import OpenAICompatibleBackend
+
+    backend = OpenAICompatibleBackend(vllm_server.base_url, model=vllm_server.model, api_key=vllm_server.api_key,
+                                      timeout=300, trust_env=False)
+    engine = HammerEngine(backend=backend, max_tokens=MAX_TOKENS, mask_names=True)
+    try:
+        question = [Message.user("What's the weather in Paris?")]
+        prompt = engine.render(question, [WEATHER, MULTIPLY])
+        assert "get_weather" not in prompt and "multiply" not in prompt  # what vLLM is sent
+        reply = engine.generate(question, tools=[WEATHER, MULTIPLY])
+    finally:
+        backend.close()
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("get_weather", {"city": "Paris"})]
+    assert "get_weather" not in reply.raw  # the model wrote the masked name; the engine mapped it back
