@@ -14,23 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from child_signals import default_signals
 from openai import OpenAI
+from serve_process import hammer_serve
 from template_cases import bfcl_cases
 from vllm_server import VllmServer
 
@@ -268,45 +261,10 @@ async def test_a_cancelled_astream_is_aborted_inside_vllm(vllm_server: VllmServe
         backend.close()
 
 
-@contextmanager
-def hammer_serve_openai(base_url: str, env: dict[str, str], startup: float = 120.0) -> Iterator[dict[str, Any]]:
-    """``hammer serve --openai --backend server --base-url URL`` as users start it, until Ctrl-C at the end.
-
-    Yields ``{"base_url": ...}``, which gets ``code`` and ``output`` once the server has stopped.
-    """
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    process = subprocess.Popen([sys.executable, "-m", "hammer_plugins.cli", "serve", "--openai", "--backend", "server",
-                                "--base-url", base_url, "--port", str(port)], env={**os.environ, **env},
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=default_signals)
-    served: dict[str, Any] = {"base_url": f"http://127.0.0.1:{port}/v1"}
-    try:
-        deadline = time.monotonic() + startup
-        while True:
-            assert process.poll() is None, process.stdout.read() if process.stdout else ""
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json().get("loaded"):
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "hammer serve did not come up"
-            time.sleep(0.3)
-        yield served
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            served["code"] = process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise
-        served["output"] = process.stdout.read() if process.stdout else ""
-
-
 def test_hammer_serve_openai_in_front_of_vllm(vllm_server: VllmServer) -> None:
     env = {"HAMMER_SERVER_API_KEY": "front-key", "HAMMER_UPSTREAM_API_KEY": vllm_server.api_key}
-    with hammer_serve_openai(vllm_server.base_url, env) as served:
-        front = OpenAI(base_url=served["base_url"], api_key="front-key", max_retries=0, timeout=300)
+    with hammer_serve(["--openai", "--backend", "server", "--base-url", vllm_server.base_url], env, startup=120) as served:
+        front = OpenAI(base_url=served.base_url, api_key="front-key", max_retries=0, timeout=300)
         reply = ask(front, "hammer", tools=TOOLS, messages=user("What's the weather in Paris?"))
         assert calls_of(reply) == [("get_weather", {"city": "Paris"})]
         forced = ask(front, "hammer", tools=TOOLS, messages=user("What's the weather in Paris?"),
@@ -317,8 +275,8 @@ def test_hammer_serve_openai_in_front_of_vllm(vllm_server: VllmServer) -> None:
         assert parts["finish"] == "tool_calls"
         refused = ask(front, "hammer", tools=[WEATHER], messages=user(REFUSED))
         assert not refused.choices[0].message.tool_calls and refused.choices[0].message.content
-    assert served["code"] == 0, served["output"]
-    assert vllm_server.api_key not in served["output"] and "front-key" not in served["output"]
+    assert served.code == 0, served.output
+    assert vllm_server.api_key not in served.output and "front-key" not in served.output
 
 
 async def test_parallel_clients_are_batched_by_vllm(vllm_server: VllmServer) -> None:
