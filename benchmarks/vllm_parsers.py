@@ -646,11 +646,13 @@ def main(argv: list[str] | None = None) -> int:
     args.levels = [int(n) for n in args.clients.split(",")]
     chosen = [CONFIGS[key] for key in args.configs.split(",")]
 
-    # SIGTERM ends the run like Ctrl-C does: through the finally blocks that stop every server.
+    # SIGTERM ends the run like Ctrl-C does: through the finally blocks that stop every server. Ctrl-C
+    # itself is re-armed: a run started in the background (`... &`) inherits SIGINT ignored.
     def terminate(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     args.out.mkdir(parents=True, exist_ok=True)
     records_file = args.out / "records.jsonl"
     records_file.write_text("")
