@@ -299,8 +299,9 @@ async def test_parallel_clients_are_batched_by_vllm(vllm_server: VllmServer) -> 
         replies = [job.result() for job in jobs]
     finally:
         backend.close()
-    assert [[(c.name, c.arguments) for c in r.tool_calls] for r in replies] == [
-        [("get_weather", {"city": city})] for city in cities]
+    # Each its own city (the small model may repeat its call: the distinct calls are compared).
+    assert [{(c.name, json.dumps(c.arguments, sort_keys=True)) for c in r.tool_calls} for r in replies] == [
+        {("get_weather", json.dumps({"city": city}))} for city in cities]
     assert peak >= 2, f"vLLM never ran two of the four requests at once (peak vllm:num_requests_running {peak})"
 
 
