@@ -36,7 +36,7 @@ from typing import Any
 from openai import AsyncOpenAI
 
 from hammer_evals.bfcl.accuracy import load_entries
-from hammer_evals.bfcl.bfcl import BfclEntry, score, to_bfcl_output, to_openai_tool
+from hammer_evals.bfcl.bfcl import BfclEntry, score, to_bfcl_output, to_openai_tools
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.server import LlamaServer, OpenAICompatibleBackend
 from hammer_plugins.model_source import default_model_path
@@ -47,20 +47,8 @@ PATHS = ("hammer", "llama-server --jinja")
 KEY = "bench-key"
 
 
-def openai_tools(entry: BfclEntry) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """The entry's functions as OpenAI tools (dots in names made underscores), and the way back."""
-    tools, names = [], {}
-    for function in entry.functions:
-        tool = to_openai_tool(function)
-        sent = tool["function"]["name"].replace(".", "_")
-        names[sent] = tool["function"]["name"]
-        tool["function"]["name"] = sent
-        tools.append(tool)
-    return tools, names
-
-
 async def ask(client: AsyncOpenAI, model: str, entry: BfclEntry, max_tokens: int) -> dict[str, Any]:
-    tools, names = openai_tools(entry)
+    tools, names = to_openai_tools(entry.functions)
     started = time.perf_counter()
     record: dict[str, Any] = {"id": entry.id, "category": entry.category}
     try:

@@ -74,7 +74,7 @@ from typing import Any
 import httpx
 from openai import AsyncOpenAI
 
-from hammer_evals.bfcl.bfcl import BfclEntry, load_category, score, to_bfcl_output, to_openai_tool
+from hammer_evals.bfcl.bfcl import BfclEntry, load_category, score, to_bfcl_output, to_openai_tools
 from hammer_plugins import Tool
 from hammer_plugins.backends.server.launcher import free_port
 from hammer_plugins.backends.server.llama_server_binary import LlamaServerNotFoundError, find_llama_server
@@ -291,18 +291,6 @@ def load_questions(limit: int, seed: int = 0) -> list[BfclEntry]:
     return mixed[:limit]
 
 
-def openai_tools(functions: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """BFCL functions as OpenAI tools (dots in names made underscores: OpenAI's name pattern), and the way back."""
-    tools, names = [], {}
-    for function in functions:
-        tool = to_openai_tool(function)
-        sent = tool["function"]["name"].replace(".", "_")
-        names[sent] = tool["function"]["name"]
-        tool["function"]["name"] = sent
-        tools.append(tool)
-    return tools, names
-
-
 def _calls(message: Any) -> tuple[list[dict[str, str]], list[tuple[str, dict[str, Any]]], bool]:
     """The reply's tool calls as sent, as ``(name, arguments)`` pairs, and whether any had unreadable arguments."""
     raw, parsed, malformed = [], [], False
@@ -322,7 +310,7 @@ def _calls(message: Any) -> tuple[list[dict[str, str]], list[tuple[str, dict[str
 
 async def ask(client: AsyncOpenAI, entry: BfclEntry, max_tokens: int) -> dict[str, Any]:
     """One BFCL question; its record with the checker's verdict (a failed request is a wrong answer)."""
-    tools, names = openai_tools(entry.functions)
+    tools, names = to_openai_tools(entry.functions)
     record: dict[str, Any] = {"id": entry.id, "category": entry.category}
     started = time.perf_counter()
     try:
@@ -345,14 +333,19 @@ async def ask(client: AsyncOpenAI, entry: BfclEntry, max_tokens: int) -> dict[st
     return record
 
 
+async def _warmed_client(base_url: str, api_key: str) -> AsyncOpenAI:
+    """A client whose first request is done: one-off work (a front's discovery, vLLM's first batch) stays unmeasured."""
+    client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=1800)
+    await client.chat.completions.create(model=SERVED, messages=[{"role": "user", "content": "Say hi."}],
+                                         max_tokens=4, temperature=0)
+    return client
+
+
 async def run_level(base_url: str, api_key: str, entries: list[BfclEntry], clients: int, max_tokens: int,
                     before: Callable[[], None]) -> tuple[list[dict[str, Any]], float]:
     """Every entry asked by ``clients`` concurrent clients; the records and the wall time."""
-    client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=1800)
+    client = await _warmed_client(base_url, api_key)
     try:
-        # Unmeasured: one-off work on the first request (a front's discovery, vLLM's first batch).
-        await client.chat.completions.create(model=SERVED, messages=[{"role": "user", "content": "Say hi."}],
-                                             max_tokens=4, temperature=0)
         before()
         gate = asyncio.Semaphore(clients)
 
@@ -442,10 +435,8 @@ async def converse(client: AsyncOpenAI, index: int, script: Conversation, max_to
 async def run_agent(base_url: str, api_key: str, conversations: list[Conversation], max_tokens: int,
                     before: Callable[[], None]) -> tuple[list[dict[str, Any]], float]:
     """The conversations one after another (as one agent); every request's record and the wall time."""
-    client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=1800)
+    client = await _warmed_client(base_url, api_key)
     try:
-        await client.chat.completions.create(model=SERVED, messages=[{"role": "user", "content": "Say hi."}],
-                                             max_tokens=4, temperature=0)
         before()
         records: list[dict[str, Any]] = []
         started = time.perf_counter()

@@ -131,6 +131,25 @@ def to_openai_tool(function: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": {**spec, "parameters": to_json_schema(spec["parameters"])}}
 
 
+def to_openai_tools(functions: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """BFCL functions as OpenAI tools with dots in names made underscores (OpenAI's name pattern, as
+    BFCL's own OpenAI handler sends them), and the way back from a sent name to BFCL's.
+
+    Example:
+        >>> tools, back = to_openai_tools([{"name": "math.gcd", "parameters": {"type": "dict", "properties": {}}}])
+        >>> tools[0]["function"]["name"], back
+        ('math_gcd', {'math_gcd': 'math.gcd'})
+    """
+    tools, names = [], {}
+    for function in functions:
+        tool = to_openai_tool(function)
+        sent = tool["function"]["name"].replace(".", "_")
+        names[sent] = tool["function"]["name"]
+        tool["function"]["name"] = sent
+        tools.append(tool)
+    return tools, names
+
+
 def to_bfcl_output(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, dict[str, Any]]]:
     """Calls as BFCL's ``[{func_name: {arg: value}}]``."""
     return [{name: dict(arguments)} for name, arguments in calls]
