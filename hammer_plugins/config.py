@@ -202,4 +202,4 @@ def add_engine_arguments(parser: argparse.ArgumentParser, max_tokens: int = 512,
         parser.add_argument("--prefix-cache", action="store_true",
                             help=f"keep the tools prefix's KV state on disk for later runs (llama.cpp; {where})")
     parser.add_argument("--threads", type=int, default=None,
-                        help="llama.cpp CPU threads (default: llama-cpp-python's choice, half the cores for generation)")
+                        help="llama.cpp decode threads (default: one per physical core, as llama.cpp's own tools)")

@@ -527,6 +527,11 @@ class _Builder:
         self.rules: dict[str, _Expr] = {}
         self._counter = 0
 
+    def warn(self, path: str, keyword: str, why: str) -> None:
+        """A keyword the grammar leaves unenforced: said once (tool calls are checked after decoding;
+        a response format's answer, built with prefix ``j``, is not)."""
+        warn_once(self.tool, path, keyword, why, answer=self.prefix == "j")
+
     def fresh(self, hint: str) -> str:
         self._counter += 1
         clean = re.sub(r"[^a-zA-Z0-9]+", "-", hint).strip("-").lower() or "r"
@@ -600,7 +605,7 @@ class _Builder:
     def post_checked(self, schema: Mapping[str, Any], path: str, keyword: str, present: bool, why: str) -> None:
         """Report once that ``keyword`` is left to the check after decoding (when ``present``)."""
         if present:
-            warn_once(self.tool, path, keyword, why)
+            self.warn(path, keyword, why)
 
     def count_bound(self, schema: Mapping[str, Any], key: str, path: str) -> int | None:
         """An upper count (``maxItems``, ``maxLength``) the grammar unrolls, or None: absent, or above
@@ -610,7 +615,7 @@ class _Builder:
             return None
         cap = current_limits().max_min_items
         if value > cap:
-            warn_once(self.tool, path, key, f"is above the grammar's unrolling limit ({cap}, SchemaLimits.max_min_items)")
+            self.warn(path, key, f"is above the grammar's unrolling limit ({cap}, SchemaLimits.max_min_items)")
             return None
         return int(value)
 
@@ -620,7 +625,7 @@ class _Builder:
         cap = current_limits().max_min_items
         low = int(schema.get("minLength", 0) or 0)
         if low > cap:
-            warn_once(self.tool, path, "minLength", f"is above the grammar's unrolling limit ({cap}, "
+            self.warn(path, "minLength", f"is above the grammar's unrolling limit ({cap}, "
                       f"SchemaLimits.max_min_items): the grammar asks for {cap} characters at least")
             low = cap
         high = self.count_bound(schema, "maxLength", path)
@@ -632,7 +637,7 @@ class _Builder:
             try:
                 shapes.append(("pattern", pattern_rx(pattern, cap)))
             except Unsupported as exc:
-                warn_once(self.tool, path, "pattern", f"uses {exc}, which the grammar's engines lack")
+                self.warn(path, "pattern", f"uses {exc}, which the grammar's engines lack")
         fmt = schema.get("format")
         if isinstance(fmt, str):
             found = format_rx(fmt)
@@ -640,7 +645,7 @@ class _Builder:
                 if fmt in _UNCHECKED_FORMATS:
                     pass
                 else:
-                    warn_once(self.tool, path, "format", f"{fmt!r} is not one the grammar knows "
+                    self.warn(path, "format", f"{fmt!r} is not one the grammar knows "
                               f"({', '.join(FORMATS)}) and is not checked")
             else:
                 shapes.append(("format", found))
@@ -655,10 +660,10 @@ class _Builder:
         if shapes:
             gbnf = f'"\\"" {to_gbnf(shapes[0][1], nested=True)} "\\""'
             for keyword, _ in shapes[1:]:
-                warn_once(self.tool, path, keyword, f"is not enforced beside {shapes[0][0]} by GBNF grammars "
+                self.warn(path, keyword, f"is not enforced beside {shapes[0][0]} by GBNF grammars "
                           "(llama-server, vLLM), which cannot intersect")
             if low or high is not None:
-                warn_once(self.tool, path, "minLength/maxLength", f"is not enforced beside {shapes[0][0]} by GBNF "
+                self.warn(path, "minLength/maxLength", f"is not enforced beside {shapes[0][0]} by GBNF "
                           "grammars (llama-server, vLLM), which cannot intersect")
         else:
             gbnf = f'"\\"" {_GBNF_CHAR}{length} "\\""'
@@ -672,14 +677,14 @@ class _Builder:
         if not bounded:
             return _Ref(kind)
         if kind == "number":
-            warn_once(self.tool, path, "minimum/maximum", "of a non-integer number is not expressed in the grammar")
+            self.warn(path, "minimum/maximum", "of a non-integer number is not expressed in the grammar")
             return _NUMBER
         low, high = integer_bounds(schema)
         if low is not None and high is not None and low > high:
             raise SchemaConversionError(self.tool, path, f"no integer lies within the bounds ({low} > {high})",
                                         "fix minimum and maximum")
         if any(b is not None and len(str(abs(b))) > _MAX_BOUND_DIGITS for b in (low, high)):
-            warn_once(self.tool, path, "minimum/maximum", f"has more than {_MAX_BOUND_DIGITS} digits")
+            self.warn(path, "minimum/maximum", f"has more than {_MAX_BOUND_DIGITS} digits")
             return _INTEGER
         rx = int_range_rx(low, high)
         return _Lex(lark=f"/{to_lark(rx)}/", gbnf=to_gbnf(rx))

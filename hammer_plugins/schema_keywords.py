@@ -47,8 +47,8 @@ from .tools import json_type
 
 class SchemaKeywordWarning(UserWarning):
     """A schema keyword the grammar cannot enforce (in one notation or both): calls that break it are
-    still caught after decoding and become invalid calls naming the keyword. Reported once per tool,
-    path and keyword."""
+    still caught after decoding and become invalid calls naming the keyword (a response format's answer
+    is not checked after decoding; the warning says so). Reported once per tool, path and keyword."""
 
 
 _WARNED: set[tuple[str, ...]] = set()
@@ -56,18 +56,23 @@ _WARNED_LOCK = threading.Lock()
 _WARNED_MAX = 4096  # a server binding many distinct tools: the memory of warnings given stays bounded
 
 
-def warn_once(tool: str, path: str, keyword: str, why: str) -> None:
+def warn_once(tool: str, path: str, keyword: str, why: str, *, answer: bool = False) -> None:
     """Warn (once per process for this tool, path, keyword and reason) that the grammar leaves a keyword
-    to the check after decoding."""
-    key = (tool, path, keyword, why)
+    to the check after decoding; for a response format's schema (``answer``) nothing checks it after."""
+    key = (tool, path, keyword, why, str(answer))
     with _WARNED_LOCK:
         if key in _WARNED:
             return
         if len(_WARNED) >= _WARNED_MAX:
             _WARNED.clear()
         _WARNED.add(key)
+    if answer:
+        warnings.warn(f"response format {tool!r}, {path}: {keyword} {why}; an answer may break it (a response "
+                      f"format is not checked after decoding: validate the parsed answer)", SchemaKeywordWarning,
+                      stacklevel=4)
+        return
     warnings.warn(f"tool {tool!r}, {path}: {keyword} {why}; a call that breaks it becomes an invalid call "
-                  f"naming {keyword!r} (checked after decoding)", SchemaKeywordWarning, stacklevel=3)
+                  f"naming {keyword!r} (checked after decoding)", SchemaKeywordWarning, stacklevel=4)
 
 
 # ------------------------------------------------------------------ regex trees

@@ -445,3 +445,15 @@ def test_langchain_and_llama_index_get_the_invalid_call() -> None:
         response = llm.chat_with_tools([spec], user_msg="pick")
         invalid = response.message.additional_kwargs["invalid_tool_calls"]
         assert response.raw["kind"] == "invalid" and "'multipleOf'" in invalid[0]["reason"]
+
+
+def test_a_response_formats_warning_does_not_promise_a_check_it_does_not_make() -> None:
+    """Tool schemas are checked after decoding; a response format's answer is not: the warning says which."""
+    from hammer_plugins.grammar import build_json_grammar
+
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "(?=x)x+"}}}
+    with pytest.warns(SchemaKeywordWarning, match="not checked after decoding") as caught:
+        build_json_grammar(schema, "answer-with-lookaround")
+    assert "invalid call" not in str(caught[0].message)
+    with pytest.warns(SchemaKeywordWarning, match="becomes an invalid call"):
+        build_grammar([Tool(name="tool_with_lookaround", parameters=schema)])
