@@ -323,3 +323,33 @@ def test_masking_on_vllm(vllm_server: VllmServer) -> None:
         backend.close()
     assert [(c.name, c.arguments) for c in reply.tool_calls] == [("get_weather", {"city": "Paris"})]
     assert "get_weather" not in reply.raw  # the model wrote the masked name; the engine mapped it back
+
+
+def test_schema_keywords_reach_vllms_grammar_engine(vllm_server: VllmServer) -> None:
+    """The keyword constructs the engine's GBNF uses (bounded repetition ``{m,n}`` for pattern and
+    length, digit ranges for integer bounds, formats) are accepted by vLLM's grammar backend and hold
+    the answer to the schema: the call validates with the ``jsonschema`` validator."""
+    import jsonschema
+
+    from hammer_plugins import HammerEngine, Message
+    from hammer_plugins.backends.server import OpenAICompatibleBackend
+
+    schema = {"type": "object", "properties": {
+        "flight": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{3,4}$", "description": "flight number, e.g. AF1234"},
+        "seats": {"type": "integer", "minimum": 1, "maximum": 9},
+        "day": {"type": "string", "format": "date"},
+        "note": {"type": "string", "maxLength": 12}},
+        "required": ["flight", "seats", "day", "note"]}
+    book = {"type": "function", "function": {"name": "book_flight", "description": "Book seats on a flight.",
+                                             "parameters": schema}}
+    backend = OpenAICompatibleBackend(vllm_server.base_url, model=vllm_server.model, api_key=vllm_server.api_key,
+                                      timeout=300, trust_env=False)
+    engine = HammerEngine(backend=backend, max_tokens=MAX_TOKENS)
+    try:
+        reply = engine.generate([Message.user("Book three seats on flight af 12 for the first of May 2026, "
+                                              "with the note 'window seats please, near the front'.")],
+                                tools=[book], tool_choice="required")
+    finally:
+        backend.close()
+    assert [c.name for c in reply.tool_calls] == ["book_flight"], (reply.raw, reply.invalid_tool_calls)
+    jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker()).validate(reply.tool_calls[0].arguments)
