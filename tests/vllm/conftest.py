@@ -25,9 +25,9 @@ import pytest
 from child_signals import default_signals
 from vllm_server import VllmServer
 
+from hammer_plugins._vllm_command import cpu_command, hammer_flags, minimal_environment
+
 REPO = Path(__file__).resolve().parents[2]
-TEMPLATE = REPO / "hammer_plugins" / "templates" / "hammer.jinja"
-PLUGIN = REPO / "hammer_plugins" / "vllm_plugin" / "vllm_tool_parser.py"
 SERVED_NAME = "hammer-vllm"
 START_TIMEOUT = float(os.environ.get("HAMMER_VLLM_START_TIMEOUT", "900"))
 
@@ -79,21 +79,11 @@ def vllm_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     port = _free_port()
     key = "sk-test-" + secrets.token_urlsafe(16)
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-               "--served-model-name", SERVED_NAME, "--max-model-len", "4096", "--dtype", "bfloat16",
-               "--generation-config", "vllm",
-               # -O0: no torch.compile warm-up. Measured under load here: /health after 115 s, against
-               # 686 s compiled (the warm-up alone 378 s); a test asks too few questions to win it back.
-               "-O0",
-               "--host", "127.0.0.1", "--port", str(port), "--api-key", key,
-               "--chat-template", str(TEMPLATE), "--enable-auto-tool-choice",
-               "--tool-parser-plugin", str(PLUGIN), "--tool-call-parser", "hammer"]
-    # A minimal environment: nothing of the test process's own (HF cache, keys, proxies) leaks in;
-    # offline, since the model is a local folder; the KV cache sized for a 24 GiB machine.
-    env = {name: os.environ[name] for name in ("PATH", "HOME", "LANG", "TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-           if name in os.environ}
-    env.update({"VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
+    # -O0: no torch.compile warm-up. Measured under load here: /health after 115 s, against 686 s
+    # compiled (the warm-up alone 378 s); a test asks too few questions to win it back.
+    command = cpu_command(str(python), str(model), port=port, served_name=SERVED_NAME,
+                         extra=["-O0", "--host", "127.0.0.1", "--api-key", key, *hammer_flags()])
+    env = minimal_environment()  # nothing of the test process's own (HF cache, keys, proxies) leaks in
     started = time.monotonic()
     with log.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=log.parent,

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from hammer_evals.bfcl.bfcl import load_category
+from hammer_plugins._vllm_command import TEMPLATE
 from hammer_plugins.messages import to_message
 from hammer_plugins.prompt import render_prompt
 from hammer_plugins.tools import Tool, to_tool
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "hammer_plugins" / "templates" / "hammer.jinja"
+__all__ = ["TEMPLATE", "bfcl_cases", "conversation_cases"]
 
 # tests/evals/bfcl/test_prompt_parity.py's list: every single-turn category.
 SINGLE_TURN = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
