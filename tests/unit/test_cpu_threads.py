@@ -34,23 +34,15 @@ def test_an_unreadable_topology_falls_back_to_half_the_cpus(tmp_path: Path, monk
     assert _cpu_threads.physical_cores(tmp_path / "missing") == 2
 
 
-def test_the_llama_cpp_backend_decodes_on_every_physical_core(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hammer_plugins.backends import llama_cpp
+@pytest.mark.real_model
+def test_the_llama_cpp_backend_decodes_on_every_physical_core(default_model_path: str) -> None:
+    """The real model, loaded with nothing set, decodes on one thread per physical core (not
+    llama-cpp-python's half the logical CPUs); an explicit ``n_threads`` still wins."""
+    from hammer_plugins.backends.llama_cpp import LlamaCppBackend
 
-    seen: dict[str, object] = {}
-
-    class FakeLlama:  # records what the backend asks llama-cpp-python for; loads nothing
-        def __init__(self, **kwargs: object) -> None:
-            seen.update(kwargs)
-
-        def close(self) -> None:
-            pass
-
-    monkeypatch.setattr(llama_cpp, "_import_llama_cpp", lambda: type("M", (), {"Llama": FakeLlama}))
-    monkeypatch.setattr(llama_cpp, "physical_cores", lambda: 7)
-    from hammer_plugins.model_source import default_model_path
-
-    llama_cpp.LlamaCppBackend(default_model_path()).load()
-    assert seen["n_threads"] == 7
-    llama_cpp.LlamaCppBackend(default_model_path(), n_threads=3).load()
-    assert seen["n_threads"] == 3
+    default = LlamaCppBackend(default_model_path, n_ctx=512)
+    default.load()
+    assert default.llama.n_threads == _cpu_threads.physical_cores()
+    chosen = LlamaCppBackend(default_model_path, n_ctx=512, n_threads=1)
+    chosen.load()
+    assert chosen.llama.n_threads == 1
