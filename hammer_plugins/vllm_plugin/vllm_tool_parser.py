@@ -9,7 +9,8 @@ Every request with tools is decoded under the engine's own grammar
 (:func:`hammer_plugins.grammar.build_grammar`, through vLLM's ``structured_outputs``): a call list or
 ``[]`` under ``"auto"``, at least one call under ``"required"``, only the named tool under a named
 ``tool_choice``; ``"none"``, or a request that sets its own ``structured_outputs`` or
-``response_format``, is left as it is.
+``response_format``, is left as it is. After tool results the template asks for the answer in
+prose (``hammer.jinja``); under ``"auto"`` that answer goes out as ``content``, with no grammar.
 
 Run (``hammer vllm`` prints these paths and the whole command)::
 
@@ -130,6 +131,19 @@ def _forced_name(request: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def _answering(request: Any) -> bool:
+    """Whether hammer.jinja rendered the answer after tool results (its rule: the last message is a
+    tool's and ``chat_template_kwargs`` does not say ``"hammer_after_tools": "call"``) for a request
+    that leaves the choice to the model: then the model answers in prose, with no grammar and no
+    call parsing. Under a required or named ``tool_choice`` the grammar still holds it to a call."""
+    messages = getattr(request, "messages", None) or []
+    last = messages[-1] if messages else None
+    role = last.get("role") if isinstance(last, dict) else getattr(last, "role", None)
+    mode = (getattr(request, "chat_template_kwargs", None) or {}).get("hammer_after_tools") or "answer"
+    return (role == "tool" and mode == "answer" and _forced_name(request) is None
+            and request.tool_choice != "required")
+
+
 def _arguments_text(call: HammerCall) -> str:
     # One spelling for streamed and non-streamed answers (vLLM's own parsers use the same call).
     return json.dumps(call.arguments, ensure_ascii=False)
@@ -167,6 +181,8 @@ class HammerToolParser(ToolParser):
             return request
         if getattr(request, "structured_outputs", None) is not None or getattr(request, "response_format", None):
             return request  # the caller constrains the answer itself
+        if _answering(request):
+            return request  # the answer after tool results is prose: no call grammar
         # Hammer's answer is always a call list (the format block of its prompt says so): under "auto"
         # too the grammar holds the model to it ([] allowed), as the engine's constrained decoding does.
         # Without it, small models wrap the list in prose, and a stream cannot tell prose from calls.
@@ -184,6 +200,8 @@ class HammerToolParser(ToolParser):
 
     # -------------------------------------------------------------- complete
     def extract_tool_calls(self, model_output: str, request: Any) -> Any:
+        if _answering(request):
+            return ExtractedToolCallInformation(tools_called=False, tool_calls=[], content=model_output)
         parsed = parse_output(model_output)
         if parsed.kind == "tool_calls":
             calls = [ToolCall(id=make_tool_call_id(), type="function",
@@ -207,6 +225,8 @@ class HammerToolParser(ToolParser):
         delta_token_ids: Sequence[int],
         request: Any,
     ) -> Any:
+        if self._mode is None and _answering(request):
+            self._mode = "text"
         try:
             return self._stream(current_text)
         except Exception:  # model output never breaks the stream

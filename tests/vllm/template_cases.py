@@ -14,7 +14,7 @@ from typing import Any
 from hammer_evals.bfcl.bfcl import load_category
 from hammer_plugins._vllm_command import TEMPLATE
 from hammer_plugins.messages import to_message
-from hammer_plugins.prompt import render_prompt
+from hammer_plugins.prompt import render_chat, render_prompt
 from hammer_plugins.tools import Tool, to_tool
 
 __all__ = ["TEMPLATE", "bfcl_cases", "conversation_cases"]
@@ -60,13 +60,26 @@ _CONVERSATION: list[dict[str, Any]] = [
 ]
 
 
-def conversation_cases() -> list[tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None, str]]:
-    """Earlier calls and results, with tools (Hammer's layout) and without (plain chat told in words)."""
-    cases: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None, str]] = []
+def conversation_cases(failed_tool: bool = True) -> list[tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None,
+                                                               dict[str, Any], str]]:
+    """``(id, messages, tools, chat_template_kwargs, expected)``: earlier calls and results, with tools
+    (Hammer's layout) and without (plain chat told in words). A conversation that ends with tool
+    results renders, by default, the engine's answer pass (:func:`render_chat`, tools or not); with
+    ``hammer_after_tools="call"`` Hammer's tools prompt again. ``failed_tool=False`` drops the
+    second result's ``"is_error": true``, for servers whose chat API drops the field."""
+    cases: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None, dict[str, Any], str]] = []
     for name, tools in (("with tools", [_WEATHER]), ("without tools", None)):
+        specs = [normal_form(t) for t in tools] if tools else None
         for upto in (2, 3, 5):
             messages = copy.deepcopy(_CONVERSATION[:upto])
-            expected = render_prompt([to_message(m) for m in messages], tools)
-            cases.append((f"{name}, {upto} messages", messages, [normal_form(t) for t in tools] if tools else None,
-                          str(expected)))
+            if not failed_tool:
+                for message in messages:
+                    message.pop("is_error", None)
+            parsed = [to_message(m) for m in messages]
+            ends_with_results = messages[-1]["role"] == "tool"
+            expected = render_chat(parsed) if ends_with_results else render_prompt(parsed, tools)
+            cases.append((f"{name}, {upto} messages", messages, specs, {}, str(expected)))
+            if tools and ends_with_results:
+                cases.append((f"{name}, {upto} messages, after_tools=call", messages, specs,
+                              {"hammer_after_tools": "call"}, str(render_prompt(parsed, tools))))
     return cases

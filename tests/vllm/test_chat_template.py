@@ -20,9 +20,9 @@ def tokenizer() -> Any:
     return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel({"x": 0}, unk_token="x")))
 
 
-def render(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+def render(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, **kwargs: Any) -> str:
     return tokenizer.apply_chat_template(messages, tools=tools, chat_template=TEMPLATE.read_text(),
-                                         tokenize=False, add_generation_prompt=True)
+                                         tokenize=False, add_generation_prompt=True, **kwargs)
 
 
 def test_every_bfcl_prompt_renders_byte_identical(tokenizer: Any) -> None:
@@ -38,5 +38,13 @@ def test_every_bfcl_prompt_renders_byte_identical(tokenizer: Any) -> None:
 
 @pytest.mark.parametrize("case", conversation_cases(), ids=lambda c: c[0])
 def test_conversations_with_calls_and_results(tokenizer: Any, case: tuple[Any, ...]) -> None:
-    _, messages, tools, expected = case
-    assert render(tokenizer, messages, tools) == expected
+    _, messages, tools, kwargs, expected = case
+    assert render(tokenizer, messages, tools, **kwargs) == expected
+
+
+def test_an_unknown_after_tools_mode_is_refused_by_name(tokenizer: Any) -> None:
+    _, messages, tools, _, _ = conversation_cases()[2]
+    from jinja2 import TemplateError
+
+    with pytest.raises(TemplateError, match='hammer_after_tools must be "answer" or "call", not "maybe"'):
+        render(tokenizer, messages, tools, hammer_after_tools="maybe")

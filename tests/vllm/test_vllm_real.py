@@ -173,6 +173,78 @@ def test_plugin_enforces_required_and_named_tool_choice_with_hammers_grammar(cli
     assert parts["calls"] == calls_of(named)
 
 
+# After tool results the template asks for the answer (the engine's second pass), in one pass.
+AFTER_RESULT = [
+    {"role": "user", "content": "What's the weather in Paris?"},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+        "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "Cloudy, 14 degrees Celsius"},
+]
+
+
+def test_vllm_renders_the_answer_after_tool_results_as_the_engine_does(vllm_server: VllmServer,
+                                                                        vllm_install: tuple[Path, Path]) -> None:
+    """Through vLLM's own rendering: after tool results the engine's answer prompt (render_chat), and
+    with ``hammer_after_tools="call"`` its tools prompt (render_prompt), token for token."""
+    from tokenizers import Tokenizer
+
+    from hammer_plugins.messages import to_message
+    from hammer_plugins.prompt import render_chat, render_prompt
+    from hammer_plugins.tools import Tool
+
+    tokenizer = Tokenizer.from_file(str(vllm_install[1] / "tokenizer.json"))
+    messages = [to_message(m) for m in AFTER_RESULT]
+    tools = [Tool.from_openai(t) for t in TOOLS]
+    for kwargs, expected in (({}, render_chat(messages)), ({"hammer_after_tools": "call"}, render_prompt(messages, tools))):
+        response = httpx.post(f"{vllm_server.root}/tokenize", timeout=120,
+                              headers={"Authorization": f"Bearer {vllm_server.api_key}"},
+                              json={"model": vllm_server.model, "messages": AFTER_RESULT, "tools": TOOLS,
+                                    "add_generation_prompt": True, "chat_template_kwargs": kwargs})
+        assert response.status_code == 200, response.text[:500]
+        assert response.json()["tokens"] == tokenizer.encode(str(expected), add_special_tokens=False).ids, kwargs
+
+
+def test_plugin_answers_in_prose_after_tool_results(client: OpenAI, vllm_server: VllmServer) -> None:
+    whole = ask(client, vllm_server.model, messages=AFTER_RESULT, tools=TOOLS)
+    message = whole.choices[0].message
+    assert not message.tool_calls and whole.choices[0].finish_reason == "stop", message
+    assert "Paris" in (message.content or "") and re.search(r"cloudy|14", message.content or "", re.IGNORECASE), message
+    parts = streamed(client, vllm_server.model, AFTER_RESULT, tools=TOOLS)
+    assert parts == {"content": message.content, "finish": "stop", "calls": []}
+
+
+def test_a_langchain_agent_on_vllm_alone_ends_with_an_answer(vllm_server: VllmServer) -> None:
+    """LangChain's create_agent with its own ChatOpenAI, talking to vLLM directly (template + plugin):
+    one call, its result, then the answer in prose (before the template's answer pass it called again
+    until the recursion limit)."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    executed: list[str] = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Get the current weather for a city.
+
+        Args:
+            city: The city name, e.g. Paris.
+        """
+        executed.append(city)
+        return f"Cloudy, 14 degrees Celsius in {city}"
+
+    llm = ChatOpenAI(base_url=vllm_server.base_url, api_key=vllm_server.api_key, model=vllm_server.model,
+                     temperature=0, max_tokens=MAX_TOKENS, max_retries=0, timeout=300)
+    result = create_agent(llm, [get_weather]).invoke({"messages": [("user", "What's the weather in Paris?")]},
+                                                     {"recursion_limit": 8})
+    messages = result["messages"]
+    assert executed == ["Paris"]
+    assert [type(m) for m in messages[1:]] == [AIMessage, ToolMessage, AIMessage], messages
+    answer = messages[-1]
+    assert not answer.tool_calls and re.search(r"cloudy|14", answer.text, re.IGNORECASE), answer
+
+
 # ------------------------------------------------------------------- our engine in front of vLLM
 def test_chat_hammer_and_hammer_llm_on_vllm(vllm_server: VllmServer) -> None:
     from langchain_hammer import ChatHammer
