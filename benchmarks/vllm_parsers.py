@@ -465,6 +465,7 @@ def summarize_agent(label: str, records: list[dict[str, Any]], wall: float, cach
     turn = {n: [r["seconds"] for r in done if r["turn"] == n] for n in (1, 2, 3)}
     prompt = [r["prompt_tokens"] for r in done if r.get("prompt_tokens") is not None]
     calls = [r for r in done if r["expected_tool"]]
+    answers = [r for r in done if r["kind"] == "answer"]  # turn 2: after the tool result
     return {"server": label, "conversations": len({r["conversation"] for r in records}), "requests": len(done),
             "failed_conversations": sum(bool(r.get("failed")) for r in records), "wall_s": round(wall, 2),
             "requests_per_s": round(len(done) / wall, 3) if wall else None,
@@ -472,7 +473,9 @@ def summarize_agent(label: str, records: list[dict[str, Any]], wall: float, cach
             "completion_tokens": sum(r.get("completion_tokens") or 0 for r in done),
             "median_turn_s": {str(n): _median(v) for n, v in turn.items()},
             "mean_conversation_s": round(statistics.mean(per_conversation.values()), 2) if per_conversation else None,
-            "right_tool": f"{sum(bool(r['right_tool']) for r in calls)}/{len(calls)}", **cache}
+            "right_tool": f"{sum(bool(r['right_tool']) for r in calls)}/{len(calls)}",
+            "answered_in_prose": f"{sum(bool(r['content']) and not r['tool_calls'] for r in answers)}/{len(answers)}",
+            **cache}
 
 
 def _cache_delta(server: Vllm | None, before: tuple[float, float] | None, reset: bool | None) -> dict[str, Any]:
@@ -492,7 +495,7 @@ def _cell(value: Any) -> str:
 
 def tables(levels: list[dict[str, Any]], agent: list[dict[str, Any]]) -> str:
     lines = ["| config | clients | correct/N | req/s | median s | p95 s | with tool_calls | malformed | failed | "
-             "prefix cache hit % |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "prefix cache hit % |", "|---|---|---|---|---|---|---|---|---|---|"] if levels else []
     for s in levels:
         lines.append(f"| {s['config']}: {s['label']} | {s['clients']} | {s['correct']}/{s['n']} | {_cell(s['requests_per_s'])} | "
                      f"{_cell(s['median_s'])} | {_cell(s['p95_s'])} | {s['with_tool_calls']} | {s['malformed']} | "
@@ -500,12 +503,14 @@ def tables(levels: list[dict[str, Any]], agent: list[dict[str, Any]]) -> str:
     if agent:
         lines += ["", "Agent-shaped workload (demo tools on every request, 3-turn conversations, one at a time):", "",
                   "| server | conversations | requests | prompt tokens (per request) | req/s | median s turn 1 / 2 / 3 | "
-                  "s per conversation | expected tool called | prefix cache hit % |", "|---|---|---|---|---|---|---|---|---|"]
+                  "s per conversation | expected tool called | turn 2 in prose | prefix cache hit % |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for s in agent:
             turns = " / ".join(_cell(s["median_turn_s"][n]) for n in ("1", "2", "3"))
             lines.append(f"| {s['server']} | {s['conversations']} | {s['requests']} | {s['prompt_tokens']} "
                          f"({_cell(s['prompt_tokens_per_request'])}) | {_cell(s['requests_per_s'])} | {turns} | "
-                         f"{_cell(s['mean_conversation_s'])} | {s['right_tool']} | {_cell(s['prefix_hit_pct'])} |")
+                         f"{_cell(s['mean_conversation_s'])} | {s['right_tool']} | {s['answered_in_prose']} | "
+                         f"{_cell(s['prefix_hit_pct'])} |")
     return "\n".join(lines)
 
 
@@ -571,7 +576,7 @@ def bfcl_on(run: Run, server: Vllm, configs: list[Config], entries: list[BfclEnt
                 urls[config.key] = (url, front_key)
             else:
                 urls[config.key] = (server.base_url, server.api_key)
-        for clients in args.levels:
+        for clients in [] if args.no_bfcl else args.levels:
             for config in configs:
                 url, key = urls[config.key]
                 state: dict[str, Any] = {}
@@ -618,6 +623,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--agent-conversations", type=int, default=5, choices=range(1, len(CONVERSATIONS) + 1))
     parser.add_argument("--no-agent", action="store_true", help="skip the agent-shaped workload")
+    parser.add_argument("--no-bfcl", action="store_true", help="the agent-shaped workload alone")
     parser.add_argument("--vllm-python", type=Path, default=None, help="default: install_vllm.sh's venv")
     parser.add_argument("--model-dir", type=Path, default=None, help="default: the folder install_vllm.sh prints")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "vllm")
@@ -640,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/vllm_parsers.py " + " ".join(argv if argv is not None else sys.argv[1:])
     started = time.perf_counter()
     python, model = _vllm_paths(args)
-    entries = load_questions(args.limit)
+    entries = [] if args.no_bfcl else load_questions(args.limit)
     print(f"[vllm-parsers] {len(entries)} questions ({', '.join(e.id for e in entries[:6])}...); model {model}; "
           f"logs in {log_dir}", file=sys.stderr, flush=True)
     try:
@@ -674,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
         text = tables(run.levels, run.agent)
         caching = {s["upstream"]: s["prefix_caching"] for s in run.servers}
         mix = ", ".join(f"{sum(e.category == c for e in entries)} {c}" for c in CATEGORIES)
-        footer = (f"{len(entries)} BFCL questions ({mix}); "
+        footer = (("no BFCL questions (--no-bfcl); " if args.no_bfcl else f"{len(entries)} BFCL questions ({mix}); ") +
                   f"vLLM prefix caching (from its log): {caching}, emptied before each run; "
                   f"{time.perf_counter() - started:.0f} s in all; command: {command}")
         print(text + "\n\n" + footer + ("\n" + "\n".join(run.notes) if run.notes else ""))
