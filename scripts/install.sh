@@ -30,10 +30,13 @@ started=$(date +%s)
 flags="$("$VENV/bin/python" hammer_plugins/_compiler_flags.py)"
 if [ -n "$flags" ]; then
   CACHE="${HAMMER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hammer-plugins}"
-  wheels="$CACHE/wheels/llama-cpp-python-$(printf '%s' "$flags" | sha256sum | cut -c1-12)"
+  # The requirement pyproject.toml states, in the build and in the cache key: a raised pin then builds a
+  # new wheel here, instead of pip replacing the cached one with a build of its own without the flags.
+  spec="$("$VENV/bin/python" -c 'import tomllib; print(next(r for r in tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llama-cpp"] if r.startswith("llama-cpp-python")))')"
+  wheels="$CACHE/wheels/llama-cpp-python-$(printf '%s|%s' "$flags" "$spec" | sha256sum | cut -c1-12)"
   if ! compgen -G "$wheels/llama_cpp_python-*.whl" >/dev/null; then
-    echo "install: building llama-cpp-python with CFLAGS='$flags' (this compiler's AMX fault), about 5 minutes" >&2
-    CFLAGS="$flags" CXXFLAGS="$flags" "${pip[@]}" wheel --no-deps --no-cache-dir "llama-cpp-python>=0.3.8" -w "$wheels.tmp"
+    echo "install: building $spec with CFLAGS='$flags' (this compiler's AMX fault), about 5 minutes" >&2
+    CFLAGS="$flags" CXXFLAGS="$flags" "${pip[@]}" wheel --no-deps --no-cache-dir "$spec" -w "$wheels.tmp"
     mv "$wheels.tmp" "$wheels"
   fi
   "${pip[@]}" install --force-reinstall --no-deps "$wheels"/llama_cpp_python-*.whl
