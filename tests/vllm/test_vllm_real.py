@@ -245,6 +245,30 @@ def test_a_langchain_agent_on_vllm_alone_ends_with_an_answer(vllm_server: VllmSe
     assert not answer.tool_calls and re.search(r"cloudy|14", answer.text, re.IGNORECASE), answer
 
 
+async def test_a_llama_index_function_agent_on_vllm_alone_streams_its_answer(vllm_server: VllmServer) -> None:
+    """LlamaIndex's FunctionAgent (streaming, its default) with its own OpenAILike LLM on vLLM alone:
+    one call, then the answer streamed in prose, the streamed deltas adding up to it."""
+    from llama_index.core.agent.workflow import AgentStream, FunctionAgent, ToolCallResult
+    from llama_index.core.tools import FunctionTool
+    from llama_index.llms.openai_like import OpenAILike
+
+    llm = OpenAILike(model=vllm_server.model, api_base=vllm_server.base_url, api_key=vllm_server.api_key,
+                     is_chat_model=True, is_function_calling_model=True, temperature=0, max_tokens=MAX_TOKENS,
+                     max_retries=0, timeout=300)
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(weather, name="get_weather")], llm=llm)
+    handler = agent.run("What's the weather in Lima?")
+    results, deltas = [], []
+    async for event in handler.stream_events():
+        if isinstance(event, ToolCallResult):
+            results.append((event.tool_name, event.tool_kwargs))
+        elif isinstance(event, AgentStream):
+            deltas.append(event.delta)
+    answer = str(await handler)
+    assert results == [("get_weather", {"city": "Lima"})]
+    assert "Lima" in answer and "sunny" in answer.lower() and "{" not in answer, answer
+    assert "".join(deltas).strip() == answer.strip()
+
+
 # ------------------------------------------------------------------- our engine in front of vLLM
 def test_chat_hammer_and_hammer_llm_on_vllm(vllm_server: VllmServer) -> None:
     from langchain_hammer import ChatHammer
