@@ -17,7 +17,7 @@ from hammer_plugins.messages import to_message
 from hammer_plugins.prompt import render_chat, render_prompt
 from hammer_plugins.tools import Tool, to_tool
 
-__all__ = ["TEMPLATE", "bfcl_cases", "conversation_cases"]
+__all__ = ["TEMPLATE", "bfcl_cases", "conversation_case", "conversation_cases"]
 
 # tests/evals/bfcl/test_prompt_parity.py's list: every single-turn category.
 SINGLE_TURN = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
@@ -83,3 +83,9 @@ def conversation_cases(failed_tool: bool = True) -> list[tuple[str, list[dict[st
                 cases.append((f"{name}, {upto} messages, after_tools=call", messages, specs,
                               {"hammer_after_tools": "call"}, str(render_prompt(parsed, tools))))
     return cases
+
+
+def conversation_case(case_id: str, failed_tool: bool = True) -> tuple[str, list[dict[str, Any]],
+                                                                       list[dict[str, Any]] | None, dict[str, Any], str]:
+    """One of :func:`conversation_cases` by its id, e.g. ``"with tools, 5 messages"``."""
+    return next(case for case in conversation_cases(failed_tool) if case[0] == case_id)

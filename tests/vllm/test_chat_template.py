@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from template_cases import TEMPLATE, bfcl_cases, conversation_cases
+from template_cases import TEMPLATE, bfcl_cases, conversation_case, conversation_cases
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_conversations_with_calls_and_results(tokenizer: Any, case: tuple[Any, .
 
 
 def test_an_unknown_after_tools_mode_is_refused_by_name(tokenizer: Any) -> None:
-    _, messages, tools, _, _ = conversation_cases()[2]
+    _, messages, tools, _, _ = conversation_case("with tools, 5 messages")
     from jinja2 import TemplateError
 
     with pytest.raises(TemplateError, match='hammer_after_tools must be "answer" or "call", not "maybe"'):

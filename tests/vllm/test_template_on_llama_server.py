@@ -18,14 +18,14 @@ from typing import Any
 
 import httpx
 import pytest
-from template_cases import TEMPLATE, bfcl_cases, conversation_cases
+from template_cases import TEMPLATE, bfcl_cases, conversation_case, conversation_cases
 
 from hammer_plugins.backends.server import LlamaServer
 
 pytestmark = pytest.mark.real_model
 
 API_KEY = "sk-template-test"
-AFTER_RESULT = conversation_cases()[2]  # with tools, ending with a tool result
+AFTER_RESULT = conversation_case("with tools, 5 messages", failed_tool=False)  # ends with tool results
 
 
 @pytest.fixture(scope="module")

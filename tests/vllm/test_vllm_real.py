@@ -214,14 +214,14 @@ def test_plugin_answers_in_prose_after_tool_results(client: OpenAI, vllm_server:
 
 
 def test_a_langchain_agent_on_vllm_alone_ends_with_an_answer(vllm_server: VllmServer) -> None:
-    """LangChain's create_agent with its own ChatOpenAI, talking to vLLM directly (template + plugin):
-    one call, its result, then the answer in prose (before the template's answer pass it called again
-    until the recursion limit)."""
-    from langchain.agents import create_agent
+    """examples/vllm_agent.py: LangChain's create_agent with its own ChatOpenAI, talking to vLLM
+    directly (template + plugin): one call, its result, then the answer in prose (before the
+    template's answer pass it called again until the recursion limit)."""
     from langchain_core.messages import AIMessage, ToolMessage
     from langchain_core.tools import tool
-    from langchain_openai import ChatOpenAI
+    from shared_data import load_example
 
+    example = load_example("vllm_agent.py")
     executed: list[str] = []
 
     @tool
@@ -232,17 +232,18 @@ def test_a_langchain_agent_on_vllm_alone_ends_with_an_answer(vllm_server: VllmSe
             city: The city name, e.g. Paris.
         """
         executed.append(city)
-        return f"Cloudy, 14 degrees Celsius in {city}"
+        return example.get_weather.invoke({"city": city})
 
-    llm = ChatOpenAI(base_url=vllm_server.base_url, api_key=vllm_server.api_key, model=vllm_server.model,
-                     temperature=0, max_tokens=MAX_TOKENS, max_retries=0, timeout=300)
-    result = create_agent(llm, [get_weather]).invoke({"messages": [("user", "What's the weather in Paris?")]},
-                                                     {"recursion_limit": 8})
-    messages = result["messages"]
+    agent = example.build_agent(vllm_server.base_url, vllm_server.api_key, vllm_server.model, [get_weather])
+    messages = agent.invoke({"messages": [("user", "What's the weather in Paris?")]}, {"recursion_limit": 8})["messages"]
     assert executed == ["Paris"]
     assert [type(m) for m in messages[1:]] == [AIMessage, ToolMessage, AIMessage], messages
     answer = messages[-1]
     assert not answer.tool_calls and re.search(r"cloudy|14", answer.text, re.IGNORECASE), answer
+    # chain=True (hammer_after_tools="call"): the tools prompt again after the result, so a call comes back.
+    chained = example.hammer_on_vllm(vllm_server.base_url, vllm_server.api_key, vllm_server.model, chain=True)
+    again = chained.bind_tools([get_weather]).invoke(messages[:3])
+    assert again.tool_calls and again.tool_calls[0]["name"] == "get_weather", again
 
 
 async def test_a_llama_index_function_agent_on_vllm_alone_streams_its_answer(vllm_server: VllmServer) -> None:
