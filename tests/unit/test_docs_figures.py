@@ -129,8 +129,6 @@ CHECKED_ELSEWHERE: list[tuple[str, str, str]] = [
 ]
 
 # (doc, figure, a fragment of its line, why no record holds it). Keep it short: prefer a record.
-SINGLE_RUNS = "single-run timelines of benchmarks/cold_call.py's rows, 2026-11-25: no file was kept (the page says so)"
-DRAFT_RUNS = "decode_speed.py --draft-tokens 8 and 3, one run each, printed only (the page says so)"
 SECURITY = ("docs/server.md's Security section, which issue 40's security rewrite owns (left as it is here); "
             "printed by the test with -s, no record kept")
 NOT_IN_A_RECORD: list[tuple[str, str, str, str]] = [
@@ -141,17 +139,6 @@ NOT_IN_A_RECORD: list[tuple[str, str, str, str]] = [
     ("docs/server.md", "0.20", "`/health` said 503 within 0.20 s", SECURITY),
     ("docs/server.md", "0.38", "a request got 503 at 0.38 s", SECURITY),
     ("docs/server.md", "8.5", "the child was back at 8.5 s", SECURITY),
-    (DECIMALS_DOC, "4.95", "the prompt evaluated at 4.95-5.0 s", SINGLE_RUNS),
-    (DECIMALS_DOC, "1.14", "the model loaded at 1.14 s", SINGLE_RUNS),
-    (DECIMALS_DOC, "4.43", "eval 4.73 s against 4.43 s", SINGLE_RUNS),
-    (DECIMALS_DOC, "1.14", "0.89-1.08 s instead of 1.14 s", SINGLE_RUNS),
-    (DECIMALS_DOC, "4.59", "(4.91 vs 4.59 s)", SINGLE_RUNS),
-    (DECIMALS_DOC, "4.53", "the same (4.53 vs 4.59 s)", SINGLE_RUNS),
-    (DECIMALS_DOC, "4.53", "(4.75 vs 4.53 s, 4 runs each)", SINGLE_RUNS),
-    (DECIMALS_DOC, "23.6", "| plain llama-cpp-python | 23.6 / 23.7 |", DRAFT_RUNS),
-    (DECIMALS_DOC, "34.2", "| fast-forward + drafts, K = 8 | 34.2 |", DRAFT_RUNS),
-    (DECIMALS_DOC, "25.4", "| fast-forward + drafts, K = 3 | 25.4 |", DRAFT_RUNS),
-    (DECIMALS_DOC, "0.16", "0.16 (fast-forward ends", "the margin tests/real/test_fast_forward.py reported when question 2 flipped"),
 ]
 
 # The scales a record's number may be cited in, by the unit cited: a time in ms, s, minutes or hours; a fraction as %.
