@@ -127,3 +127,19 @@ def test_the_serve_backends_table_is_the_parsers() -> None:
     listed = [TICKED.findall(row.split("|")[1])[0] for row in table]
     backend = next(a for a in _subparser("serve")._actions if "--backend" in a.option_strings)
     assert listed == list(backend.choices)
+
+
+def test_the_schema_limits_table_gives_the_code_defaults() -> None:
+    """docs/engine.md's SchemaLimits table: every field, at its default."""
+    from dataclasses import fields
+
+    from hammer_plugins.tools import SchemaLimits
+
+    text = (REPO / "docs" / "engine.md").read_text(encoding="utf-8")
+    table = text[text.index("| limit | default | what it bounds |"):].split("\n\n", 1)[0].splitlines()[2:]
+    stated = {}
+    for row in table:
+        name, default = (cell.strip() for cell in row.strip("|").split("|")[:2])
+        value = default.replace(",", "").replace("2<sup>31</sup>-1", str(2**31 - 1))
+        stated[TICKED.findall(name)[0]] = float(value)
+    assert stated == {f.name: float(f.default) for f in fields(SchemaLimits)}
