@@ -29,15 +29,14 @@ def _section(doc: str, heading: str) -> str:
     lines = (REPO / doc).read_text(encoding="utf-8").splitlines()
     start = lines.index(heading)
     level = len(heading) - len(heading.lstrip("#"))
-    end = next((i for i in range(start + 1, len(lines))
-                if re.match(rf"#{{1,{level}}} ", lines[i])), len(lines))
-    return "\n".join(lines[start + 1:end])
+    end = next((i for i in range(start + 1, len(lines)) if re.match(rf"#{{1,{level}}} ", lines[i])), len(lines))
+    return "\n".join(lines[start + 1 : end])
 
 
 def _option_rows(doc: str) -> list[tuple[list[str], list[str]]]:
     """(names, defaults) of the ``| option | default | meaning |`` table, each cell's backticked items."""
     text = (REPO / doc).read_text(encoding="utf-8")
-    table = text[text.index("| option | default | meaning |"):].split("\n\n", 1)[0].splitlines()[2:]
+    table = text[text.index("| option | default | meaning |") :].split("\n\n", 1)[0].splitlines()[2:]
     rows = []
     for row in table:
         names, defaults = (cell.strip() for cell in row.strip("|").split("|")[:2])
@@ -84,7 +83,7 @@ def _subparser(name: str) -> argparse.ArgumentParser:
 def test_hammer_call_options_are_the_parsers() -> None:
     """docs/cli.md names every option of ``hammer call``, no other, and each ``--flag a|b`` list is its choices."""
     text = _section("docs/cli.md", '## `hammer call "<query>"`')
-    options = text[text.index("Options:"):].split("\n\n", 1)[0]
+    options = text[text.index("Options:") :].split("\n\n", 1)[0]
     documented = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-v)\b", options))
     parser = _subparser("call")
     actions = {s: a for a in parser._actions for s in a.option_strings if s not in ("-h", "--help")}
@@ -92,21 +91,22 @@ def test_hammer_call_options_are_the_parsers() -> None:
     undocumented = {a.option_strings[-1] for a in actions.values() if not documented & set(a.option_strings)}
     # The MCP options, shared with hammer chat, have their own part of the page: the `--mcp` paragraph and its list.
     whole = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
-    mcp = whole[whole.index("`--mcp \"<command>\"` (both `call` and `chat`"):whole.index("## `hammer pull")]
+    mcp = whole[whole.index('`--mcp "<command>"` (both `call` and `chat`') : whole.index("## `hammer pull")]
     assert {o for o in undocumented if not (o.startswith("--mcp") and f"`{o}" in mcp)} == set(), (
-        "hammer call options docs/cli.md does not name")
+        "hammer call options docs/cli.md does not name"
+    )
     for flag, listed in re.findall(r"`(--[a-z-]+)\s+([\w.]+(?:\|[\w.<>]+)+)`", options.replace("\n", " ")):
         if "<" in listed:
             continue  # a free value with examples (`--tool-choice auto|required|none|<name>`), not a choice list
         choices = listed.split("|")
         assert actions[flag].choices is not None and sorted(choices) == sorted(actions[flag].choices), (
-            f"docs/cli.md lists {flag} {listed}; the parser takes {actions[flag].choices}")
+            f"docs/cli.md lists {flag} {listed}; the parser takes {actions[flag].choices}"
+        )
 
 
 def test_the_presets_table_is_the_code() -> None:
     """docs/models.md's preset table: name, GGUF repo and file, size, checkpoint, format, license as PRESETS has them."""
-    rows = [row for row in (REPO / "docs" / "models.md").read_text(encoding="utf-8").splitlines()
-            if row.startswith("| `hammer")]
+    rows = [row for row in (REPO / "docs" / "models.md").read_text(encoding="utf-8").splitlines() if row.startswith("| `hammer")]
     table = {}
     for row in rows:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
@@ -123,7 +123,7 @@ def test_the_presets_table_is_the_code() -> None:
 def test_the_serve_backends_table_is_the_parsers() -> None:
     """docs/server.md's ``--backend`` table lists exactly the choices of ``hammer serve --openai --backend``."""
     text = _section("docs/server.md", "## Backends: in process, or on llama-server")
-    table = text[text.index("| `--backend` |"):].split("\n\n", 1)[0].splitlines()[2:]
+    table = text[text.index("| `--backend` |") :].split("\n\n", 1)[0].splitlines()[2:]
     listed = [TICKED.findall(row.split("|")[1])[0] for row in table]
     backend = next(a for a in _subparser("serve")._actions if "--backend" in a.option_strings)
     assert listed == list(backend.choices)
@@ -136,7 +136,7 @@ def test_the_schema_limits_table_gives_the_code_defaults() -> None:
     from hammer_plugins.tools import SchemaLimits
 
     text = (REPO / "docs" / "engine.md").read_text(encoding="utf-8")
-    table = text[text.index("| limit | default | what it bounds |"):].split("\n\n", 1)[0].splitlines()[2:]
+    table = text[text.index("| limit | default | what it bounds |") :].split("\n\n", 1)[0].splitlines()[2:]
     stated = {}
     for row in table:
         name, default = (cell.strip() for cell in row.strip("|").split("|")[:2])

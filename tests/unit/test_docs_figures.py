@@ -64,8 +64,10 @@ DURATION = re.compile(r"(?<![\w.,/-])(?P<a>\d+) (?P<big>min|h) (?P<b>\d+) (?P<sm
 # A number and its unit: time units need a space before them ("429s" is a status code), "1.8x" and "5%" need none;
 # "17 × 23" is arithmetic, not a ratio.
 # A range ("6-8 minutes", "5 to 10 minutes") is two figures.
-_UNITS = (r"(?:\s(?:ms|s|seconds?|min|minutes?|h|hours?)"
-          r"|\s?(?:KB|MB|GB|KiB|MiB|GiB|%|tokens/s|tok/s|req/s|requests/s)|\s?[x×](?!\s?\d))")
+_UNITS = (
+    r"(?:\s(?:ms|s|seconds?|min|minutes?|h|hours?)"
+    r"|\s?(?:KB|MB|GB|KiB|MiB|GiB|%|tokens/s|tok/s|req/s|requests/s)|\s?[x×](?!\s?\d))"
+)
 UNIT = re.compile(
     rf"(?<![\w.,/-])(?P<num>{_NUM})(?:(?:\s?[-–]\s?|\sto\s)(?P<num2>{_NUM}))?"
     rf"(?:(?P<unit>{_UNITS})|\s(?P<word>passed|failed|skipped|tests))(?![\w/])"
@@ -75,40 +77,102 @@ UNIT = re.compile(
 # measurements. The source must still hold the text, so a changed default fails here until the doc follows.
 SETTINGS: list[tuple[str, str, str, str, str]] = [
     ("README.md", "491", "Q4 GGUF, 491 MB", "hammer_plugins/model_source.py", "DEFAULT_MODEL_SIZE = 491_400_064"),
-    ("docs/engine.md", "0.5", "each test asserts under 0.5 s", "tests/real/test_cancellation_real.py",
-     "FREE_WITHIN = 0.5"),
-    ("docs/hammerbench.md", "100", "the labels fed back score 100% on every metric", "tests/evals/hammerbench/test_metrics.py",
-     "def test_labels_fed_back_score_100_percent_everywhere("),
-    ("docs/server.md", "600", "(600 s; 0: none)", "hammer_plugins/serve.py",
-     '"--time-limit", type=float, default=600.0'),
-    ("docs/server.md", "5", "`--shutdown-grace` (5 s, at most 10)", "hammer_plugins/serve.py",
-     '"--shutdown-grace", type=float, default=5.0'),
+    ("docs/engine.md", "0.5", "each test asserts under 0.5 s", "tests/real/test_cancellation_real.py", "FREE_WITHIN = 0.5"),
+    (
+        "docs/hammerbench.md",
+        "100",
+        "the labels fed back score 100% on every metric",
+        "tests/evals/hammerbench/test_metrics.py",
+        "def test_labels_fed_back_score_100_percent_everywhere(",
+    ),
+    ("docs/server.md", "600", "(600 s; 0: none)", "hammer_plugins/serve.py", '"--time-limit", type=float, default=600.0'),
+    (
+        "docs/server.md",
+        "5",
+        "`--shutdown-grace` (5 s, at most 10)",
+        "hammer_plugins/serve.py",
+        '"--shutdown-grace", type=float, default=5.0',
+    ),
     ("docs/server.md", "15", "(`: ping`) every 15 s", "hammer_plugins/openai_server/app.py", "PING_SECONDS = 15"),
-    ("docs/server.md", "0.2", "Every request checks every 0.2 s", "hammer_plugins/openai_server/app.py",
-     "DISCONNECT_POLL_SECONDS = 0.2"),
-    ("docs/server.md", "0.2", "(a check every 0.2 s)", "hammer_plugins/openai_server/app.py",
-     "DISCONNECT_POLL_SECONDS = 0.2"),
-    ("docs/server.md", "5", "each asserted within 5 s", "tests/openai_server/test_openai_server_on_llama_server.py",
-     "within: float = 5.0"),
-    ("docs/server.md", "8", "over 8 MiB is 413", "hammer_plugins/openai_server/app.py",
-     "DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024"),
-    ("docs/server.md", "30", "still running 30 s past its time limit", "hammer_plugins/openai_server/worker.py",
-     "STUCK_GRACE = 30.0"),
-    ("docs/server.md", "0.5", "one that takes over 0.5 s or raises", "hammer_plugins/openai_server/app.py",
-     "HEALTH_CHECK_SECONDS = 0.5"),
-    ("docs/server.md", "10", "uvicorn cancels anything left after 10 s", "hammer_plugins/openai_server/runner.py",
-     "SHUTDOWN_DEADLINE = 10.0"),
-    ("docs/server.md", "5", "out in 7.3 s (the 5 s grace", "hammer_plugins/openai_server/worker.py",
-     "DEFAULT_SHUTDOWN_GRACE = 5.0"),
+    (
+        "docs/server.md",
+        "0.2",
+        "Every request checks every 0.2 s",
+        "hammer_plugins/openai_server/app.py",
+        "DISCONNECT_POLL_SECONDS = 0.2",
+    ),
+    ("docs/server.md", "0.2", "(a check every 0.2 s)", "hammer_plugins/openai_server/app.py", "DISCONNECT_POLL_SECONDS = 0.2"),
+    (
+        "docs/server.md",
+        "5",
+        "each asserted within 5 s",
+        "tests/openai_server/test_openai_server_on_llama_server.py",
+        "within: float = 5.0",
+    ),
+    (
+        "docs/server.md",
+        "8",
+        "over 8 MiB is 413",
+        "hammer_plugins/openai_server/app.py",
+        "DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024",
+    ),
+    (
+        "docs/server.md",
+        "30",
+        "still running 30 s past its time limit",
+        "hammer_plugins/openai_server/worker.py",
+        "STUCK_GRACE = 30.0",
+    ),
+    (
+        "docs/server.md",
+        "0.5",
+        "one that takes over 0.5 s or raises",
+        "hammer_plugins/openai_server/app.py",
+        "HEALTH_CHECK_SECONDS = 0.5",
+    ),
+    (
+        "docs/server.md",
+        "10",
+        "uvicorn cancels anything left after 10 s",
+        "hammer_plugins/openai_server/runner.py",
+        "SHUTDOWN_DEADLINE = 10.0",
+    ),
+    (
+        "docs/server.md",
+        "5",
+        "out in 7.3 s (the 5 s grace",
+        "hammer_plugins/openai_server/worker.py",
+        "DEFAULT_SHUTDOWN_GRACE = 5.0",
+    ),
     ("docs/server.md", "5", "characters, 5 s to build", "hammer_plugins/tools.py", "max_build_seconds: float = 5.0"),
-    ("docs/server.md", "0.5", "a back-off that starts at 0.5 s and doubles up to 30 s",
-     "hammer_plugins/backends/server/launcher.py", "restart_backoff: tuple[float, float] = (0.5, 30.0)"),
-    ("docs/server.md", "30", "a back-off that starts at 0.5 s and doubles up to 30 s",
-     "hammer_plugins/backends/server/launcher.py", "restart_backoff: tuple[float, float] = (0.5, 30.0)"),
-    ("docs/server.md", "1", "kept in a 1 MiB in-memory ring", "hammer_plugins/backends/server/launcher.py",
-     "log_limit: int = 1 << 20"),
-    ("docs/server.md", "120", "| `timeout` / `connect_timeout` | 120 s / 5 s |", "hammer_plugins/backends/server/settings.py",
-     "timeout: float = Field(120.0"),
+    (
+        "docs/server.md",
+        "0.5",
+        "a back-off that starts at 0.5 s and doubles up to 30 s",
+        "hammer_plugins/backends/server/launcher.py",
+        "restart_backoff: tuple[float, float] = (0.5, 30.0)",
+    ),
+    (
+        "docs/server.md",
+        "30",
+        "a back-off that starts at 0.5 s and doubles up to 30 s",
+        "hammer_plugins/backends/server/launcher.py",
+        "restart_backoff: tuple[float, float] = (0.5, 30.0)",
+    ),
+    (
+        "docs/server.md",
+        "1",
+        "kept in a 1 MiB in-memory ring",
+        "hammer_plugins/backends/server/launcher.py",
+        "log_limit: int = 1 << 20",
+    ),
+    (
+        "docs/server.md",
+        "120",
+        "| `timeout` / `connect_timeout` | 120 s / 5 s |",
+        "hammer_plugins/backends/server/settings.py",
+        "timeout: float = Field(120.0",
+    ),
     ("docs/cli.md", "1", "the states keep at most 1 GiB", "hammer_plugins/prefix_cache.py", "DEFAULT_MAX_BYTES = 1 << 30"),
 ]
 
@@ -130,8 +194,10 @@ CHECKED_ELSEWHERE: list[tuple[str, str, str]] = [
 ]
 
 # (doc, figure, a fragment of its line, why no record holds it). Keep it short: prefer a record.
-SECURITY = ("docs/server.md's Security section, which issue 40's security rewrite owns (left as it is here); "
-            "printed by the test with -s, no record kept")
+SECURITY = (
+    "docs/server.md's Security section, which issue 40's security rewrite owns (left as it is here); "
+    "printed by the test with -s, no record kept"
+)
 NOT_IN_A_RECORD: list[tuple[str, str, str, str]] = [
     ("docs/server.md", "7.3", "SIGTERM: out in 7.3 s", SECURITY),
     ("docs/server.md", "1.9", "1.9 s on the scripted engine with a 1 s grace", SECURITY),
@@ -164,8 +230,7 @@ def _record_values(path: Path) -> set[float]:
     if path.suffix == ".json":
         return set(_numbers(json.loads(path.read_text(encoding="utf-8"))))
     if path.suffix == ".jsonl":
-        return {v for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
-                for v in _numbers(json.loads(line))}
+        return {v for line in path.read_text(encoding="utf-8").splitlines() if line.strip() for v in _numbers(json.loads(line))}
     return {float(n.replace(",", "")) for n in NUMBER.findall(path.read_text(encoding="utf-8"))}
 
 
@@ -247,8 +312,7 @@ def _cited() -> tuple[tuple[str, int, int, str, str, str], ...]:
     for doc in DOCS:
         name = doc.relative_to(REPO).as_posix()
         for section, number, line, text in _lines(doc):
-            cited.extend((name, section, number, figure, unit, line)
-                         for figure, unit in _figures(text, name == DECIMALS_DOC))
+            cited.extend((name, section, number, figure, unit, line) for figure, unit in _figures(text, name == DECIMALS_DOC))
     return tuple(cited)
 
 
@@ -258,7 +322,8 @@ def _derived(doc: str, section: int, figure: str, line: str) -> bool:
         if (d, f) == (doc, figure) and fragment in line:
             a, operation, b = worked.split()
             assert _in_a_record(doc, section, a, "") and _in_a_record(doc, section, b, ""), (
-                f"{worked}: not both in the records {doc}'s section names")
+                f"{worked}: not both in the records {doc}'s section names"
+            )
             value = float(a) / float(b) if operation == "/" else float(a) - float(b)
             return f"{value:.{len(figure.partition('.')[2])}f}" == figure
     return False
@@ -266,19 +331,26 @@ def _derived(doc: str, section: int, figure: str, line: str) -> bool:
 
 def _listed(doc: str, figure: str, line: str) -> bool:
     """Whether a list above accounts for the figure: checked elsewhere, a listed exception or a setting."""
-    return (any(doc == d and line.startswith(start) for d, start, _ in CHECKED_ELSEWHERE)
-            or any(doc == d and figure == f and fragment in line for d, f, fragment, _ in NOT_IN_A_RECORD)
-            or any(doc == d and figure == f and fragment in line for d, f, fragment, _, _ in SETTINGS))
+    return (
+        any(doc == d and line.startswith(start) for d, start, _ in CHECKED_ELSEWHERE)
+        or any(doc == d and figure == f and fragment in line for d, f, fragment, _ in NOT_IN_A_RECORD)
+        or any(doc == d and figure == f and fragment in line for d, f, fragment, _, _ in SETTINGS)
+    )
 
 
 def test_every_figure_is_in_a_record() -> None:
-    missing = [f"{doc}:{number}: {figure} {unit} in: {line.strip()[:140]}"
-               for doc, section, number, figure, unit, line in _cited()
-               if not _in_a_record(doc, section, figure, unit) and not _listed(doc, figure, line)
-               and not _derived(doc, section, figure, line)]
-    assert not missing, ("figures in the docs that no record under docs/benchmarks/ or docs/hammerbench/ holds: "
-                         "commit the record, correct or remove the figure, or list it in NOT_IN_A_RECORD "
-                         "(or SETTINGS) with the reason:\n" + "\n".join(missing))
+    missing = [
+        f"{doc}:{number}: {figure} {unit} in: {line.strip()[:140]}"
+        for doc, section, number, figure, unit, line in _cited()
+        if not _in_a_record(doc, section, figure, unit)
+        and not _listed(doc, figure, line)
+        and not _derived(doc, section, figure, line)
+    ]
+    assert not missing, (
+        "figures in the docs that no record under docs/benchmarks/ or docs/hammerbench/ holds: "
+        "commit the record, correct or remove the figure, or list it in NOT_IN_A_RECORD "
+        "(or SETTINGS) with the reason:\n" + "\n".join(missing)
+    )
 
 
 def test_every_exemption_is_still_needed() -> None:
@@ -286,7 +358,8 @@ def test_every_exemption_is_still_needed() -> None:
     for doc, figure, fragment, reason in [*NOT_IN_A_RECORD, *DERIVED, *((d, f, fr, src) for d, f, fr, src, _ in SETTINGS)]:
         assert reason
         assert any(d == doc and f == figure and fragment in line for d, _, _, f, _, line in cited), (
-            f"{doc} no longer cites {figure} ({fragment!r}): drop it from the list")
+            f"{doc} no longer cites {figure} ({fragment!r}): drop it from the list"
+        )
 
 
 @pytest.mark.parametrize(("doc", "start", "test"), CHECKED_ELSEWHERE)
@@ -299,26 +372,35 @@ def test_every_check_elsewhere_exists(doc: str, start: str, test: str) -> None:
 @pytest.mark.parametrize(("doc", "figure", "fragment", "source", "code"), SETTINGS)
 def test_every_setting_is_in_its_source(doc: str, figure: str, fragment: str, source: str, code: str) -> None:
     assert code in (REPO / source).read_text(encoding="utf-8"), (
-        f"{doc} states {figure} ({fragment!r}) as {code!r} in {source}, which no longer holds it: correct the doc")
+        f"{doc} states {figure} ({fragment!r}) as {code!r} in {source}, which no longer holds it: correct the doc"
+    )
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("F1 107.69 and 1,315.5 s, 1.08x", [("1,315.5", "s"), ("1.08", "x"), ("107.69", "")]),
-    ("Qwen2.5-Coder-0.5B, Hammer2.1-0.5b, v1.2.3", []),
-    ("from 0.56-0.60 s (95.65 / 27.78)", [("0.56", "s"), ("0.60", "s"), ("95.65", ""), ("27.78", "")]),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("F1 107.69 and 1,315.5 s, 1.08x", [("1,315.5", "s"), ("1.08", "x"), ("107.69", "")]),
+        ("Qwen2.5-Coder-0.5B, Hammer2.1-0.5b, v1.2.3", []),
+        ("from 0.56-0.60 s (95.65 / 27.78)", [("0.56", "s"), ("0.60", "s"), ("95.65", ""), ("27.78", "")]),
+    ],
+)
 def test_the_decimal_pattern(text: str, expected: list[tuple[str, str]]) -> None:
     assert _figures(text, decimals=True) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("took **5 min 13 s** and 1 h 46 min", [("313", "s"), ("106", "min")]),
-    ("2,129 s, 1,164 passed, 9 skipped; 1,173 tests", [("2,129", "s"), ("1,164", ""), ("9", ""), ("1,173", "")]),
-    ("491 MB, +15 ms (1.7 %), 1.8x slower, 0.38 requests/s", [("491", "MB"), ("15", "ms"), ("1.7", "%"), ("1.8", "x"),
-                                                              ("0.38", "requests/s")]),
-    ("about 6-8 minutes, 5 to 10 min", [("6", "minutes"), ("8", "minutes"), ("5", "min"), ("10", "min")]),
-    ("Qwen2.5-Coder-0.5B, 4 slots, 14 questions, line 12, hammer2.1-1.5b, 0.5B, (429s), 17 × 23", []),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("took **5 min 13 s** and 1 h 46 min", [("313", "s"), ("106", "min")]),
+        ("2,129 s, 1,164 passed, 9 skipped; 1,173 tests", [("2,129", "s"), ("1,164", ""), ("9", ""), ("1,173", "")]),
+        (
+            "491 MB, +15 ms (1.7 %), 1.8x slower, 0.38 requests/s",
+            [("491", "MB"), ("15", "ms"), ("1.7", "%"), ("1.8", "x"), ("0.38", "requests/s")],
+        ),
+        ("about 6-8 minutes, 5 to 10 min", [("6", "minutes"), ("8", "minutes"), ("5", "min"), ("10", "min")]),
+        ("Qwen2.5-Coder-0.5B, 4 slots, 14 questions, line 12, hammer2.1-1.5b, 0.5B, (429s), 17 × 23", []),
+    ],
+)
 def test_the_figure_pattern(text: str, expected: list[tuple[str, str]]) -> None:
     assert _figures(text, decimals=False) == expected
 
