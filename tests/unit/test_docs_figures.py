@@ -23,7 +23,7 @@ Where a figure may come from, in this order:
   the per-question ``.jsonl`` files, where any small integer occurs. The figure must be a record's
   number rounded to the decimals cited, in the units cited (a time in ms, s, minutes or hours, a
   fraction as a percentage);
-- ``DERIVED``: a ratio or difference of two numbers the section's records hold;
+- ``DERIVED``: a ratio of two numbers the section's records hold;
 - ``SETTINGS``: a default, limit or setting stated with a unit (``120 s``, ``8 MiB``) is no
   measurement; each entry names the source file and the text there that holds it, which must still be
   there, so the list cannot state a default the code does not have;
@@ -176,8 +176,8 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
     ("docs/cli.md", "1", "the states keep at most 1 GiB", "hammer_plugins/prefix_cache.py", "DEFAULT_MAX_BYTES = 1 << 30"),
 ]
 
-# (doc, figure, a fragment of its line, "a / b" or "a - b"): a ratio or a difference of two numbers its section's
-# records hold as written; the result, rounded to the figure's decimals, must be the figure.
+# (doc, figure, a fragment of its line, "a / b"): a ratio of two numbers its section's records hold as written;
+# the ratio, rounded to the figure's decimals, must be the figure.
 DERIVED: list[tuple[str, str, str, str]] = [
     ("docs/server.md", "0.73", "serves 0.73x to 0.77x", "0.289 / 0.395"),
     ("docs/server.md", "0.77", "serves 0.73x to 0.77x", "0.354 / 0.46"),
@@ -320,12 +320,11 @@ def _derived(doc: str, section: int, figure: str, line: str) -> bool:
     """Whether DERIVED works the figure out of numbers the section's records hold."""
     for d, f, fragment, worked in DERIVED:
         if (d, f) == (doc, figure) and fragment in line:
-            a, operation, b = worked.split()
+            a, _, b = worked.split()
             assert _in_a_record(doc, section, a, "") and _in_a_record(doc, section, b, ""), (
                 f"{worked}: not both in the records {doc}'s section names"
             )
-            value = float(a) / float(b) if operation == "/" else float(a) - float(b)
-            return f"{value:.{len(figure.partition('.')[2])}f}" == figure
+            return f"{float(a) / float(b):.{len(figure.partition('.')[2])}f}" == figure
     return False
 
 
