@@ -226,12 +226,14 @@ def _numbers(value: Any) -> Iterator[float]:
             yield from _numbers(item)
 
 
-def _record_values(path: Path) -> set[float]:
+@cache
+def _record_values(path: Path) -> frozenset[float]:
+    text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
-        return set(_numbers(json.loads(path.read_text(encoding="utf-8"))))
+        return frozenset(_numbers(json.loads(text)))
     if path.suffix == ".jsonl":
-        return {v for line in path.read_text(encoding="utf-8").splitlines() if line.strip() for v in _numbers(json.loads(line))}
-    return {float(n.replace(",", "")) for n in NUMBER.findall(path.read_text(encoding="utf-8"))}
+        return frozenset(v for line in text.splitlines() if line.strip() for v in _numbers(json.loads(line)))
+    return frozenset(float(n.replace(",", "")) for n in NUMBER.findall(text))
 
 
 def _sections(doc: str) -> list[str]:
@@ -255,22 +257,18 @@ def _record_files(doc: str, section: int) -> tuple[Path, ...]:
 
 
 @cache
-def _values(doc: str, section: int, whole: bool) -> frozenset[float]:
-    """The named records' numbers; for whole-number figures, the summaries' only (not the per-question .jsonl)."""
-    files = [p for p in _record_files(doc, section) if not (whole and p.suffix == ".jsonl")]
-    return frozenset().union(*(_record_values(p) for p in files))
-
-
-@cache
-def _forms(doc: str, section: int, scale: float, places: int) -> frozenset[str]:
-    return frozenset(f"{v * scale:.{places}f}" for v in _values(doc, section, places == 0))
+def _forms(files: tuple[Path, ...], scale: float, places: int) -> frozenset[str]:
+    """The files' numbers written with ``places`` decimals after ``scale``; whole numbers from summaries only
+    (``.json``, ``.md``), not the per-question ``.jsonl`` files, where any small integer occurs."""
+    values = set().union(*(_record_values(p) for p in files if not (places == 0 and p.suffix == ".jsonl")))
+    return frozenset(f"{v * scale:.{places}f}" for v in values)
 
 
 def _in_a_record(doc: str, section: int, figure: str, unit: str) -> bool:
     cited = figure.replace(",", "")
     places = len(cited.partition(".")[2])
     scales = SCALES.get(UNIT_KIND.get(unit, unit), (1, 100))
-    return any(cited in _forms(doc, section, scale, places) for scale in scales)
+    return any(cited in _forms(_record_files(doc, section), scale, places) for scale in scales)
 
 
 def _figures(text: str, decimals: bool) -> list[tuple[str, str]]:
