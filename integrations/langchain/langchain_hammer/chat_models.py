@@ -95,7 +95,8 @@ class ChatHammer(BaseChatModel, EngineSettings):
             ``api_key``, ``timeout``, ``max_retries``; docs/server.md), or a ``hammer_plugins.Backend``.
 
     Hammer behaviour:
-        prompt_format: ``"hammer2.1"`` (default), ``"hammer2.0"`` or ``"hammer1.0"``.
+        prompt_format: ``"hammer2.1"``, ``"hammer2.0"`` or ``"hammer1.0"``; ``None`` (default): the named
+            model's own (a Hammer 2.0 or 1.0 preset has its own), else ``"hammer2.1"``.
         constrained: grammar-constrained decoding of the call list (default on).
         mask_names: show the model opaque function/parameter names; calls come back with real names.
         on_refusal: what Hammer's ``[]`` becomes: ``"message"`` (an AIMessage with ``refusal_text``,
