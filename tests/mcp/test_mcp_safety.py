@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,9 +22,11 @@ from pathlib import Path
 
 import pytest
 from child_signals import default_signals
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hammer_plugins.errors import HammerError
-from hammer_plugins.mcp import MCPServer, MCPTimeoutError, parse_env_options, tool_result_text
+from hammer_plugins.mcp import MCPServer, MCPTimeoutError, _split_result_str, parse_env_options, tool_result_text
 
 mcp_types = pytest.importorskip("mcp.types")
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,6 +162,34 @@ def test_tool_result_text_reads_a_call_tool_result_and_its_str() -> None:
                                                isError=True)
     assert tool_result_text(str(only_structured)) == ('{"time": "08:30", "dst": null}', True)
     assert tool_result_text("meta=None is what I said") is None
+
+
+# The one regex tool_result_text used to split a printed result with (issue 37: cubic in crafted text).
+OLD_RESULT_STR = re.compile(r"(?:meta=.*? )?content=\[(?P<content>.*)\](?: structuredContent=(?P<structured>.*))?"
+                            r" isError=(?P<error>True|False)", re.S)
+PIECES = ["meta=", "None", " ", "content=[", "[", "]", "] structuredContent=", " structuredContent=", " isError=True",
+          " isError=False", "TextContent(type='text', text='a')", "x", "{'k': 1}"]
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
+def test_the_result_is_split_as_the_old_regex_split_it(text: str) -> None:
+    old = OLD_RESULT_STR.fullmatch(text)
+    expected = None if old is None else (old["content"], old["structured"], old["error"] == "True")
+    assert _split_result_str(text) == expected
+
+
+@pytest.mark.parametrize("unit", ["meta= content=[] structuredContent=", "content=[]] structuredContent= isError=Tru",
+                                  "TextContent(type='text', text=\"\\", "] structuredContent=[] isError=True "])
+def test_a_crafted_result_costs_linear_time(unit: str) -> None:
+    """Crafted results of 4.5 / 9 / 18 kB took 0.28 / 2.06 / 14.5 s with the old regex; 2 MB now takes a
+    fraction of a second (the backstop is many times that)."""
+    crafted = unit * (2_000_000 // len(unit))
+    started = time.process_time()
+    tool_result_text(crafted)
+    tool_result_text(f"content=[{crafted}] isError=False")
+    tool_result_text(f"meta=None content=[{crafted}] structuredContent={crafted} isError=True")
+    assert time.process_time() - started < 20.0
 
 
 async def test_langchain_mcp_results_reach_the_prompt_as_text() -> None:
