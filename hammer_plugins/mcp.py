@@ -45,12 +45,14 @@ import json
 import os
 import re
 import shlex
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .display import printable
 from .errors import HammerError
-from .tools import Tool
+from .tools import Tool, to_tools
 
 _INSTALL_HINT = 'the MCP client needs the mcp SDK. Fix: pip install "hammer-plugins[mcp]" (or pip install mcp)'
 
@@ -200,6 +202,27 @@ def parse_env_options(options: Iterable[str]) -> tuple[list[str], dict[str, str]
     return names, values
 
 
+_STDERR_LINE = 8192  # characters a relayed line holds: a server writing without newlines costs bounded memory
+
+
+def _printable_stderr(label: str) -> Any:
+    """The write end of a pipe for a server's stderr; a thread relays its lines to this process's stderr,
+    made printable: an escape sequence a server writes (in a log line, or its tool's name in a warning)
+    is shown, not run by the terminal."""
+    read_fd, write_fd = os.pipe()
+
+    def relay() -> None:
+        with open(read_fd, "rb") as pipe:
+            while line := pipe.readline(_STDERR_LINE):
+                text = line.decode("utf-8", "replace").rstrip("\r\n")
+                with contextlib.suppress(OSError, ValueError):  # this process's stderr closed: drop the line
+                    sys.stderr.write(printable(text, keep_newlines=True) + "\n")
+                    sys.stderr.flush()
+
+    threading.Thread(target=relay, name=f"hammer-mcp-stderr {label}"[:60], daemon=True).start()
+    return open(write_fd, "w")  # noqa: SIM115 - closed by MCPServer.close
+
+
 class MCPServer:
     """One MCP server run as a subprocess over stdio: its tools, and calls to them.
 
@@ -235,6 +258,7 @@ class MCPServer:
         self._restarting: concurrent.futures.Future[Any] | None = None
         self._broken: str | None = None
         self._environment: dict[str, str] = {}
+        self._errlog: Any = None
 
     @property
     def name(self) -> str:
@@ -253,6 +277,7 @@ class MCPServer:
         except ImportError as exc:
             raise HammerError(_INSTALL_HINT) from exc
         environment = self._environment = server_environment(self.pass_env, self.env)
+        self._errlog = _printable_stderr(self.name)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="hammer-mcp", daemon=True)
         self._thread.start()
@@ -264,7 +289,11 @@ class MCPServer:
             self.close()
             raise HammerError(f"MCP server {self.name!r} did not start ({type(exc).__name__}: "
                               f"{exc}). Fix: check the command runs on its own") from exc
-        self.tools = [mcp_tool_to_tool(t) for t in listed]
+        try:  # names checked as every binding checks them: one server's tools told apart by a person
+            self.tools = to_tools([mcp_tool_to_tool(t) for t in listed])
+        except HammerError as exc:
+            self.close()
+            raise HammerError(f"MCP server {self.name!r} lists tools hammer refuses: {exc}") from exc
         return self
 
     async def _launch(self, environment: dict[str, str]) -> list[Any]:
@@ -287,7 +316,7 @@ class MCPServer:
 
         params = StdioServerParameters(command=self.command[0], args=self.command[1:], env=environment, cwd=self.cwd)
         try:
-            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            async with stdio_client(params, errlog=self._errlog) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
                 tools: list[Any] = []
                 cursor = None
@@ -344,7 +373,9 @@ class MCPServer:
             self._thread.join(self.timeout)
         if not loop.is_running():
             loop.close()
-        self._loop = self._thread = self._session = self._task = self._restarting = None
+        if self._errlog is not None:
+            self._errlog.close()  # the relay ends when the server's copy of the pipe closes too
+        self._loop = self._thread = self._session = self._task = self._restarting = self._errlog = None
 
     def __enter__(self) -> MCPServer:
         return self.start()
@@ -430,4 +461,5 @@ def attach_mcp(commands: Sequence[str], tools: Sequence[Tool] = (),
         server.start()
         all_tools.extend(server.tools)
         all_functions.update(server.functions())
-    return all_tools, all_functions
+    # Across servers too: two servers' tools of one name (or look-alike names) would be confused.
+    return to_tools(all_tools), all_functions

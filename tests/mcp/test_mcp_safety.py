@@ -254,6 +254,32 @@ async def test_llama_index_function_agent_prompt_holds_the_mcp_result_text() -> 
     assert "8:30" in str(answer)
 
 
+# ------------------------------------------------------------------------------ names shown to a person
+def hostile_chat(kind: str) -> subprocess.CompletedProcess[str]:
+    """``hammer chat --mcp`` on the probe server with hostile tool names; the chat ends at once (empty
+    stdin), and no model is needed: the server backend connects only when asked for an answer."""
+    server = " ".join([*PROBE, "--hostile", kind])
+    return subprocess.run([sys.executable, "-m", "hammer_plugins.cli", "chat", "--mcp", server, "--backend", "server",
+                           "--base-url", "http://127.0.0.1:9/v1"], input="\n", capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+
+
+def test_hammer_chat_shows_an_mcp_tools_escape_sequences_instead_of_running_them() -> None:
+    result = hostile_chat("escape")
+    assert result.returncode == 0, result.stderr
+    assert "hang, time\\x1b]0;pwned\\x07\\x1b[2J\\x1b[1;1Hnow); empty line" in result.stderr
+    # nor does the server's own stderr (FastMCP warns about the name, quoting it) reach the terminal raw
+    assert "\x1b" not in result.stderr + result.stdout and "\x07" not in result.stderr + result.stdout
+
+
+def test_hammer_chat_refuses_an_mcp_servers_look_alike_tool_names() -> None:
+    result = hostile_chat("lookalike")
+    assert result.returncode == 2 and "you>" not in result.stdout
+    assert ("the names 'get_current_time' and 'get_current_time\\u200b' differ only by invisible or look-alike "
+            "characters") in result.stderr, result.stderr
+    assert "\u200b" not in result.stderr
+
+
 # ------------------------------------------------------------------------------ confirmation
 NOTE = "Save the note 'buy milk'."
 
