@@ -118,7 +118,8 @@ def _class_text(ranges: Iterable[tuple[int, int]]) -> str:
     return f"[{body}]"
 
 
-def _class(items: list[tuple[Any, Any]]) -> str:
+def class_ranges(items: list[tuple[Any, Any]]) -> Ranges:
+    """The code points of a character class as Python's parser gives it (``[^a-z\\d]``), ECMA's meanings."""
     ranges: list[tuple[int, int]] = []
     negate = False
     for op, arg in items:
@@ -133,7 +134,7 @@ def _class(items: list[tuple[Any, Any]]) -> str:
             ranges.extend(category(str(arg)))
         else:
             raise UnsupportedPattern(f"{kind} in a character class")
-    return _class_text(complement(ranges) if negate else ranges)
+    return complement(ranges) if negate else norm_ranges(ranges)
 
 
 def _translate(items: Any, depth: int) -> str:
@@ -149,7 +150,7 @@ def _translate(items: Any, depth: int) -> str:
         elif kind == "ANY":
             out.append(_class_text(complement(_LINE_TERMINATORS)))
         elif kind == "IN":
-            out.append(_class(arg))
+            out.append(_class_text(class_ranges(arg)))
         elif kind in ("MAX_REPEAT", "MIN_REPEAT"):  # greedy or lazy: the same for whether a match exists
             low, high, sub = arg
             bound = "" if high == _sre.MAXREPEAT else str(high)

@@ -43,7 +43,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sre  # type: ignore[no-redef]
 
 from . import linear_regex
-from .linear_regex import category, complement, norm_ranges
+from .linear_regex import class_ranges, complement, norm_ranges
 from .tools import json_type
 
 
@@ -200,30 +200,11 @@ def to_gbnf(rx: Rx, nested: bool = False) -> str:
 
 
 # ------------------------------------------------------------------ patterns
-def _category(name: str) -> tuple[tuple[int, int], ...]:
-    try:
-        return category(name)
-    except linear_regex.UnsupportedPattern:
-        raise Unsupported(f"the class {name}") from None
-
-
 def _class(items: list[tuple[Any, Any]]) -> RxCls:
-    ranges: list[tuple[int, int]] = []
-    negate = False
-    for op, arg in items:
-        kind = str(op)
-        if kind == "NEGATE":
-            negate = True
-        elif kind == "LITERAL":
-            ranges.append((arg, arg))
-        elif kind == "RANGE":
-            ranges.append(arg)
-        elif kind == "CATEGORY":
-            ranges.extend(_category(str(arg)))
-        else:
-            raise Unsupported(f"{kind} in a character class")
-    found = norm_ranges(ranges)
-    return RxCls(_intersect(complement(found) if negate else found, RAW))
+    try:
+        return RxCls(_intersect(class_ranges(items), RAW))
+    except linear_regex.UnsupportedPattern as exc:
+        raise Unsupported(str(exc)) from None
 
 
 def _node(items: Any, limit: int) -> Rx:
