@@ -55,7 +55,7 @@ def post_in_background(url: str, payload: Any, out: dict[str, Any]) -> threading
     def run() -> None:
         started = time.perf_counter()
         try:
-            out["reply"] = httpx.post(url + "/v1/chat/completions", json=payload, timeout=60)
+            out["reply"] = httpx.post(url + "/v1/chat/completions", json=payload, timeout=TIME_LIMIT + 30)
         except httpx.HTTPError as exc:
             out["reply"] = exc
         out["seconds"] = time.perf_counter() - started
