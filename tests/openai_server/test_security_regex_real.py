@@ -26,7 +26,7 @@ from serve_process import hammer_serve
 
 pytestmark = pytest.mark.real_model
 
-TIME_LIMIT = 120.0  # room for a busy machine: the answer must be decoded, so that the check after decoding runs
+TIME_LIMIT = 300.0  # room for a busy machine (2 cores shared: 24 tokens took 27-120 s): the check runs only on a decoded answer
 STORE = {"type": "function", "function": {"name": "store", "description": "Store a string exactly as given.",
                                           "parameters": {"type": "object", "properties": {
                                               "s": {"type": "string", "pattern": "(a+)+b"}}, "required": ["s"]}}}
