@@ -294,8 +294,19 @@ def _repo_files(repo: str, revision: str | None, token: str | bool | None) -> li
     if _offline():
         return _cached_files(repo, revision)
     from huggingface_hub import list_repo_files
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
-    return list(list_repo_files(repo, revision=revision, token=token))
+    try:
+        return list(list_repo_files(repo, revision=revision, token=token))
+    except HfHubHTTPError:  # the hub answered (no such repo, gated, ...): fetch_gguf says which
+        raise
+    except Exception as exc:
+        # The transport's own error (httpx's ConnectError, a timeout, DNS): the hub cannot be reached,
+        # as hf_hub_download reports it, so that fetch_gguf gives the same one line.
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if isinstance(exc, OSError) or names & {"ConnectError", "TimeoutException", "NetworkError", "TransportError"}:
+            raise LocalEntryNotFoundError(f"cannot list {repo}'s files: {exc}") from exc
+        raise
 
 
 def _cached_files(repo: str, revision: str | None) -> list[str]:
