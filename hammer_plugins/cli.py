@@ -403,9 +403,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             command(sub)
         for name, extra in _EVALUATOR_COMMANDS.items():
             if name not in sub.choices:  # the evaluators' distribution is not installed: say what to install
+                # No arguments of its own and no -h: whatever follows (--help included) lands among the
+                # unknown arguments, which _run hands to this command, and its one answer is what to install.
                 missing = sub.add_parser(name, help=f"(needs: pip install {extra})", add_help=False)
-                missing.add_argument("rest", nargs=argparse.REMAINDER)
-                missing.set_defaults(func=_evaluators_missing(name, extra))
+                missing.set_defaults(func=_evaluators_missing(name, extra), takes_unknown_arguments=True)
     return parser
 
 
@@ -434,7 +435,9 @@ def _run(argv: Sequence[str] | None, exit_at_once: bool) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         parser = build_parser(argv)
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown and not getattr(args, "takes_unknown_arguments", False):
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # what parse_args says
         code = int(args.func(args))
     except (HammerError, FileNotFoundError, ValueError) as exc:
         print(f"hammer: error: {printable(str(exc), keep_newlines=True)}", file=sys.stderr)

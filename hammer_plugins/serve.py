@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,27 @@ def _gguf(args: argparse.Namespace) -> Path:
     return local_gguf(resolve_model(args.model_path, args.model, gguf=True))
 
 
+def _binary_to_print() -> Path:
+    """The llama-server ``--print-command`` names: the one found, else the cache path a build would fill
+    (saying on stderr that nothing is built there yet, and how to build it)."""
+    from .backends.server.llama_server_binary import (
+        LlamaServerNotFoundError,
+        cached_llama_server_path,
+        find_llama_server,
+    )
+
+    try:
+        return find_llama_server()
+    except LlamaServerNotFoundError:
+        if os.environ.get("HAMMER_LLAMA_SERVER"):  # a binary was named and is not there: that error stands
+            raise
+        target = cached_llama_server_path()
+        print(f"hammer serve: note: no llama-server is built yet (none on PATH, $HAMMER_LLAMA_SERVER unset, none "
+              f"cached), so the command names {target}, where `hammer serve` builds it on first use (then it is "
+              "cached). Or set $HAMMER_LLAMA_SERVER to a llama-server binary.", file=sys.stderr)
+        return target
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server in the foreground; 0 when stopped with Ctrl-C."""
     if getattr(args, "openai", False):  # issue 25: the OpenAI-compatible server over HammerEngine
@@ -114,13 +136,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .backends.server.launcher import LlamaServer
     from .backends.server.llama_server_binary import find_or_build_llama_server
 
-    binary = find_or_build_llama_server(build=not args.no_build)
+    if args.print_command:  # a print never builds: the binary found, else where the build would put it
+        binary = _binary_to_print()
+    else:
+        binary = find_or_build_llama_server(build=not args.no_build)
     extra = tuple(a for a in args.extra if a != "--")
     server = LlamaServer(_gguf(args), port=args.port, host=args.host, parallel=args.parallel, n_ctx=args.n_ctx,
                          n_threads=args.threads, model_alias=args.alias, api_key=args.api_key, binary=binary,
                          extra_args=extra, startup_timeout=600.0)
     if args.print_command:
-        print(" ".join(server.command()))
+        print(shlex.join(server.command()))
         return 0
     from .backends.server.launcher import exposure_warning
 

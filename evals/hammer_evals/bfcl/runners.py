@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from ..model_unavailable import BENCH_FIX, CANNOT_RUN, unavailable
 from .bfcl import BfclEntry, to_bfcl_output, to_openai_tool, to_tool_spec
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
@@ -129,6 +130,8 @@ class ChatHammerRunner:
         started = time.perf_counter()
         try:
             message = bound.invoke(_messages(entry))
+        except CANNOT_RUN as exc:  # no answer at all: the run stops (model_unavailable says why)
+            raise unavailable(self.name, exc, BENCH_FIX) from exc
         except Exception as exc:  # noqa: BLE001 - a failure is a malformed answer, recorded
             return Outcome(malformed=True, error=f"{type(exc).__name__}: {exc}"[:500],
                            latency_s=time.perf_counter() - started)
@@ -155,6 +158,8 @@ class ChatLlamaCppRunner:
         started = time.perf_counter()
         try:
             message = bound.invoke(_messages(entry))
+        except CANNOT_RUN as exc:
+            raise unavailable(self.name, exc, BENCH_FIX) from exc
         except Exception as exc:  # noqa: BLE001
             return Outcome(malformed=True, error=f"{type(exc).__name__}: {exc}"[:500],
                            latency_s=time.perf_counter() - started)
@@ -178,6 +183,8 @@ class LlamaCppToolsRunner:
         try:
             result = self.llama.create_chat_completion(messages=_messages(entry), tools=tools, temperature=0.0,
                                                        max_tokens=self.max_tokens)
+        except CANNOT_RUN as exc:
+            raise unavailable(self.name, exc, BENCH_FIX) from exc
         except Exception as exc:  # noqa: BLE001
             return Outcome(malformed=True, error=f"{type(exc).__name__}: {exc}"[:500],
                            latency_s=time.perf_counter() - started)
@@ -196,6 +203,15 @@ def make_runner(kind: str, model_path: str, *, max_tokens: int = 256, n_ctx: int
     ``hammer-noguard`` (guard off) and ``hammer-penalty`` (guard off, repeat_penalty 1.1).
     ``base_url``: the ChatHammer runners ask this server instead of loading the model (the others
     still load ``model_path``)."""
+    try:
+        return _make_runner(kind, model_path, max_tokens=max_tokens, n_ctx=n_ctx, n_threads=n_threads,
+                            base_url=base_url)
+    except CANNOT_RUN as exc:  # e.g. ChatLlamaCpp without llama-cpp-python: no question can be asked
+        raise unavailable(kind, exc, BENCH_FIX) from exc
+
+
+def _make_runner(kind: str, model_path: str, *, max_tokens: int, n_ctx: int, n_threads: int | None,
+                 base_url: str | None) -> Runner:
     opts: dict[str, Any] = {"max_tokens": max_tokens, "n_ctx": n_ctx, "n_threads": n_threads}
     if kind in ("hammer-noguard", "hammer-penalty"):
         # The loop guard's comparison points: no guard, and the old remedy (a repeat penalty of 1.1).
