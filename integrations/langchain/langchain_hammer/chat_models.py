@@ -62,7 +62,7 @@ from hammer_plugins.calls import new_call_id
 from hammer_plugins.config import SERVER_OPTIONS, EngineSettings
 from hammer_plugins.encoder import StreamEncoder
 from hammer_plugins.mcp import tool_result_text
-from hammer_plugins.slot_filling import SlotFiller
+from hammer_plugins.slot_filling import SlotFiller, SlotFillingResponse
 from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
 
 # LangChain passes these through the call kwargs for its own bookkeeping; every other per-call
@@ -500,7 +500,7 @@ def _metadata(response: HammerResponse, model_name: str) -> dict[str, Any]:
                                 "refusal": response.kind == "refusal"}
     if response.raw.strip() != response.text:
         metadata["raw_output"] = response.raw  # what the model wrote, when the content is not it
-    if response.snapshot is not None:  # a slot-filling turn: the state travels with the message
+    if isinstance(response, SlotFillingResponse) and response.snapshot is not None:  # the state travels with it
         metadata.update(response.snapshot.to_metadata())
         metadata[SLOT_FILLING_ACTION_KEY] = response.slot_filling_action
     return metadata

@@ -61,6 +61,7 @@ from hammer_plugins.config import EngineSettings
 from hammer_plugins.encoder import StreamEncoder
 from hammer_plugins.mcp import tool_result_text
 from hammer_plugins.messages import to_message
+from hammer_plugins.slot_filling import SlotFillingResponse
 from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
 
 if TYPE_CHECKING:
@@ -447,7 +448,7 @@ class _Turn(StreamEncoder[ChatResponse]):
         """The final answer's chunk is the whole response."""
         usage = response.usage
         message = _assistant(response.text, response.tool_calls, response.invalid_tool_calls)
-        if response.snapshot is not None:  # a slot-filling turn: the state travels with the message
+        if isinstance(response, SlotFillingResponse) and response.snapshot is not None:  # the state travels with it
             message.additional_kwargs.update({**response.snapshot.to_metadata(),
                                               SLOT_FILLING_ACTION_KEY: response.slot_filling_action})
         return [ChatResponse(
