@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .config import add_setting_argument
+
 OPENAI_BACKENDS = ("llama_cpp", "transformers", "llama-server", "server")
 """What can run the model behind ``hammer serve --openai``."""
 
@@ -46,7 +48,7 @@ def add_serve_parser(sub: Any) -> None:
                        help="default: %(default)s (loopback only; 0.0.0.0 exposes it to the network: set --api-key)")
     serve.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL,
                        help="slots, i.e. requests decoded together (default: %(default)s)")
-    serve.add_argument("--n-ctx", type=int, default=8192, help="context window of each slot (default: %(default)s)")
+    add_setting_argument(serve, "n_ctx", help="context window of each slot (default: %(default)s)")
     serve.add_argument("--threads", type=int, help="CPU threads (default: llama-server's choice)")
     serve.add_argument("--alias", default="hammer", help="the model name clients send (default: %(default)s)")
     serve.add_argument("--api-key", default=os.environ.get("HAMMER_SERVER_API_KEY") or None,

@@ -105,7 +105,7 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
     if backend == "llama-server":
         from ..backends.server import LlamaServer, OpenAICompatibleBackend
         from ..backends.server.llama_server_binary import find_or_build_llama_server
-        from ..engine import _model_prompt_format
+        from ..engine.runtimes import model_prompt_format
         from ..model_source import local_gguf, resolve_model
 
         binary = find_or_build_llama_server(build=not args.no_build)
@@ -118,7 +118,7 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
         server.start()
         upstream = OpenAICompatibleBackend(server.base_url, model=args.alias, api_key=inner_key)
         upstream.resolve_grammar_protocol()  # the one-off probe, before the first request
-        engine = HammerEngine(backend=upstream, prompt_format=_model_prompt_format(args.model_path, args.model, "llama_cpp"))
+        engine = HammerEngine(backend=upstream, prompt_format=model_prompt_format(args.model_path, args.model, "llama_cpp"))
         return engine, (f"{args.parallel} requests decoded together (llama-server's slots, {args.n_ctx} tokens "
                         f"each), more queued"), [server.health_problem]
     engine = HammerEngine(model_path=args.model_path, model=args.model, backend=backend, n_ctx=args.n_ctx,
