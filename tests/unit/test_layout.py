@@ -156,7 +156,7 @@ def test_every_docstring_example_runs() -> None:
 LAYERS: tuple[frozenset[str], ...] = (
     # the data types and the values every layer passes around
     frozenset({"errors", "calls", "messages", "presets", "streaming", "demo_tools", "_compiler_flags", "_cpu_threads",
-               "_vllm_command"}),
+               "_vllm_command", "display", "linear_regex"}),
     # pure rules over them: tools and schemas, prompt, grammar, parsing, the stream's events and encoders
     frozenset({"tools", "schema_keywords", "parsing", "snapshots", "response", "prompt", "masking", "grammar",
                "token_mask", "agent_turn", "tool_choice", "events", "encoder", "model_source", "model_store",
