@@ -27,24 +27,14 @@ import httpx
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from test_security import JSON, body, gate_process  # noqa: E402
-from test_security_listener import KEY, MIB, flood, head, read_reply, rss  # noqa: E402
+from test_security_listener import KEY, MIB, flood, head, read_reply, rss, stalled_bodies  # noqa: E402
 
 AUTH = {**JSON, "authorization": f"Bearer {KEY}"}
 
 
-def stalled_bodies(pid: int, port: int) -> None:
+def unauthenticated_bodies(pid: int, port: int) -> None:
     before = rss(pid)
-    sockets = [socket.create_connection(("127.0.0.1", port), timeout=60) for _ in range(12)]
-
-    def stall(sock: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            sock.sendall(head(length=8 * MIB) + b"x" * (8 * MIB - 1))
-
-    senders = [threading.Thread(target=stall, args=(sock,)) for sock in sockets]
-    for sender in senders:
-        sender.start()
-    for sender in senders:
-        sender.join(timeout=120)
+    sockets = stalled_bodies(port, 12)
     samples = []
     for _ in range(10):  # while they stall
         time.sleep(0.5)
@@ -95,7 +85,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder, gate_process(pathlib.Path(folder), api_key=KEY,
                                                                queue_per_slot=1) as (process, url, port):
         httpx.post(url + "/v1/chat/completions", headers=AUTH, content=json.dumps(body()), timeout=30)  # warm
-        stalled_bodies(process.pid, port)
+        unauthenticated_bodies(process.pid, port)
         half_sent_headers(port)
         large_body_flood(url, port)
 

@@ -584,12 +584,13 @@ def gate_process(tmp_path: Any, **options: Any) -> Iterator[tuple[subprocess.Pop
     process = subprocess.Popen([sys.executable, str(launcher), str(port), json.dumps(options)], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": path})
     url = f"http://127.0.0.1:{port}"
+    probe = f"http://[::1]:{port}" if ":" in options.get("host", "") else url  # up, even if IPv4 cannot reach it
     try:
         deadline = time.monotonic() + 60
         while True:
             assert process.poll() is None, process.stdout.read() if process.stdout else ""
             try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                if httpx.get(probe + "/health", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

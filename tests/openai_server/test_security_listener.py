@@ -138,22 +138,34 @@ def rss(pid: int) -> int:
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
 
 
+def stalled_bodies(port: int, count: int) -> list[socket.socket]:
+    """``count`` connections without the key, each having sent an 8 MiB body but its last byte (on threads
+    of their own, all at once), then stalling: returned once every sender is done."""
+    sockets = [socket.create_connection(("127.0.0.1", port), timeout=60) for _ in range(count)]
+
+    def stall(sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # a server may also close the connection
+            sock.sendall(head(length=8 * MIB) + b"x" * (8 * MIB - 1))
+
+    at_once(stall, [(sock,) for sock in sockets])
+    return sockets
+
+
+def at_once(target: Any, arguments: list[tuple[Any, ...]]) -> None:
+    """``target`` called with each of ``arguments`` on threads of their own, all at once; back when all are done."""
+    threads = [threading.Thread(target=target, args=args) for args in arguments]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+
 def test_twelve_stalled_unauthenticated_8_mib_bodies_hold_no_memory(tmp_path: Any) -> None:
     """The issue's measurement, on a real process: each body sent but for its last byte, then stalled."""
     with gate_process(tmp_path, api_key=KEY) as (process, url, port):
         exchange(port, head(length=10) + b"{}" * 5)  # the first refusal pays for its imports before the baseline
         before = rss(process.pid)
-        sockets = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(12)]
-
-        def stall(sock: socket.socket) -> None:
-            with contextlib.suppress(OSError):  # refused and closed: the rest of the body has nowhere to go
-                sock.sendall(head(length=8 * MIB) + b"x" * (8 * MIB - 1))
-
-        senders = [threading.Thread(target=stall, args=(sock,)) for sock in sockets]
-        for sender in senders:
-            sender.start()
-        for sender in senders:
-            sender.join(timeout=60)
+        sockets = stalled_bodies(port, 12)
         time.sleep(0.5)  # whatever the server was going to read, it has read
         rise = rss(process.pid) - before
         deadline = time.monotonic() + 10
@@ -254,11 +266,7 @@ def flood(port: int, payload: bytes, clients: int, headers: bytes | None = None)
             answers.append((status, time.perf_counter() - started))
             sender.join(timeout=60)
 
-    threads = [threading.Thread(target=one) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    at_once(one, [()] * clients)
     return answers
 
 
