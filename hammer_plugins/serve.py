@@ -95,6 +95,20 @@ def add_serve_parser(sub: Any) -> None:
                        help="with --openai: on SIGTERM / Ctrl-C, seconds running requests get to finish before they "
                             "are stopped (queued ones get 503 at once; at most 10) (default: %(default)s)")
     # --- end of issue 29
+    # --- issue 37: the listener's cheap checks (hammer_plugins/openai_server/listener.py; docs/server.md, Security)
+    serve.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="with --openai: seconds a connection gets to send a request's headers (from when it "
+                            "opened or its previous response ended); then 408 and it is closed (default: %(default)s)")
+    serve.add_argument("--body-timeout", type=float, default=30.0, metavar="SECONDS",
+                       help="with --openai: seconds a request gets to send its body once its headers are in; then "
+                            "408 and the connection is closed (default: %(default)s)")
+    serve.add_argument("--idle-timeout", type=int, default=5, metavar="SECONDS",
+                       help="with --openai: seconds a kept-alive connection may wait for its next request "
+                            "(default: %(default)s)")
+    serve.add_argument("--max-connections", type=int, default=128, metavar="N",
+                       help="with --openai: open connections (and running requests) at once; past it new requests "
+                            "get 503 (default: %(default)s)")
+    # --- end of issue 37
     serve.set_defaults(func=cmd_serve)
 
 

@@ -4,11 +4,11 @@ Every error is OpenAI's error JSON (``{"error": {"message", "type", "param", "co
 traceback: the exception is logged on the server. In front of the routes, :class:`Guard` refuses
 what a web page could send: an ``Origin`` not on the allow-list (403; CORS for the ones on it), a
 ``Host`` that is not local on a loopback connection (403: DNS rebinding), a POST body that is not
-``application/json`` (415: no "simple" cross-origin request gets through). Requests are
-authenticated with a bearer key when one is set (``hmac.compare_digest``), bodies above
-``max_body_bytes`` are refused with 413 before they are read, and calls run through
-:class:`~.worker.EngineWorker` within its bounds (429 when the queue is full, 504 past the time
-limit, 503 while shutting down).
+``application/json`` (415: no "simple" cross-origin request gets through). Then
+:class:`~.listener.Admission` checks the bearer key and the announced size from the headers (401 /
+413 before a byte of the body is read), the queue's bound is consulted before the body is read or
+parsed (429), and calls run through :class:`~.worker.EngineWorker` within its bounds (504 past the
+time limit, 503 while shutting down).
 
 Example:
     >>> from hammer_plugins import HammerEngine, ScriptedBackend
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import ipaddress
 import logging
 import socket
@@ -34,10 +33,12 @@ from fastapi.responses import JSONResponse, Response
 from openai.types import Model
 from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine import HammerEngine
 from ..response import HammerResponse
+from .listener import Admission
 from .protocol import DONE, APIError, ChunkWriter, completion, engine_error, parse_json, parse_request, sse
 from .worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT, EngineWorker
 
@@ -99,6 +100,24 @@ def _matches(parts: tuple[str, ...], text: str) -> bool:
     return True
 
 
+def ip_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``text`` as the address it stands for, or None when it is not one: a scope id (``::1%lo``) is
+    dropped and an IPv4-mapped IPv6 address (``::ffff:127.0.0.1``, what a dual-stack socket reports for
+    an IPv4 peer) becomes its IPv4 address, so ``is_loopback`` and the rest mean what they say.
+
+    Example:
+        >>> [str(ip_address(a)) for a in ("::ffff:127.0.0.1", "::1%lo", "127.0.0.2", "localhost")]
+        ['127.0.0.1', '::1', '127.0.0.2', 'None']
+    """
+    try:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
 def _split_host(host: str) -> str:
     """The name or address of a ``Host`` header, without its port (``[::1]:8080`` -> ``::1``)."""
     host = host.strip().lower()
@@ -134,16 +153,13 @@ class Guard:
 
     def host_allowed(self, scope: Scope, host: str | None) -> bool:
         server = scope.get("server")
-        try:
-            loopback = server is not None and ipaddress.ip_address(server[0]).is_loopback
-        except ValueError:
-            loopback = False  # a Unix socket or a test client: no DNS rebinding to guard against
-        if not loopback or not host or self.any_host:
+        # Not an address: a Unix socket or a test client, no DNS rebinding to guard against.
+        local = ip_address(str(server[0])) if server else None
+        if local is None or not local.is_loopback or not host or self.any_host:
             return True
         name = _split_host(host)
-        try:
-            address = ipaddress.ip_address(name)
-        except ValueError:
+        address = ip_address(name)
+        if address is None:
             return (name in ("localhost", self.hostname) or name.endswith(LOCAL_TLDS) or name in self.hosts)
         return address.is_loopback or address.is_private or address.is_unspecified or address.is_link_local
 
@@ -204,46 +220,6 @@ class Guard:
         return cors
 
 
-class BodyLimit:
-    """ASGI middleware: 413 for a body over ``limit`` bytes, told by Content-Length or counted as it arrives."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    def _too_large(self) -> JSONResponse:
-        return error_response(APIError(413, f"The request body is larger than this server accepts ({self.limit} "
-                                            "bytes). Fix: send a shorter conversation or fewer tools, or start the "
-                                            "server with a larger --max-body-mb.", code="request_too_large"))
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.limit:
-            await self._too_large()(scope, receive, send)
-            return
-        received = 0
-        messages: list[Message] = []
-        while True:  # read the body here (bounded), then replay it to the app
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            received += len(message.get("body", b""))
-            if received > self.limit:
-                await self._too_large()(scope, receive, send)
-                return
-            if not message.get("more_body", False):
-                break
-
-        async def replay() -> Message:
-            return messages.pop(0) if messages else await receive()
-
-        await self.app(scope, replay, send)
-
-
 def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, allowed_origins: Sequence[str] = (),
                allowed_hosts: Sequence[str] = (), slots: int = 1, queue_per_slot: int = DEFAULT_QUEUE_PER_SLOT,
@@ -272,19 +248,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
                   lifespan=lifespan)
     app.state.worker = worker
     app.state.model_name = model_name
-    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(Admission, limit=max_body_bytes, api_key=api_key)
     app.add_middleware(Guard, origins=allowed_origins, hosts=allowed_hosts)  # added last: runs first
-
-    def check_key(request: Request) -> None:
-        if not api_key:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            raise APIError(401, "Missing API key: send it as 'Authorization: Bearer <key>' (the openai SDK's api_key).",
-                           type="authentication_error", code="missing_api_key")
-        if not hmac.compare_digest(token.strip().encode(), api_key.encode()):
-            raise APIError(401, "Incorrect API key provided.", type="authentication_error", code="invalid_api_key")
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> JSONResponse:
@@ -318,9 +283,9 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
     async def health() -> JSONResponse:
         reason = await unhealthy()
         body = {"status": "ok" if reason is None else "unavailable", "model": model_name, "loaded": engine.is_loaded,
-                "waiting": worker.waiting, "running": worker.running, "peak_running": worker.peak_running,
-                "completed": worker.completed, "cancelled": worker.cancelled, "refused": worker.refused,
-                "timed_out": worker.timed_out}
+                "reading": worker.reading, "waiting": worker.waiting, "running": worker.running,
+                "peak_running": worker.peak_running, "completed": worker.completed, "cancelled": worker.cancelled,
+                "refused": worker.refused, "timed_out": worker.timed_out}
         if reason is not None:
             body["reason"] = reason
         elif worker.closing:
@@ -329,13 +294,11 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
-        check_key(request)
         model = Model(id=model_name, created=started, object="model", owned_by="hammer-plugins")
         return {"object": "list", "data": [model.model_dump()]}
 
     @app.get("/v1/models/{name:path}")
     async def one_model(name: str, request: Request) -> dict[str, Any]:
-        check_key(request)
         if name != model_name:
             raise APIError(404, f"The model '{name}' does not exist. This server serves ['{model_name}'].",
                            param="model", code="model_not_found")
@@ -343,18 +306,24 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        check_key(request)
-        raw = await request.body()
-        if len(raw) > PARSE_OFF_LOOP_BYTES:  # decoding megabytes takes a while: /health and streams keep going
-            call = await asyncio.to_thread(lambda: parse_request(parse_json(raw), model_name))
-        else:
-            call = parse_request(parse_json(raw), model_name)
-        events = worker.events(call.messages, call.tools, call.tool_choice, call.options)
+        place = worker.reserve()  # the queue's bound first: a flood of bodies gets 429 before any is read or parsed
         try:
-            # Waits in the queue; a client that leaves meanwhile takes its request out of it.
-            stream = await _enter_unless_disconnected(request, events)
-        except Exception as exc:  # noqa: BLE001 - the engine refused the call (or the queue is full): an OpenAI error
-            raise engine_error(exc) from None
+            try:
+                raw = await request.body()
+            except ClientDisconnect:  # gone, or closed by the listener's body deadline
+                return Response(status_code=499)
+            if len(raw) > PARSE_OFF_LOOP_BYTES:  # decoding megabytes takes a while: /health and streams keep going
+                call = await asyncio.to_thread(lambda: parse_request(parse_json(raw), model_name))
+            else:
+                call = parse_request(parse_json(raw), model_name)
+            events = worker.events(call.messages, call.tools, call.tool_choice, call.options, place=place)
+            try:
+                # Waits in the queue; a client that leaves meanwhile takes its request out of it.
+                stream = await _enter_unless_disconnected(request, events)
+            except Exception as exc:  # noqa: BLE001 - the engine refused the call (or the queue is full): an OpenAI error
+                raise engine_error(exc) from None
+        finally:
+            place.release()  # a no-op once the call took it over
         if stream is None:
             return Response(status_code=499)
         if call.stream:
