@@ -223,9 +223,9 @@ class HammerToolParser(ToolParser):
         delta_token_ids: Sequence[int],
         request: Any,
     ) -> Any:
-        if self._stream is None:
-            self._stream = CallStream(offered_names(request), prose=_answering(request))
         try:
+            if self._stream is None:
+                self._stream = CallStream(offered_names(request), prose=_answering(request))
             # Only the new characters: the stream keeps its state, so a long answer costs linear work.
             delta, self._fed = current_text[self._fed:], len(current_text)
             dropped = len(self._stream.dropped)
