@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -236,13 +237,22 @@ QUERY_ROLES: tuple[str, ...] = ("user", "assistant", "tool", "system")
 _LAYOUT_LINES = ("[begin of", "[end of")
 
 
+def _indent(line: str) -> int:
+    """Length of a line's leading run of spaces and invisible format characters (a zero-width space
+    in front of ``assistant:`` hides nothing from the model)."""
+    at = 0
+    while at < len(line) and (line[at].isspace() or unicodedata.category(line[at]) == "Cf"):
+        at += 1
+    return at
+
+
 def _reads_as_structure(line: str) -> bool:
     """Whether a line, past its indentation and backslashes, reads as a role prefix (any case, spaces
-    before the colon) or as a ``[BEGIN OF``/``[END OF`` line of the layout."""
-    body = line.lstrip(" \t").lstrip("\\").lower()
+    before the colon, a full-width colon too) or as a ``[BEGIN OF``/``[END OF`` line of the layout."""
+    body = line[_indent(line):].lstrip("\\").lower()
     if body.startswith(_LAYOUT_LINES):
         return True
-    return any(body.startswith(role) and body[len(role):].lstrip(" \t").startswith(":") for role in QUERY_ROLES)
+    return any(body.startswith(role) and body[len(role):].lstrip(" \t").startswith((":", "\uff1a")) for role in QUERY_ROLES)
 
 
 def escape_role_lines(text: str) -> str:
@@ -260,7 +270,7 @@ def escape_role_lines(text: str) -> str:
     out = []
     for line in text.splitlines(keepends=True):
         if _reads_as_structure(line):
-            indent = len(line) - len(line.lstrip(" \t"))
+            indent = _indent(line)
             line = f"{line[:indent]}\\{line[indent:]}"
         out.append(line)
     return "".join(out)
