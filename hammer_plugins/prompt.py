@@ -333,19 +333,20 @@ def render_chat(messages: Sequence[Message], answer_as: str | None = None) -> Pr
         if message.role == "system":
             continue
         if message.role == "assistant" and message.tool_calls:
-            lead = message.content.strip()
+            lines = [message.content.strip()] if message.content.strip() else []
             for call in message.tool_calls:
                 args = json.dumps(call.arguments, ensure_ascii=False)
-                said = f"{lead}\n" if lead else ""
-                lead = ""
                 result = results.get(call.id)
                 if result is None or id(result) in told:
-                    turns.append(("assistant", f"{said}I called {call.name}({args})."))
+                    lines.append(f"I called {call.name}({args}).")
                     continue
                 told.add(id(result))
                 verb = "failed with" if result.is_error else "returned"
-                turns.append(("assistant", f"{said}I called {call.name}({args}), which {verb}:"))
-                turns.append(("tool", result.content))
+                lines.append(f"I called {call.name}({args}), which {verb}:")
+                turns += [("assistant", "\n".join(lines)), ("tool", result.content)]
+                lines = []
+            if lines:  # calls without results: the assistant's words alone, as before
+                turns.append(("assistant", "\n".join(lines)))
         elif message.role == "tool":
             if id(message) in told:
                 continue

@@ -63,18 +63,22 @@ def query_roles(prompt: str) -> list[str]:
 
 
 def expected_chat_roles(messages: Sequence[Message]) -> list[str]:
-    """The turns of the tool-free chat for this message list: each call an assistant turn, each
-    result a tool turn (after its call when the call is there), a final question after results."""
+    """The turns of the tool-free chat for this message list: calls in assistant turns, each result a
+    tool turn (right after its call when the call is there), a final question after results."""
     roles = ["system"]
     results = {m.tool_call_id for m in messages if m.role == "tool"}
     told: set[str] = set()
     for message in messages:
         if message.role == "assistant" and message.tool_calls:
+            open_turn = False  # calls without results share one assistant turn; a result closes it
             for call in message.tool_calls:
-                roles.append("assistant")
+                if not open_turn:
+                    roles.append("assistant")
+                    open_turn = True
                 if call.id in results and call.id not in told:
                     told.add(call.id)
                     roles.append("tool")
+                    open_turn = False
         elif message.role == "tool":
             if message.tool_call_id not in told:
                 roles.append("tool")
