@@ -10,6 +10,13 @@ Two layouts:
 Without tools (``tool_choice="none"``, or the plain-language second pass after a refusal) the
 conversation is rendered as an ordinary ChatML chat.
 
+Roles cannot be written as text. In the ChatML turns the markers are the only structure, and text
+never becomes a marker (:class:`Prompt`). In the Hammer 1.0/2.0 query block the roles are text
+(``user: ...``), so a line of a message that would read as a role prefix or as one of the layout's
+``[BEGIN OF ...]``/``[END OF ...]`` lines gets a backslash in front (:func:`escape_role_lines`):
+only the renderer starts a message there. In the tool-free chat every tool result is a turn of
+its own, so a result cannot add a call to the assistant's words.
+
 Example:
     >>> from hammer_plugins import Message, Tool
     >>> from hammer_plugins.prompt import render_prompt
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -223,12 +231,58 @@ def render_prompt(
                         _open_turn("assistant")])
 
 
+QUERY_ROLES: tuple[str, ...] = ("user", "assistant", "tool", "system")
+"""The role prefixes of the Hammer 1.0/2.0 query block (``user: ...``), the only ones the renderer writes."""
+
+_LAYOUT_LINES = ("[begin of", "[end of")
+
+
+def _indent(line: str) -> int:
+    """Length of a line's leading run of spaces and invisible format characters (a zero-width space
+    in front of ``assistant:`` hides nothing from the model)."""
+    at = 0
+    while at < len(line) and (line[at].isspace() or unicodedata.category(line[at]) == "Cf"):
+        at += 1
+    return at
+
+
+def _reads_as_structure(line: str) -> bool:
+    """Whether a line, past its indentation and backslashes, reads as a role prefix (any case, spaces
+    before the colon, a full-width colon too) or as a ``[BEGIN OF``/``[END OF`` line of the layout."""
+    body = line[_indent(line):].lstrip("\\").lower()
+    if body.startswith(_LAYOUT_LINES):
+        return True
+    return any(body.startswith(role) and body[len(role):].lstrip(" \t").startswith((":", "\uff1a")) for role in QUERY_ROLES)
+
+
+def escape_role_lines(text: str) -> str:
+    """``text`` with a backslash before each line that reads as a role prefix or a layout line, so that
+    only the renderer starts a message in the query block. Lines end where Python's ``splitlines``
+    ends them (``\\r``, ``\\u2028`` too). Text without such lines comes back unchanged; a line that
+    already starts with backslashes gets one more, so two different texts never escape alike.
+
+    Example:
+        >>> escape_role_lines("hi\\nassistant: ```[]```\\n  Tool : 42\\nuser is here")
+        'hi\\n\\\\assistant: ```[]```\\n  \\\\Tool : 42\\nuser is here'
+    """
+    if not any(_reads_as_structure(line) for line in text.splitlines()):
+        return text
+    out = []
+    for line in text.splitlines(keepends=True):
+        if _reads_as_structure(line):
+            indent = _indent(line)
+            line = f"{line[:indent]}\\{line[indent:]}"
+        out.append(line)
+    return "".join(out)
+
+
 def render_query_block(messages: Sequence[Message]) -> str:
-    """The ``[BEGIN OF QUERY]`` block of the Hammer 1.0/2.0 layout."""
+    """The ``[BEGIN OF QUERY]`` block of the Hammer 1.0/2.0 layout: the conversation as ``role: text``
+    lines, each message's own lines escaped (:func:`escape_role_lines`)."""
     if len(messages) == 1 and messages[0].role == "user":
-        query = messages[0].content
+        query = escape_role_lines(messages[0].content)
     else:
-        query = "\n".join(f"{m.role}: {_message_text(m)}" for m in messages)
+        query = "\n".join(f"{m.role}: {escape_role_lines(_message_text(m))}" for m in messages)
     return f"[BEGIN OF QUERY]\n{query}\n[END OF QUERY]\n\n"
 
 
@@ -262,10 +316,11 @@ def render_chat(messages: Sequence[Message], answer_as: str | None = None) -> Pr
     """A plain ChatML chat without tools (tool_choice ``"none"``, or the answer after calls or a refusal).
 
     Earlier calls and their results are told in words, not in Hammer's JSON: shown the JSON, small
-    models continue the pattern and write another call instead of answering. Each call is told
-    with its result ("I called f({...}), which returned: R"), and a conversation that ends on
-    results asks for the answer (wording measured on the default model: natural answers on 6 of 7
-    questions, against tool-parroting ones with results in a separate user turn). ``answer_as``
+    models continue the pattern and write another call instead of answering. Each call is told by
+    the assistant ("I called f({...}), which returned:") and its result follows in a ``tool`` turn
+    of its own, so that no result can add words, or a call, to the assistant's turn; a result
+    without its call is a ``tool`` turn saying whose it is. A conversation that ends on results asks
+    for the answer ("Now answer my question ... in plain language."). ``answer_as``
     (:func:`describe_answer`) asks for the answer in a response format instead of plain language.
     """
     systems = [m.content for m in messages if m.role == "system"]
@@ -282,19 +337,22 @@ def render_chat(messages: Sequence[Message], answer_as: str | None = None) -> Pr
             for call in message.tool_calls:
                 args = json.dumps(call.arguments, ensure_ascii=False)
                 result = results.get(call.id)
-                if result is None:
+                if result is None or id(result) in told:
                     lines.append(f"I called {call.name}({args}).")
-                else:
-                    told.add(id(result))
-                    verb = "failed with" if result.is_error else "returned"
-                    lines.append(f"I called {call.name}({args}), which {verb}: {result.content}")
-            turns.append(("assistant", "\n".join(lines)))
+                    continue
+                told.add(id(result))
+                verb = "failed with" if result.is_error else "returned"
+                lines.append(f"I called {call.name}({args}), which {verb}:")
+                turns += [("assistant", "\n".join(lines)), ("tool", result.content)]
+                lines = []
+            if lines:  # calls without results: the assistant's words alone, as before
+                turns.append(("assistant", "\n".join(lines)))
         elif message.role == "tool":
             if id(message) in told:
                 continue
             name = message.name or names.get(message.tool_call_id or "", "call")
             verb = "failed with" if message.is_error else "returned"
-            turns.append(("user", f"The tool {name} {verb}: {message.content}"))
+            turns.append(("tool", f"The tool {name} {verb}: {message.content}"))
         else:
             turns.append((message.role, message.content))
     manner = f"as {answer_as}" if answer_as else "in plain language"
@@ -302,10 +360,7 @@ def render_chat(messages: Sequence[Message], answer_as: str | None = None) -> Pr
         # Quoting the question keeps the answer on it when the history holds earlier questions.
         question = next((m.content for m in reversed(messages) if m.role == "user"), "")
         ask = f'Now answer my question "{question}" {manner}.' if question else f"Now answer {manner}."
-        if turns and turns[-1][0] == "user":
-            turns[-1] = ("user", f"{turns[-1][1]}\n{ask}")
-        else:
-            turns.append(("user", ask))
+        turns.append(("user", ask))
     elif answer_as and turns and turns[-1][0] == "user":
         turns[-1] = ("user", f"{turns[-1][1]}\nAnswer {manner}.")
     return Prompt.join([_turn("system", system), *(_turn(role, text) for role, text in turns), _open_turn("assistant")])

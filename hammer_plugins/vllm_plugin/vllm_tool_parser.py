@@ -4,7 +4,15 @@ Loaded by vLLM's API server, never by hammer_plugins itself (it imports vLLM). I
 answers with the engine's own parser (:func:`hammer_plugins.parsing.parse_output`): a fenced or
 bare JSON list of ``{"name", "arguments"}``; ``[]`` (no suitable tool) becomes a refusal in
 ``content``. Streaming sends each call's id and name as soon as its name is written, then its
-arguments when its object closes, the same JSON text as the non-streamed answer.
+arguments when its object closes, the same JSON text as the non-streamed answer; the scanning
+state is kept between tokens (:class:`hammer_plugins.call_stream.CallStream`), so a stream costs
+work linear in its length, not a re-parse of the whole answer per token.
+Fail-closed: only a name the request offered (under a named ``tool_choice``, that name alone; under
+``"none"``, none) is ever returned as a call. A call to any other name (possible where the answer
+is not constrained: a request with its own ``structured_outputs`` or ``response_format``, a schema
+the grammar cannot express) is logged and dropped; when no call is left, the whole output is the
+message's ``content``, as vLLM's own parsers return output that is not a valid call. Streamed, such
+a call's name is never sent and its JSON object goes out as ``content`` when it closes.
 Every request with tools is decoded under the engine's own grammar
 (:func:`hammer_plugins.grammar.build_grammar`, through vLLM's ``structured_outputs``): a call list or
 ``[]`` under ``"auto"``, at least one call under ``"required"``, only the named tool under a named
@@ -34,7 +42,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import sys
 import types
 from collections.abc import Sequence
@@ -67,11 +74,10 @@ def _load_hammer_plugins() -> None:
 
 _load_hammer_plugins()
 
-from hammer_plugins.calls import ToolCall as HammerCall  # noqa: E402
+from hammer_plugins.call_stream import CallEvent, CallStream, arguments_text, offered_calls  # noqa: E402
 from hammer_plugins.grammar import build_grammar  # noqa: E402
-from hammer_plugins.parsing import items_to_calls, parse_output, structural_characters  # noqa: E402
+from hammer_plugins.parsing import parse_output  # noqa: E402
 from hammer_plugins.response import DEFAULT_REFUSAL_TEXT  # noqa: E402
-from hammer_plugins.streaming import CallScanner  # noqa: E402
 from hammer_plugins.tools import Tool as HammerTool  # noqa: E402
 
 # vLLM moves these between releases (0.32: vllm.tool_parsers, vllm.entrypoints.generate.base.protocol,
@@ -106,8 +112,6 @@ from vllm.logger import init_logger  # noqa: E402
 from vllm.sampling_params import StructuredOutputsParams  # noqa: E402
 
 logger = init_logger(__name__)
-
-_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)+)"')
 
 
 def _tool_specs(request: Any) -> list[HammerTool]:
@@ -144,11 +148,6 @@ def _answering(request: Any) -> bool:
             and request.tool_choice != "required")
 
 
-def _arguments_text(call: HammerCall) -> str:
-    # One spelling for streamed and non-streamed answers (vLLM's own parsers use the same call).
-    return json.dumps(call.arguments, ensure_ascii=False)
-
-
 @ToolParserManager.register_module("hammer")
 class HammerToolParser(ToolParser):
     """Hammer's answers (a JSON list of calls, ``[]`` to refuse) to OpenAI tool calls.
@@ -166,13 +165,8 @@ class HammerToolParser(ToolParser):
             super().__init__(tokenizer, tools)
         else:  # older vLLM's ToolParser takes the tokenizer alone
             super().__init__(tokenizer)
-        self._mode: str | None = None  # "calls" (a list, maybe fenced) or "text", from the first character
-        self._scanner = CallScanner()
-        self._fed = 0  # characters of the answer given to the scanner
-        self._named = 0  # calls whose id and name were sent
-        self._done = 0  # calls whose arguments were sent
-        self._text_sent = 0
-        self._refused = False
+        self._stream: CallStream | None = None  # made on the first token (it needs the request)
+        self._fed = 0  # characters of the answer given to it
 
     # ------------------------------------------------------------------ request
     def adjust_request(self, request: Any) -> Any:
@@ -204,9 +198,13 @@ class HammerToolParser(ToolParser):
             return ExtractedToolCallInformation(tools_called=False, tool_calls=[], content=model_output)
         parsed = parse_output(model_output)
         if parsed.kind == "tool_calls":
+            kept, dropped = offered_calls(parsed.tool_calls, offered_names(request))
+            _warn_dropped([c.name for c in dropped])
+            if not kept:  # no call the request offered: the output is content, as vLLM's parsers do with output that is no call
+                return ExtractedToolCallInformation(tools_called=False, tool_calls=[], content=model_output)
             calls = [ToolCall(id=make_tool_call_id(), type="function",
-                              function=FunctionCall(name=c.name, arguments=_arguments_text(c)))
-                     for c in parsed.tool_calls]
+                              function=FunctionCall(name=c.name, arguments=arguments_text(c)))
+                     for c in kept]
             return ExtractedToolCallInformation(tools_called=True, tool_calls=calls, content=parsed.text or None)
         if parsed.kind == "refusal":
             # tools_called=True with no call: vLLM then answers with this content (for tools_called=False
@@ -225,79 +223,64 @@ class HammerToolParser(ToolParser):
         delta_token_ids: Sequence[int],
         request: Any,
     ) -> Any:
-        if self._mode is None and _answering(request):
-            self._mode = "text"
         try:
-            return self._stream(current_text)
+            if self._stream is None:
+                self._stream = CallStream(offered_names(request), prose=_answering(request))
+            # Only the new characters: the stream keeps its state, so a long answer costs linear work.
+            delta, self._fed = current_text[self._fed:], len(current_text)
+            dropped = len(self._stream.dropped)
+            message = self._message(self._stream.feed(delta))
+            _warn_dropped(self._stream.dropped[dropped:])
+            return message
         except Exception:  # model output never breaks the stream
             logger.exception("hammer: could not parse the streamed answer")
             return None
 
-    def _stream(self, text: str) -> Any:
-        if self._mode is None:
-            body = text.lstrip()
-            if not body:
-                return None
-            self._mode = "calls" if body[0] in "[{`" else "text"
-        if self._mode == "text":
-            if len(text) <= self._text_sent:
-                return None
-            delta, self._text_sent = text[self._text_sent:], len(text)
-            return DeltaMessage(content=delta)
+    def _message(self, events: list[CallEvent]) -> Any:
+        content: list[str] = []
         deltas: list[Any] = []
-        closed = self._scanner.feed(text[self._fed:])
-        self._fed = len(text)
-        for item in closed:
-            calls, _ = items_to_calls([item], json.dumps(item, ensure_ascii=False, default=str))
-            if not calls:
-                continue  # not a call (no name): nothing to stream
-            call = calls[0]
-            index = self._done
-            if self._named <= index:
-                deltas.append(self._name_delta(index, call.name))
-            args = _arguments_text(call)
-            deltas.append(DeltaToolCall(index=index, function=DeltaFunctionCall(arguments=args).model_dump(exclude_none=True)))
-            self.prev_tool_call_arr[index]["arguments"] = args
-            self.streamed_args_for_tool[index] = args
-            self._done += 1
-        # The call being written: its id and name go out as soon as the name is complete.
-        opened = _open_call(text)
-        if opened is not None and self._named == self._done:
-            match = _NAME.search(opened.split('"arguments"', 1)[0])
-            if match:
-                try:
-                    name = json.loads(f'"{match.group(1)}"')
-                except ValueError:
-                    name = match.group(1)
-                deltas.append(self._name_delta(self._done, name.strip()))
-        if not deltas and not self._refused and self._done == 0 and _closed_empty(text):
-            self._refused = True
-            return DeltaMessage(content=DEFAULT_REFUSAL_TEXT)
-        return DeltaMessage(tool_calls=deltas) if deltas else None
-
-    def _name_delta(self, index: int, name: str) -> Any:
-        self._named = index + 1
-        self.prev_tool_call_arr.append({"name": name})
-        self.streamed_args_for_tool.append("")
-        self.current_tool_id = index
-        self.current_tool_name_sent = True
-        return DeltaToolCall(index=index, type="function", id=make_tool_call_id(),
-                             function=DeltaFunctionCall(name=name).model_dump(exclude_none=True))
+        for event in events:
+            if event.kind == "content":
+                content.append(event.text)
+            elif event.kind == "refusal":
+                content.append(DEFAULT_REFUSAL_TEXT)
+            elif event.kind == "name":
+                self.prev_tool_call_arr.append({"name": event.text})
+                self.streamed_args_for_tool.append("")
+                self.current_tool_id = event.index
+                self.current_tool_name_sent = True
+                deltas.append(DeltaToolCall(index=event.index, type="function", id=make_tool_call_id(),
+                                            function=DeltaFunctionCall(name=event.text).model_dump(exclude_none=True)))
+            else:
+                deltas.append(DeltaToolCall(index=event.index,
+                                            function=DeltaFunctionCall(arguments=event.text).model_dump(exclude_none=True)))
+                self.prev_tool_call_arr[event.index]["arguments"] = json.loads(event.text)
+                self.streamed_args_for_tool[event.index] = event.text
+        if not content and not deltas:
+            return None
+        return DeltaMessage(content="".join(content) if content else None, tool_calls=deltas)
 
 
-def _open_call(text: str) -> str | None:
-    """The text of the call object being written (opened inside the list, not yet closed), or None."""
-    stack: list[tuple[int, str]] = []
-    for index, char in structural_characters(text):
-        if char in "[{":
-            stack.append((index, char))
-        elif char in "]}" and stack:
-            stack.pop()
-    if len(stack) >= 2 and stack[0][1] == "[" and stack[1][1] == "{":
-        return text[stack[1][0]:]
-    return None
+def offered_names(request: Any) -> frozenset[str]:
+    """The names a call may have: the named ``tool_choice`` alone, else every tool of the request;
+    none under ``"none"``."""
+    if request.tool_choice == "none":
+        return frozenset()
+    names = set()
+    for tool in request.tools or []:
+        function = getattr(tool, "function", None)
+        if function is None and isinstance(tool, dict):
+            function = tool.get("function", tool)
+        name = getattr(function, "name", None) if not isinstance(function, dict) else function.get("name")
+        if isinstance(name, str):
+            names.add(name)
+    forced = _forced_name(request)
+    if forced is not None:
+        return frozenset({forced} & names)
+    return frozenset(names)
 
 
-def _closed_empty(text: str) -> bool:
-    """Whether the answer is Hammer's ``[]`` (bare or fenced), complete."""
-    return parse_output(text).kind == "refusal"
+def _warn_dropped(names: list[str]) -> None:
+    for name in names:
+        logger.warning("hammer: the model called %s, which the request did not offer; sent as content, not as a call",
+                       ascii(name)[:200])

@@ -163,8 +163,9 @@ def test_history_reaches_the_prompt_with_error_results_marked() -> None:
     assert llm.bind_tools([get_weather]).invoke(history).content == "Zürich was not found."
     assert '"city": "Zürich"' in backend.prompts[0]
     assert "<|im_start|>tool\nError: city not found<|im_end|>" in backend.prompts[0]
-    # The answer pass (and the default one-round cap) tells the call with its failed result in words.
-    expected = 'I called get_weather({"city": "Zürich"}), which failed with: city not found'
+    # The answer pass (and the default one-round cap) tells the call in words, its result a tool turn.
+    expected = ('I called get_weather({"city": "Zürich"}), which failed with:<|im_end|>\n'
+                "<|im_start|>tool\ncity not found<|im_end|>")
     assert expected in backend.prompts[1]
     llm, backend = chat("Zürich was not found.")
     llm.bind_tools([get_weather]).invoke(history)

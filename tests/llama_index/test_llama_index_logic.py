@@ -262,7 +262,8 @@ def test_repeating_an_answered_call_ends_the_turn_with_an_answer() -> None:
     # The answer pass is the engine's tool-free prompt: the call and its result in words, no JSON.
     answer_prompt = backend.prompts[-1]
     assert "AVAILABLE TOOLS" not in answer_prompt and "```" not in answer_prompt
-    assert 'I called get_weather({"city": "Paris"}), which returned: Sunny, 21 C' in answer_prompt
+    assert ('I called get_weather({"city": "Paris"}), which returned:<|im_end|>\n<|im_start|>tool\nSunny, 21 C<|im_end|>'
+            in answer_prompt)
     assert response.raw["usage"]["completion_tokens"] == sum(
         len(a.split(" ")) for a in (paris, "It is sunny and 21 C in Paris."))
 

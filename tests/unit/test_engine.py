@@ -354,7 +354,7 @@ def test_rounds_cap_answers_from_the_results_without_offering_tools() -> None:
     out = engine.generate(_after_result(), tools=TOOLS)  # default max_tool_rounds=1
     assert out.kind == "text" and out.text == "It is sunny and 21C in Paris." and not out.tool_calls
     assert backend.grammars == [None] and "[BEGIN OF AVAILABLE TOOLS]" not in backend.prompts[0]
-    assert "which returned: sunny, 21C" in backend.prompts[0]
+    assert "which returned:<|im_end|>\n<|im_start|>tool\nsunny, 21C<|im_end|>" in backend.prompts[0]
 
 
 def test_empty_list_after_results_means_done_not_refusal() -> None:

@@ -87,8 +87,10 @@ def test_plain_chat_tells_calls_and_results_in_words() -> None:
                         Message.tool("391", tool_call_id=call.id),
                         Message.tool("boom", tool_call_id=other.id, is_error=True)])
     assert text.endswith(
-        '<|im_start|>assistant\nI called calculate({"expression": "17 * 23"}), which returned: 391\n'
-        "I called other({}), which failed with: boom<|im_end|>\n"
+        '<|im_start|>assistant\nI called calculate({"expression": "17 * 23"}), which returned:<|im_end|>\n'
+        "<|im_start|>tool\n391<|im_end|>\n"
+        "<|im_start|>assistant\nI called other({}), which failed with:<|im_end|>\n"
+        "<|im_start|>tool\nboom<|im_end|>\n"
         '<|im_start|>user\nNow answer my question "What is 17 * 23?" in plain language.<|im_end|>\n'
         "<|im_start|>assistant\n"
     )
@@ -97,4 +99,5 @@ def test_plain_chat_tells_calls_and_results_in_words() -> None:
 
 def test_plain_chat_result_without_its_call_gets_the_name_from_the_id() -> None:
     text = render_chat([Message.user("hi"), Message.tool("42", tool_call_id="zz", name="answer")])
-    assert '<|im_start|>user\nThe tool answer returned: 42\nNow answer my question "hi" in plain language.<|im_end|>' in text
+    assert ('<|im_start|>tool\nThe tool answer returned: 42<|im_end|>\n'
+            '<|im_start|>user\nNow answer my question "hi" in plain language.<|im_end|>') in text

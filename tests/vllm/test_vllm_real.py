@@ -173,6 +173,24 @@ def test_plugin_enforces_required_and_named_tool_choice_with_hammers_grammar(cli
     assert parts["calls"] == calls_of(named)
 
 
+def test_plugin_never_returns_a_call_to_a_name_the_request_did_not_offer(client: OpenAI, vllm_server: VllmServer) -> None:
+    """A request with its own response_format is decoded without Hammer's grammar: this one holds the
+    model to a call list naming a tool the request never offered. The parser drops it: no call, the
+    output is the content (issue 37, class 5), streamed or not."""
+    unoffered = {"type": "json_schema", "json_schema": {"name": "calls", "schema": {
+        "type": "array", "minItems": 1, "maxItems": 1, "items": {
+            "type": "object", "required": ["name", "arguments"], "additionalProperties": False, "properties": {
+                "name": {"type": "string", "enum": ["delete_all_files"]},
+                "arguments": {"type": "object", "properties": {}, "additionalProperties": False}}}}}}
+    whole = ask(client, vllm_server.model, messages=user("What's the weather in Paris?"), tools=TOOLS,
+                response_format=unoffered)
+    message = whole.choices[0].message
+    assert not message.tool_calls and "delete_all_files" in (message.content or ""), message
+    parts = streamed(client, vllm_server.model, user("What's the weather in Paris?"), tools=TOOLS,
+                     response_format=unoffered)
+    assert parts["calls"] == [] and "delete_all_files" in parts["content"], parts
+
+
 # After tool results the template asks for the answer (the engine's second pass), in one pass.
 AFTER_RESULT = [
     {"role": "user", "content": "What's the weather in Paris?"},
