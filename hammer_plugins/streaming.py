@@ -56,7 +56,7 @@ class CallScanner:
                 if char == "}" and self._depth == 1 and self._start is not None:
                     try:
                         item = json.loads(text[self._start:index + 1])
-                    except ValueError:
+                    except (ValueError, RecursionError):  # model output nested past the interpreter's limit
                         item = None
                     if isinstance(item, dict):
                         done.append(item)

@@ -146,7 +146,7 @@ class Guard:
                                     "with --allow-origin ORIGIN (or $HAMMER_ORIGINS) to let that page use it.",
                                code="origin_not_allowed")
         if refusal is not None:
-            log.warning("refused %s %s: %s", scope["method"], scope["path"], refusal.code)
+            log.warning("refused %r %r: %s", scope["method"], scope["path"], refusal.code)  # %r: quoted, one line
             await error_response(refusal)(scope, receive, send)
             return
         cors = self._cors(origin, headers)
@@ -281,7 +281,7 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error on %s", request.url.path)
+        log.exception("unexpected error on %r", request.url.path)
         return error_response(engine_error(exc))
 
     async def unhealthy() -> str | None:

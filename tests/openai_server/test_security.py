@@ -33,7 +33,7 @@ from hammer_plugins.backends.server.launcher import free_port
 from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.openai_server import BackgroundServer, create_app
 from hammer_plugins.openai_server.app import Guard
-from hammer_plugins.openai_server.protocol import MAX_JSON_DEPTH, APIError, json_too_deep, parse_json
+from hammer_plugins.openai_server.protocol import MAX_JSON_DEPTH, APIError, json_too_deep, parse_json, parse_request
 from hammer_plugins.tools import to_tools
 
 TOOLS = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
@@ -414,6 +414,24 @@ def nested(depth: int) -> dict[str, Any]:
     return schema
 
 
+def parts(*content: Any) -> dict[str, Any]:
+    """A request whose user message is a text part then ``content``."""
+    return body(tool_choice="none") | {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}, *content]}]}
+
+
+DEEP_ARGUMENTS = '{"x": ' + "[" * 900 + "]" * 900 + "}"
+"""A call's arguments 901 levels deep, in a string (the body itself is 5 deep)."""
+
+
+def history(arguments: str) -> dict[str, Any]:
+    """A request whose history holds an assistant call with these ``arguments`` (a JSON string) and its result."""
+    return body() | {"messages": [
+        {"role": "user", "content": "weather in Paris?"},
+        {"role": "assistant", "tool_calls": [{"id": "call_a", "type": "function",
+                                              "function": {"name": "get_weather", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "18 C"}]}
+
+
 BROKEN: list[tuple[str, bytes | Any, str]] = [
     ("deep array", b"[" * 100_000 + b"]" * 100_000, "invalid_json"),
     ("deep object", b'{"a":' * 50_000 + b"1" + b"}" * 50_000, "invalid_json"),
@@ -471,6 +489,25 @@ BROKEN: list[tuple[str, bytes | Any, str]] = [
      "tools": TOOLS}, "invalid_value"),
     ("a legacy function message with no call", {"model": "hammer", "messages": [
         {"role": "user", "content": "x"}, {"role": "function", "name": "f", "content": "9"}]}, "invalid_value"),
+    # issue 37, class 8: strict input
+    ("a text part with text null", parts({"type": "text", "text": None}), "invalid_value"),
+    ("a text part with text an object", parts({"type": "text", "text": {"a": 1}}), "invalid_value"),
+    ("a text part with no text", parts({"type": "text"}), "invalid_value"),
+    ("a refusal part with refusal a list", parts({"type": "refusal", "refusal": ["no"]}), "invalid_value"),
+    ("an image part", parts({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}),
+     "unsupported_value"),
+    ("an audio part", parts({"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}),
+     "unsupported_value"),
+    ("a part of no type", parts({"text": "hi"}), "unsupported_value"),
+    ("deep JSON in a call's arguments", history(DEEP_ARGUMENTS), "invalid_value"),
+    ("Infinity in a call's arguments", history('{"x": Infinity}'), "invalid_value"),
+    ("1e999 in a call's arguments", history('{"x": 1e999}'), "invalid_value"),
+    ("repeat_penalty 1e999", json.dumps(body()).encode()[:-1] + b', "repeat_penalty": 1e999}', "invalid_json"),
+    ("temperature -1e999", json.dumps(body()).encode()[:-1] + b', "temperature": -1e999}', "invalid_json"),
+    ("Infinity in a tool schema", json.dumps(body()).encode().replace(b'"type": "string"', b'"maximum": Infinity, '
+                                                                      b'"type": "string"', 1), "invalid_json"),
+    ("1e999 in a tool schema", json.dumps(body()).encode().replace(b'"type": "string"', b'"maximum": 1e999, '
+                                                                   b'"type": "string"', 1), "invalid_json"),
 ]
 
 
@@ -493,6 +530,42 @@ def test_the_tool_order_error_says_what_openai_says(server: BackgroundServer) ->
         {"role": "tool", "tool_call_id": "call_a", "content": "18 C"}]}
     assert post(server, answered).status_code == 200
     assert_still_serving(server)
+
+
+def test_content_parts_are_checked_by_type_and_the_error_names_the_part(server: BackgroundServer) -> None:
+    error = assert_openai_error(post(server, parts({"type": "image_url", "image_url": {"url": "x"}})), 400)
+    assert error["param"] == "messages[0].content[1].type" and "'image_url'" in error["message"]
+    assert "text only" in error["message"] and "Fix:" in error["message"]
+    error = assert_openai_error(post(server, parts({"type": "text", "text": None})), 400)
+    assert error["param"] == "messages[0].content[1].text" and "must be a string" in error["message"]
+    error = assert_openai_error(post(server, history(DEEP_ARGUMENTS)), 400)
+    assert error["param"] == "messages[1].tool_calls[0].function.arguments"
+    assert f"more than {MAX_JSON_DEPTH} levels" in error["message"]
+    # text parts are served, and arguments 41 levels deep (under the limit) too
+    fine = parts({"type": "text", "text": " there"}, {"type": "input_text", "text": "!"})
+    assert post(server, fine).status_code == 200
+    assert post(server, history(json.dumps(nested(20)))).status_code == 200
+    assert_still_serving(server)
+
+
+def test_non_finite_numbers_are_refused_in_bodies_given_as_python_too() -> None:
+    for field in ("repeat_penalty", "temperature", "top_p"):
+        for value in (float("inf"), float("nan")):
+            with pytest.raises(APIError) as refused:
+                parse_request({**body(), field: value}, "hammer")
+            assert refused.value.status == 400 and refused.value.param == field
+
+
+def test_log_lines_quote_what_came_from_outside(server: BackgroundServer, caplog: pytest.LogCaptureFixture) -> None:
+    """A ``%0a`` in the path is a newline in the decoded path: logged raw, it starts a forged line."""
+    with caplog.at_level("INFO"):
+        reply = httpx.get(server.url + "/v1/models%0aERROR%20forged%20by%20a%20client%0d",
+                          headers={"origin": "https://evil.example"})
+        assert reply.status_code == 403
+        wait_for(lambda: any("refused" in r.getMessage() for r in caplog.records))
+    logged = [r.getMessage() for r in caplog.records if r.name.startswith("hammer_plugins")]
+    assert any("forged by a client" in line for line in logged), logged  # it is logged, quoted
+    assert not any("\n" in line or "\r" in line for line in logged), logged
 
 
 def test_the_depth_check_is_exact_and_fast() -> None:
