@@ -26,12 +26,14 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from raw_clients import never_reading
 
 from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import Backend, Usage
 from hammer_plugins.backends.server.launcher import free_port
 from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.openai_server import app as app_module
 from hammer_plugins.openai_server.app import Guard
 from hammer_plugins.openai_server.protocol import MAX_JSON_DEPTH, APIError, json_too_deep, parse_json, parse_request
 from hammer_plugins.tools import to_tools
@@ -79,7 +81,7 @@ def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
 
 
 class GateBackend(Backend):
-    """Answers the scripted call; a prompt with ``STORY`` writes ``words`` words ``delay`` apart instead,
+    """Answers the scripted call; a prompt with ``STORY`` writes ``words`` times ``word`` ``delay`` apart instead,
     a prompt with ``HOLD`` waits until ``gate`` is set, a prompt with ``PREFILL`` spends ``prefill``
     seconds before its first token checking the cancel event (as llama.cpp does between batches), and
     one with ``DEAF`` sleeps ``prefill`` seconds without checking anything (a model stuck in C)."""
@@ -88,9 +90,9 @@ class GateBackend(Backend):
     model_name = "gate"  # type: ignore[assignment]
     context_window = 32768  # type: ignore[assignment]
 
-    def __init__(self, words: int = 200, delay: float = 0.02, prefill: float = 10.0) -> None:
+    def __init__(self, words: int = 200, delay: float = 0.02, prefill: float = 10.0, word: str = "word ") -> None:
         super().__init__()
-        self.words, self.delay, self.prefill = words, delay, prefill
+        self.words, self.delay, self.prefill, self.word = words, delay, prefill, word
         self.gate = threading.Event()
         self.prompts: list[str] = []
         self.produced: list[int] = []
@@ -124,7 +126,7 @@ class GateBackend(Backend):
                 for _ in range(self.words):
                     time.sleep(self.delay)
                     count += 1
-                    yield GenerationChunk(text="word ")
+                    yield GenerationChunk(text=self.word)
             else:
                 count = 1
                 yield GenerationChunk(text=CALL)
@@ -733,7 +735,7 @@ class AsyncGate(GateBackend):
                 for _ in range(self.words):
                     await asyncio.sleep(self.delay)
                     count += 1
-                    yield GenerationChunk(text="word ")
+                    yield GenerationChunk(text=self.word)
             else:
                 count = 1
                 yield GenerationChunk(text=CALL)
@@ -766,6 +768,56 @@ def test_native_async_backends_get_slots_times_queue_then_429_and_the_time_limit
         wait_for(lambda: len(backend.produced) == 1)
         assert backend.produced[0] < backend.words / 2
         assert_still_serving(server)
+
+
+# ------------------------------------------------------------------ issue 37, class 3: a client that stops reading
+FLOOD = {"words": 100_000, "delay": 0.01, "word": "lorem ipsum " * 8500}
+"""A story of 1,000 s in 100 kB words: the kernel's send buffer (autotuned up to tcp_wmem's 4 MiB; measured:
+2.8 MB held) and uvicorn's 64 KiB fill in under 0.5 s, then the server's send waits (without the fixes, for
+ever). With 2 kB words they took 2 s, and the old code's time limit, checked at the next event, still caught it."""
+
+
+@pytest.mark.parametrize("backend_class", [GateBackend, AsyncGate], ids=["in process", "native async"])
+def test_a_client_that_stops_reading_is_stopped_at_the_time_limit(backend_class: type[GateBackend]) -> None:
+    """The deadline is a watchdog: a streaming client that never reads (its buffers full, the server's
+    send waiting) is stopped at the time limit all the same, and its slot freed."""
+    backend = backend_class(**FLOOD)
+    limit = 3.0
+    with serve(backend, time_limit=limit) as server:
+        client = never_reading(server.url, body("STORY", tool_choice="none"))
+        sent = time.monotonic()
+        try:
+            wait_for(lambda: httpx.get(server.url + "/health").json()["running"] == 1)  # busy first
+            assert time.monotonic() - sent < limit
+            wait_for(lambda: httpx.get(server.url + "/health").json()["running"] == 0, seconds=limit + 5)
+            print(f"\n{backend_class.__name__}: a client that stops reading, --time-limit {limit:g}: slot free "
+                  f"{time.monotonic() - sent:.2f} s after the request")
+            health = httpx.get(server.url + "/health").json()
+            assert health["timed_out"] == 1 and health["waiting"] == 0, health
+            wait_for(lambda: len(backend.produced) == 1)
+            assert backend.produced[0] < backend.words / 10, backend.produced  # stopped, not run to the end
+            assert_still_serving(server)
+        finally:
+            client.close()
+
+
+def test_a_send_the_client_does_not_take_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no time limit at all, a client that stops reading is let go once one send has waited
+    SEND_TIMEOUT_SECONDS: its generation is stopped and its slot freed."""
+    monkeypatch.setattr(app_module, "SEND_TIMEOUT_SECONDS", 1.0)
+    backend = GateBackend(**FLOOD)
+    with serve(backend, time_limit=None) as server:
+        client = never_reading(server.url, body("STORY", tool_choice="none"))
+        try:
+            wait_for(lambda: httpx.get(server.url + "/health").json()["running"] == 1)
+            wait_for(lambda: httpx.get(server.url + "/health").json()["running"] == 0, seconds=30)
+            health = httpx.get(server.url + "/health").json()
+            assert health["cancelled"] == 1 and health["timed_out"] == 0, health
+            wait_for(lambda: len(backend.produced) == 1)
+            assert backend.produced[0] < backend.words / 2, backend.produced
+            assert_still_serving(server)
+        finally:
+            client.close()
 
 
 def test_native_async_shutdown_answers_503() -> None:
