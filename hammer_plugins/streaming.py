@@ -90,7 +90,7 @@ class CallScanner:
                     text = "".join(self._object)
                     try:
                         item = json.loads(text)
-                    except (ValueError, RecursionError):
+                    except (ValueError, RecursionError):  # model output nested past the interpreter's limit
                         item = None
                     done.append((text, item))
                     self._object, start, self.open_name = None, None, None

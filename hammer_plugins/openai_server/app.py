@@ -32,6 +32,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from openai.types import Model
 from sse_starlette import EventSourceResponse
+from sse_starlette.sse import SendTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -47,6 +48,10 @@ DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
 PING_SECONDS = 15
 """A comment line this often on a quiet event stream (as llama-cpp-python's server does)."""
+
+SEND_TIMEOUT_SECONDS = 30.0
+"""Longest one send of a streamed response may wait for the client to read: then the response is given
+up (its generation stopped, if the time limit has not stopped it already) and the connection closed."""
 
 DISCONNECT_POLL_SECONDS = 0.2
 """How often a non-streamed request checks that its client is still there."""
@@ -179,7 +184,7 @@ class Guard:
                                     "with --allow-origin ORIGIN (or $HAMMER_ORIGINS) to let that page use it.",
                                code="origin_not_allowed")
         if refusal is not None:
-            log.warning("refused %s %s: %s", scope["method"], scope["path"], refusal.code)
+            log.warning("refused %r %r: %s", scope["method"], scope["path"], refusal.code)  # %r: quoted, one line
             await error_response(refusal)(scope, receive, send)
             return
         cors = self._cors(origin, headers)
@@ -263,7 +268,7 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error on %s", request.url.path)
+        log.exception("unexpected error on %r", request.url.path)
         return error_response(engine_error(exc))
 
     async def unhealthy() -> str | None:
@@ -331,8 +336,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
             # sse-starlette, as llama-cpp-python's server and vLLM use: it stops the generator when the
             # client disconnects, and its comment pings keep proxies from closing a stream that is quiet
             # while a long prompt is evaluated (clients ignore comments).
-            return EventSourceResponse(_sse(writer, events, stream), ping=PING_SECONDS, sep="\n",
-                                       headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+            return _EventStream(_sse(writer, events, stream), ping=PING_SECONDS, sep="\n", send_timeout=SEND_TIMEOUT_SECONDS,
+                                headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
         async def collect() -> HammerResponse:
             final: HammerResponse | None = None
@@ -404,6 +409,17 @@ async def _unless_disconnected(request: Request, work: Coroutine[Any, Any, Hamme
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+class _EventStream(EventSourceResponse):
+    """An event stream whose sends time out (``send_timeout``): a client that stops reading is let go
+    with one log line, not a traceback; uvicorn then closes the connection."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            log.warning("a streaming client read nothing for %g s: its response was given up", self.send_timeout)
 
 
 async def _sse(writer: ChunkWriter, events: Any, stream: AsyncIterator[Any]) -> AsyncIterator[bytes]:

@@ -23,12 +23,13 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 
 from ..errors import (
     ContextWindowExceededError,
@@ -83,7 +84,7 @@ class StreamOptions(BaseModel):
 class ChatRequest(BaseModel):
     """The fields of ``POST /v1/chat/completions`` this server reads (others are ignored), plus Hammer's own."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)  # also for bodies that are not JSON text
 
     model: str
     messages: list[dict[str, Any]]
@@ -155,6 +156,14 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float, refused when it is not finite (``1e999`` overflows to infinity)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large for a 64-bit float")
+    return value
+
+
 def _check_strings(value: Any) -> None:
     """Raise ValueError on a string no UTF-8 encoder takes (a lone surrogate sent as ``\\ud800``)."""
     stack = [value]
@@ -169,35 +178,55 @@ def _check_strings(value: Any) -> None:
             stack.extend(item)
 
 
-def parse_json(body: bytes) -> Any:
-    """The decoded body, or a 400 saying what is wrong with it: too deep, not UTF-8, not JSON, ``NaN``,
-    a lone surrogate (``"\\ud800"``, which no UTF-8 encoder takes further on).
+def load_json(data: bytes | str, what: str = "The JSON body of your request", *, param: str | None = None,
+              code: str = "invalid_json", fix: str = "send valid JSON, its numbers finite") -> Any:
+    """``data`` decoded, or a 400 naming ``what``: too deep, not UTF-8, not JSON, a number that is not
+    finite (``NaN``, ``Infinity``, ``1e999``), a lone surrogate (``"\\ud800"``, which no UTF-8 encoder takes
+    further on). Every JSON text from outside is read here: the body, and the strings in it that hold
+    JSON (an assistant call's ``arguments``), so each gets the same limits.
 
     Example:
-        >>> parse_json(b'{"a": 1}')
+        >>> load_json(b'{"a": 1}')
         {'a': 1}
+        >>> for bad in (b"[" * 100_000 + b"]" * 100_000, b'{"t": 1e999}', '{"t": Infinity}'):
+        ...     try:
+        ...         load_json(bad)
+        ...     except APIError as exc:
+        ...         print(exc.status, exc.code)
+        400 invalid_json
+        400 invalid_json
+        400 invalid_json
+    """
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if json_too_deep(raw):
+        raise APIError(400, f"{what} nests arrays or objects more than {MAX_JSON_DEPTH} levels deep. Fix: send "
+                            "flatter JSON.", param=param, code=code)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise APIError(400, f"{what} is not valid UTF-8 ({exc.reason} at byte {exc.start}). Fix: {fix}.", param=param,
+                       code=code) from None
+    try:
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        if _SURROGATE_ESCAPE.search(raw):  # only escapes can make a surrogate: walk the strings then
+            _check_strings(value)
+    except (ValueError, RecursionError) as exc:
+        raise APIError(400, f"We could not parse {what[:1].lower() + what[1:]} as JSON ({exc}). Fix: {fix}.", param=param,
+                       code=code) from None
+    return value
+
+
+def parse_json(body: bytes) -> Any:
+    """The decoded request body (:func:`load_json`), or its 400.
+
+    Example:
         >>> try:
         ...     parse_json(b"[" * 100_000 + b"]" * 100_000)
         ... except APIError as exc:
         ...     print(exc.status, exc.code)
         400 invalid_json
     """
-    if json_too_deep(body):
-        raise APIError(400, f"The JSON body of your request nests arrays or objects more than {MAX_JSON_DEPTH} levels "
-                            "deep. Fix: send a flatter body.", code="invalid_json")
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise APIError(400, f"The request body is not valid UTF-8 ({exc.reason} at byte {exc.start}). Fix: send UTF-8 "
-                            "JSON.", code="invalid_json") from None
-    try:
-        value = json.loads(text, parse_constant=_no_constant)
-        if _SURROGATE_ESCAPE.search(body):  # only escapes can make a surrogate: walk the strings then
-            _check_strings(value)
-    except (ValueError, RecursionError) as exc:
-        raise APIError(400, f"We could not parse the JSON body of your request ({exc}). Fix: send a JSON object.",
-                       code="invalid_json") from None
-    return value
+    return load_json(body)
 
 
 def _validation_error(exc: ValidationError) -> APIError:
@@ -292,6 +321,50 @@ def _text(value: Any, param: str) -> str | None:
     return value
 
 
+class TextPart(BaseModel):
+    """A text content part, as OpenAI's contract has it: ``{"type": "text", "text": "..."}`` (``input_text``:
+    the Responses API's name for it)."""
+
+    type: Literal["text", "input_text"]
+    text: StrictStr
+
+
+class RefusalPart(BaseModel):
+    """An assistant's refusal written back into the history: ``{"type": "refusal", "refusal": "..."}``."""
+
+    type: Literal["refusal"]
+    refusal: StrictStr
+
+
+_JSON_TYPES = {type(None): "null", dict: "an object", list: "an array", bool: "a boolean", int: "a number",
+               float: "a number"}
+
+_CONTENT_PART: TypeAdapter[TextPart | RefusalPart] = TypeAdapter(Annotated[TextPart | RefusalPart,
+                                                                           Field(discriminator="type")])
+
+
+def _part_text(part: Any, param: str) -> str:
+    """The text of one content part, validated by its type (a text part's ``text`` is a string, never
+    ``null`` or an object); any part that is not text (an image, audio, a file) is a 400 naming it."""
+    if not isinstance(part, Mapping):
+        raise APIError(400, f"{param} must be a content part object such as {{\"type\": \"text\", \"text\": \"...\"}}, "
+                            f"got {type(part).__name__}.", param=param, code="invalid_value")
+    kind = part.get("type")
+    if kind not in ("text", "input_text", "refusal"):
+        raise APIError(400, f"{param} is a content part of type {str(kind)[:40]!r}, which this server does not take: its "
+                            "models read text only. Fix: send text parts ({\"type\": \"text\", \"text\": \"...\"}) or a "
+                            "string.", param=f"{param}.type", code="unsupported_value")
+    try:
+        checked = _CONTENT_PART.validate_python(part)
+    except ValidationError as exc:
+        name = str(exc.errors()[0]["loc"][-1])  # the part's own field: "text" or "refusal"
+        value = part.get(name)
+        got = "nothing" if name not in part else _JSON_TYPES.get(type(value), type(value).__name__)
+        raise APIError(400, f'{param}.{name} must be a string: a {kind} part is {{"type": "{kind}", "{name}": "..."}}; '
+                            f"got {got}.", param=f"{param}.{name}", code="invalid_value") from None
+    return checked.refusal if isinstance(checked, RefusalPart) else checked.text
+
+
 def _message(raw: dict[str, Any], index: int) -> Message:
     param = f"messages[{index}]"
     role = ROLES.get(str(raw.get("role")))
@@ -300,14 +373,7 @@ def _message(raw: dict[str, Any], index: int) -> Message:
                        param=f"{param}.role", code="invalid_value")
     content = raw.get("content")
     if isinstance(content, list):
-        texts = []
-        for part in content:
-            if not isinstance(part, Mapping) or part.get("type") not in ("text", "input_text", "refusal"):
-                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
-                raise APIError(400, f"Content parts of type {kind!r} are not supported (text only).",
-                               param=f"{param}.content", code="unsupported_value")
-            texts.append(str(part.get("text", part.get("refusal", ""))))
-        content = "".join(texts)
+        content = "".join(_part_text(part, f"{param}.content[{k}]") for k, part in enumerate(content))
     elif content is not None and not isinstance(content, str):
         raise APIError(400, f"{param}.content must be a string or a list of text parts.", param=f"{param}.content",
                        code="invalid_value")
@@ -323,13 +389,15 @@ def _message(raw: dict[str, Any], index: int) -> Message:
             raise APIError(400, f"{param}.tool_calls[{j}] needs function.name.", param=f"{param}.tool_calls[{j}]",
                            code="invalid_value")
         arguments = function.get("arguments") or "{}"
-        try:
-            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
-        except ValueError:
-            parsed = None
+        where = f"{param}.tool_calls[{j}].function.arguments"
+        if isinstance(arguments, str):
+            parsed = load_json(arguments, where, param=where, code="invalid_value",
+                               fix="arguments must be a JSON object in a string, as the model's own calls are")
+        else:
+            parsed = arguments
         if not isinstance(parsed, dict):
             raise APIError(400, f"{param}.tool_calls[{j}].function.arguments must be a JSON object in a string, got "
-                                f"{arguments!r}.", param=f"{param}.tool_calls[{j}].function.arguments",
+                                f"{arguments!r}.", param=where,
                            code="invalid_value")
         calls.append({"id": call.get("id") or f"call_{j}", "function": {"name": function["name"], "arguments": parsed}})
     tool_call_id = _text(raw.get("tool_call_id"), f"{param}.tool_call_id")

@@ -9,8 +9,13 @@ when the request's time limit passes, and at shutdown.
 
 A backend that serves concurrent calls itself (``native_async``: the server backend in front of
 llama-server's slots or vLLM) gets every request at once, on the event loop through
-``HammerEngine.astream``: its continuous batching is what decides the order. A client that goes
-away closes the stream, which closes the HTTP request, which frees the slot.
+``HammerEngine.astream``, pulled by a task of its own into the same kind of queue: its continuous
+batching is what decides the order. A stop cancels that task, which closes the backend's HTTP
+stream, which frees the slot.
+
+The time limit is a watchdog (a timer on the event loop per request), not a check made when the
+client asks for the next event: a streaming client that stops reading is stopped at its deadline
+all the same, and its slot freed, while its response waits on a send that never completes.
 
 Bounds, both paths: at most ``slots * queue_per_slot`` requests wait (beyond them a request is
 refused at once with 429 and ``Retry-After``); a request gets ``time_limit`` seconds from its
@@ -38,7 +43,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -77,18 +82,33 @@ class _Job:
         self.arrived = time.monotonic()
         self.deadline = self.arrived + time_limit if time_limit else None
         self.started: float | None = None
+        self.watchdog: asyncio.TimerHandle | None = None  # stops the job at its deadline, whoever reads
+        self.producer: asyncio.Task[None] | None = None  # on the loop: the task that pulls the backend's stream
 
     def stop(self, reason: str) -> None:
-        """Stop the job (from any thread): skipped if queued, stopped at the next token if running."""
+        """Stop the job (from any thread): skipped if queued, stopped at the next token if running (on
+        the loop: the task pulling the backend's stream is cancelled)."""
         if self.reason is None:
             self.reason = reason
         self.cancel.set()
+        if _running_loop() is self.loop:  # on the loop (the watchdog, a request): at once, so the next step sees it
+            self._signal()
+            return
         with contextlib.suppress(RuntimeError):  # the loop closed (server stopped)
             self.loop.call_soon_threadsafe(self._signal)
 
     def _signal(self) -> None:
         if not self.stopped.done():
             self.stopped.set_result(None)
+        if self.producer is not None:  # whether or not the request still reads: the backend's stream is closed
+            self.producer.cancel()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # a thread with no loop: the engine's, a timer's
+        return None
 
 
 def _engine_stream(engine: HammerEngine, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str,
@@ -184,7 +204,28 @@ class EngineWorker:
             job = _Job(loop, self.time_limit)
             self._jobs.add(job)
             self.waiting += 1
+        if self.time_limit is not None:
+            job.watchdog = loop.call_later(self.time_limit, self._expire, job)
         return job
+
+    @staticmethod
+    def _disarm(job: _Job) -> None:
+        """The request has ended: its watchdog (and what it holds) goes now, not at the deadline."""
+        if job.watchdog is not None:
+            job.watchdog.cancel()
+            job.watchdog = None
+
+    def _expire(self, job: _Job) -> None:
+        """The watchdog (on the loop, at the deadline): stop ``job`` whether or not its client reads.
+
+        The engine thread stops at its next token, the task pulling a backend's stream is cancelled
+        (which closes its HTTP request: llama-server frees the slot); a client that still reads gets
+        the 504 at once."""
+        with self._lock:
+            if job.state not in ("queued", "running"):  # it ended in time (its client may still be reading)
+                return
+            self.timed_out += 1
+        self._drop(job, "timeout")
 
     def _start(self, job: _Job) -> bool:
         """Mark ``job`` running (False: it was stopped while queued and is skipped)."""
@@ -212,7 +253,7 @@ class EngineWorker:
         with self._lock:
             if job.state != "running":
                 return
-            job.state = "finished"
+            job.state = "finished"  # the watchdog, if it fires later, finds nothing to stop
             self.running -= 1
             self.completed += 1
             self.cancelled += stopped
@@ -231,30 +272,18 @@ class EngineWorker:
                                  "once the server is back.", type="server_error", code="server_shutting_down")
         return asyncio.CancelledError()
 
-    async def _next(self, job: _Job, step: Awaitable[Any]) -> Any:
-        """``step``'s result, unless the job is stopped or its deadline passes first (then the error it gets)."""
-        task = asyncio.ensure_future(step)
-        remaining = None if job.deadline is None else max(0.0, job.deadline - time.monotonic())
+    async def _next(self, job: _Job, queue: asyncio.Queue[tuple[str, Any]]) -> tuple[str, Any]:
+        """The job's next item, unless it is stopped first (then the error it gets). The deadline is the
+        watchdog's (:meth:`_expire`): a stopped job raises here at once, even with items still queued."""
+        if job.stopped.done():
+            raise self._stopped_error(job)
+        task = asyncio.ensure_future(queue.get())
         try:
-            done, _ = await asyncio.wait({task, job.stopped}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:  # this request was cancelled (its client left): the step goes with it
-            task.cancel()
-            # Wait until it has ended: the stream's aclose() after this raises while a step still runs
-            # ("asynchronous generator is already running"), which left the slot decoding and the
-            # counters of the queue bound never decremented.
-            while not task.done():
-                with contextlib.suppress(BaseException):
-                    await asyncio.wait({task})
-            raise
+            done, _ = await asyncio.wait({task, job.stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            task.cancel()  # a no-op once done; otherwise nothing is taken from the queue
         if task in done:
             return task.result()
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
-        if not done:  # the time limit
-            with self._lock:
-                self.timed_out += 1
-            self._drop(job, "timeout")
         raise self._stopped_error(job)
 
     # ------------------------------------------------------------------ health and shutdown
@@ -327,41 +356,42 @@ class EngineWorker:
     async def _on_loop(self, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str,
                        options: dict[str, Any], place: Place | None) -> AsyncIterator[AsyncIterator[StreamEvent]]:
         job = self._admit(place)
-        stream = self.engine.astream(messages, tools, tool_choice, **options)
-        outcome = "stopped"  # until the last event is read, or an error ends it
-        try:
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        async def produce() -> None:
+            # A task of its own, not the client's pace: the watchdog can stop it while the response
+            # waits on a send. The queue is unbounded as on the thread path (max_tokens bounds it).
+            stream = self.engine.astream(messages, tools, tool_choice, **options)
+            stopped = False
             try:
-                # The first event comes once the prompt is planned, fitted and evaluated: errors at the call raise here.
-                first = await self._next(job, anext(stream))
-            except Exception:
-                outcome = "failed"
-                raise
+                async for event in stream:
+                    # The first event comes once the prompt is planned, fitted and evaluated: until then
+                    # the job counts as waiting, and errors at the call reach the request before its headers.
+                    if self._start(job):
+                        queue.put_nowait((_STARTED, None))
+                    queue.put_nowait((_EVENT, event))
+            except asyncio.CancelledError:  # stopped: its client left, its time ran out, or shutdown
+                stopped = True
+            except Exception as exc:  # noqa: BLE001 - handed to the request, which answers with it
+                queue.put_nowait((_ERROR, exc))
             finally:
-                self._start(job)
+                with contextlib.suppress(BaseException):
+                    await stream.aclose()  # type: ignore[attr-defined]  # closes the backend's HTTP stream: the slot is freed
+                self._start(job)  # (stopped while waiting: counted running for the bookkeeping below)
+                self._finish(job, stopped or job.cancel.is_set())
+                queue.put_nowait((_DONE, None))
 
-            async def iterate() -> AsyncIterator[StreamEvent]:
-                nonlocal outcome
-                yield first
-                try:
-                    while True:
-                        try:
-                            event = await self._next(job, anext(stream))
-                        except StopAsyncIteration:
-                            break
-                        yield event
-                except Exception:
-                    outcome = "failed"
-                    raise
-                outcome = "done"
-
-            yield iterate()
+        job.producer = asyncio.ensure_future(produce())
+        try:
+            yield await self._first(job, queue)
         finally:
-            job.stop("client")  # a no-op once done; the reason of an earlier stop stays
-            try:
-                await stream.aclose()  # type: ignore[attr-defined]  # closes the backend's HTTP stream: the slot is freed
-            finally:  # the queue bound's counts, whatever closing did
-                self._start(job)  # (stopped while queued: counted running for the bookkeeping below)
-                self._finish(job, outcome == "stopped")
+            self._drop(job, "client")  # cancels the producer (a no-op once done); the reason of an earlier stop stays
+            self._disarm(job)
+            # Wait until it has ended, so the backend's stream is closed (the slot freed) and the counts
+            # of the queue bound are down when this request is.
+            while not job.producer.done():
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait({job.producer})
 
     @contextlib.asynccontextmanager
     async def _on_thread(self, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str,
@@ -400,23 +430,30 @@ class EngineWorker:
 
         self._executor.submit(work)
         try:
-            kind, payload = await self._next(job, queue.get())
-            if kind == _ERROR:
-                raise payload
-            if kind == _DONE:  # stopped before it produced anything
-                raise self._stopped_error(job)
-
-            async def iterate() -> AsyncIterator[StreamEvent]:
-                while True:
-                    kind, payload = await self._next(job, queue.get())
-                    if kind == _DONE:
-                        if job.reason is not None:
-                            raise self._stopped_error(job)
-                        return
-                    if kind == _ERROR:
-                        raise payload
-                    yield payload
-
-            yield iterate()
+            yield await self._first(job, queue)
         finally:
             self._drop(job, "client")  # a no-op once done; a queued job leaves the queue, a running one stops
+            self._disarm(job)
+
+    async def _first(self, job: _Job, queue: asyncio.Queue[tuple[str, Any]]) -> AsyncIterator[StreamEvent]:
+        """Wait until the call has started (raising what stopped it or what it raised at the call); then
+        the iterator of its events, which raises the error of a stop or of the call at its place."""
+        kind, payload = await self._next(job, queue)
+        if kind == _ERROR:
+            raise payload
+        if kind == _DONE:  # stopped before it produced anything
+            raise self._stopped_error(job)
+
+        async def iterate() -> AsyncIterator[StreamEvent]:
+            while True:
+                kind, payload = await self._next(job, queue)
+                if kind == _DONE:
+                    if job.reason is not None:
+                        raise self._stopped_error(job)
+                    return
+                if kind == _ERROR:
+                    raise payload
+                if kind == _EVENT:
+                    yield payload
+
+        return iterate()

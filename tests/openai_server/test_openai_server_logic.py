@@ -218,7 +218,8 @@ ERRORS = [
     ("bad role", {"model": "hammer", "messages": [{"role": "robot", "content": "x"}]}, KEY, 400, "invalid_value",
      "messages[0].role", "Invalid role 'robot'"),
     ("image part", {"model": "hammer", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {
-        "url": "http://x"}}]}]}, KEY, 400, "unsupported_value", "messages[0].content", "'image_url' are not supported"),
+        "url": "http://x"}}]}]}, KEY, 400, "unsupported_value", "messages[0].content[0].type",
+     "'image_url', which this server does not take"),
     ("tool result without id", {"model": "hammer", "messages": user("hi") + [{"role": "tool", "content": "1"}]}, KEY, 400,
      "invalid_value", "messages[1].tool_call_id", "needs tool_call_id"),
     ("arguments not JSON", {"model": "hammer", "messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function",

@@ -26,14 +26,16 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from raw_clients import never_reading
 
 from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import Backend, Usage
 from hammer_plugins.backends.server.launcher import free_port
 from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.openai_server import app as app_module
 from hammer_plugins.openai_server.app import Guard
-from hammer_plugins.openai_server.protocol import MAX_JSON_DEPTH, APIError, json_too_deep, parse_json
+from hammer_plugins.openai_server.protocol import MAX_JSON_DEPTH, APIError, json_too_deep, parse_json, parse_request
 from hammer_plugins.tools import to_tools
 
 TOOLS = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
@@ -79,7 +81,7 @@ def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
 
 
 class GateBackend(Backend):
-    """Answers the scripted call; a prompt with ``STORY`` writes ``words`` words ``delay`` apart instead,
+    """Answers the scripted call; a prompt with ``STORY`` writes ``words`` times ``word`` ``delay`` apart instead,
     a prompt with ``HOLD`` waits until ``gate`` is set, a prompt with ``PREFILL`` spends ``prefill``
     seconds before its first token checking the cancel event (as llama.cpp does between batches), and
     one with ``DEAF`` sleeps ``prefill`` seconds without checking anything (a model stuck in C)."""
@@ -88,9 +90,9 @@ class GateBackend(Backend):
     model_name = "gate"  # type: ignore[assignment]
     context_window = 32768  # type: ignore[assignment]
 
-    def __init__(self, words: int = 200, delay: float = 0.02, prefill: float = 10.0) -> None:
+    def __init__(self, words: int = 200, delay: float = 0.02, prefill: float = 10.0, word: str = "word ") -> None:
         super().__init__()
-        self.words, self.delay, self.prefill = words, delay, prefill
+        self.words, self.delay, self.prefill, self.word = words, delay, prefill, word
         self.gate = threading.Event()
         self.prompts: list[str] = []
         self.produced: list[int] = []
@@ -124,7 +126,7 @@ class GateBackend(Backend):
                 for _ in range(self.words):
                     time.sleep(self.delay)
                     count += 1
-                    yield GenerationChunk(text="word ")
+                    yield GenerationChunk(text=self.word)
             else:
                 count = 1
                 yield GenerationChunk(text=CALL)
@@ -414,6 +416,24 @@ def nested(depth: int) -> dict[str, Any]:
     return schema
 
 
+def parts(*content: Any) -> dict[str, Any]:
+    """A request whose user message is a text part then ``content``."""
+    return body(tool_choice="none") | {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}, *content]}]}
+
+
+DEEP_ARGUMENTS = '{"x": ' + "[" * 900 + "]" * 900 + "}"
+"""A call's arguments 901 levels deep, in a string (the body itself is 5 deep)."""
+
+
+def history(arguments: str) -> dict[str, Any]:
+    """A request whose history holds an assistant call with these ``arguments`` (a JSON string) and its result."""
+    return body() | {"messages": [
+        {"role": "user", "content": "weather in Paris?"},
+        {"role": "assistant", "tool_calls": [{"id": "call_a", "type": "function",
+                                              "function": {"name": "get_weather", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "18 C"}]}
+
+
 BROKEN: list[tuple[str, bytes | Any, str]] = [
     ("deep array", b"[" * 100_000 + b"]" * 100_000, "invalid_json"),
     ("deep object", b'{"a":' * 50_000 + b"1" + b"}" * 50_000, "invalid_json"),
@@ -471,6 +491,25 @@ BROKEN: list[tuple[str, bytes | Any, str]] = [
      "tools": TOOLS}, "invalid_value"),
     ("a legacy function message with no call", {"model": "hammer", "messages": [
         {"role": "user", "content": "x"}, {"role": "function", "name": "f", "content": "9"}]}, "invalid_value"),
+    # issue 37, class 8: strict input
+    ("a text part with text null", parts({"type": "text", "text": None}), "invalid_value"),
+    ("a text part with text an object", parts({"type": "text", "text": {"a": 1}}), "invalid_value"),
+    ("a text part with no text", parts({"type": "text"}), "invalid_value"),
+    ("a refusal part with refusal a list", parts({"type": "refusal", "refusal": ["no"]}), "invalid_value"),
+    ("an image part", parts({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}),
+     "unsupported_value"),
+    ("an audio part", parts({"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}),
+     "unsupported_value"),
+    ("a part of no type", parts({"text": "hi"}), "unsupported_value"),
+    ("deep JSON in a call's arguments", history(DEEP_ARGUMENTS), "invalid_value"),
+    ("Infinity in a call's arguments", history('{"x": Infinity}'), "invalid_value"),
+    ("1e999 in a call's arguments", history('{"x": 1e999}'), "invalid_value"),
+    ("repeat_penalty 1e999", json.dumps(body()).encode()[:-1] + b', "repeat_penalty": 1e999}', "invalid_json"),
+    ("temperature -1e999", json.dumps(body()).encode()[:-1] + b', "temperature": -1e999}', "invalid_json"),
+    ("Infinity in a tool schema", json.dumps(body()).encode().replace(b'"type": "string"', b'"maximum": Infinity, '
+                                                                      b'"type": "string"', 1), "invalid_json"),
+    ("1e999 in a tool schema", json.dumps(body()).encode().replace(b'"type": "string"', b'"maximum": 1e999, '
+                                                                   b'"type": "string"', 1), "invalid_json"),
 ]
 
 
@@ -493,6 +532,42 @@ def test_the_tool_order_error_says_what_openai_says(server: BackgroundServer) ->
         {"role": "tool", "tool_call_id": "call_a", "content": "18 C"}]}
     assert post(server, answered).status_code == 200
     assert_still_serving(server)
+
+
+def test_content_parts_are_checked_by_type_and_the_error_names_the_part(server: BackgroundServer) -> None:
+    error = assert_openai_error(post(server, parts({"type": "image_url", "image_url": {"url": "x"}})), 400)
+    assert error["param"] == "messages[0].content[1].type" and "'image_url'" in error["message"]
+    assert "text only" in error["message"] and "Fix:" in error["message"]
+    error = assert_openai_error(post(server, parts({"type": "text", "text": None})), 400)
+    assert error["param"] == "messages[0].content[1].text" and "must be a string" in error["message"]
+    error = assert_openai_error(post(server, history(DEEP_ARGUMENTS)), 400)
+    assert error["param"] == "messages[1].tool_calls[0].function.arguments"
+    assert f"more than {MAX_JSON_DEPTH} levels" in error["message"]
+    # text parts are served, and arguments 41 levels deep (under the limit) too
+    fine = parts({"type": "text", "text": " there"}, {"type": "input_text", "text": "!"})
+    assert post(server, fine).status_code == 200
+    assert post(server, history(json.dumps(nested(20)))).status_code == 200
+    assert_still_serving(server)
+
+
+def test_non_finite_numbers_are_refused_in_bodies_given_as_python_too() -> None:
+    for field in ("repeat_penalty", "temperature", "top_p"):
+        for value in (float("inf"), float("nan")):
+            with pytest.raises(APIError) as refused:
+                parse_request({**body(), field: value}, "hammer")
+            assert refused.value.status == 400 and refused.value.param == field
+
+
+def test_log_lines_quote_what_came_from_outside(server: BackgroundServer, caplog: pytest.LogCaptureFixture) -> None:
+    """A ``%0a`` in the path is a newline in the decoded path: logged raw, it starts a forged line."""
+    with caplog.at_level("INFO"):
+        reply = httpx.get(server.url + "/v1/models%0aERROR%20forged%20by%20a%20client%0d",
+                          headers={"origin": "https://evil.example"})
+        assert reply.status_code == 403
+        wait_for(lambda: any("refused" in r.getMessage() for r in caplog.records))
+    logged = [r.getMessage() for r in caplog.records if r.name.startswith("hammer_plugins")]
+    assert any("forged by a client" in line for line in logged), logged  # it is logged, quoted
+    assert not any("\n" in line or "\r" in line for line in logged), logged
 
 
 def test_the_depth_check_is_exact_and_fast() -> None:
@@ -673,7 +748,7 @@ class AsyncGate(GateBackend):
                 for _ in range(self.words):
                     await asyncio.sleep(self.delay)
                     count += 1
-                    yield GenerationChunk(text="word ")
+                    yield GenerationChunk(text=self.word)
             else:
                 count = 1
                 yield GenerationChunk(text=CALL)
@@ -706,6 +781,56 @@ def test_native_async_backends_get_slots_times_queue_then_429_and_the_time_limit
         wait_for(lambda: len(backend.produced) == 1)
         assert backend.produced[0] < backend.words / 2
         assert_still_serving(server)
+
+
+# ------------------------------------------------------------------ issue 37, class 3: a client that stops reading
+FLOOD = {"words": 100_000, "delay": 0.01, "word": "lorem ipsum " * 8500}
+"""A story of 1,000 s in 100 kB words: the kernel's send buffer (autotuned up to tcp_wmem's 4 MiB; measured:
+2.8 MB held) and uvicorn's 64 KiB fill in under 0.5 s, then the server's send waits (without the fixes, for
+ever). With 2 kB words they took 2 s, and the old code's time limit, checked at the next event, still caught it."""
+
+
+@pytest.mark.parametrize("backend_class", [GateBackend, AsyncGate], ids=["in process", "native async"])
+def test_a_client_that_stops_reading_is_stopped_at_the_time_limit(backend_class: type[GateBackend]) -> None:
+    """The deadline is a watchdog: a streaming client that never reads (its buffers full, the server's
+    send waiting) is stopped at the time limit all the same, and its slot freed."""
+    backend = backend_class(**FLOOD)
+    limit = 3.0
+    with serve(backend, time_limit=limit) as server:
+        client = never_reading(server.url, body("STORY", tool_choice="none"))
+        sent = time.monotonic()
+        try:
+            wait_for(lambda: httpx.get(server.url + "/health").json()["running"] == 1)  # busy first
+            assert time.monotonic() - sent < limit
+            wait_for(lambda: httpx.get(server.url + "/health").json()["running"] == 0, seconds=limit + 5)
+            print(f"\n{backend_class.__name__}: a client that stops reading, --time-limit {limit:g}: slot free "
+                  f"{time.monotonic() - sent:.2f} s after the request")
+            health = httpx.get(server.url + "/health").json()
+            assert health["timed_out"] == 1 and health["waiting"] == 0, health
+            wait_for(lambda: len(backend.produced) == 1)
+            assert backend.produced[0] < backend.words / 10, backend.produced  # stopped, not run to the end
+            assert_still_serving(server)
+        finally:
+            client.close()
+
+
+def test_a_send_the_client_does_not_take_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no time limit at all, a client that stops reading is let go once one send has waited
+    SEND_TIMEOUT_SECONDS: its generation is stopped and its slot freed."""
+    monkeypatch.setattr(app_module, "SEND_TIMEOUT_SECONDS", 1.0)
+    backend = GateBackend(**FLOOD)
+    with serve(backend, time_limit=None) as server:
+        client = never_reading(server.url, body("STORY", tool_choice="none"))
+        try:
+            wait_for(lambda: httpx.get(server.url + "/health").json()["running"] == 1)
+            wait_for(lambda: httpx.get(server.url + "/health").json()["running"] == 0, seconds=30)
+            health = httpx.get(server.url + "/health").json()
+            assert health["cancelled"] == 1 and health["timed_out"] == 0, health
+            wait_for(lambda: len(backend.produced) == 1)
+            assert backend.produced[0] < backend.words / 2, backend.produced
+            assert_still_serving(server)
+        finally:
+            client.close()
 
 
 def test_native_async_shutdown_answers_503() -> None:

@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx
 import pytest
+from raw_clients import never_reading
 from test_security_listener import error_code, exchange, head
 
 from hammer_plugins import HammerEngine
@@ -297,6 +298,34 @@ def test_the_time_limit_is_504_and_stops_the_generation_in_llama_server(
     wait_for(lambda: busy_slots(llama) == 0, 10, "llama-server stopped the timed-out streamed generation")
     now = health(limited).json()
     assert now["timed_out"] == 2 and now["running"] == 0 and now["waiting"] == 0
+    assert_still_serving(server, llama)
+
+
+def in_flight(server: BackgroundServer) -> int:
+    now = health(server).json()
+    return int(now["running"] + now["waiting"])
+
+
+def test_a_client_that_stops_reading_is_stopped_at_the_time_limit_and_its_slot_freed(
+        limited: BackgroundServer, server: BackgroundServer, llama: LlamaServer) -> None:
+    """Issue 37, class 3: the backend's stream is pulled by a task of its own and the deadline is a
+    watchdog, so a streaming client that reads nothing is stopped at the time limit: the API's request
+    ends and llama-server's slot is idle within 5 s after (the cancelled task closes the HTTP request).
+    As in test_security_real.py, 3 s of real tokens may not fill the send buffers, so the old check at
+    the next event can stop it too; the scripted native-async FLOOD case is the one that needs the watchdog."""
+    limit = 3.0
+    client = never_reading(limited.url, ESSAY, AUTH)
+    sent = time.monotonic()
+    try:
+        # busy first: llama-server's slot at work, the API's request admitted (waiting until its first token)
+        wait_for(lambda: busy_slots(llama) == 1 and in_flight(limited) == 1, limit, "the essay under way")
+        wait_for(lambda: in_flight(limited) == 0 and busy_slots(llama) == 0, limit + 5 - (time.monotonic() - sent),
+                 "the request ended and the slot idle")
+        print(f"\nllama-server backend, --time-limit {limit:g}: a client that stops reading; slot idle "
+              f"{time.monotonic() - sent:.2f} s after the request")
+        assert health(limited).json()["timed_out"] == 1
+    finally:
+        client.close()
     assert_still_serving(server, llama)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from child_signals import default_signals
+from raw_clients import never_reading
 
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.server.launcher import free_port
@@ -123,6 +124,34 @@ def test_the_time_limit_stops_a_real_generation(llama_engine: HammerEngine, serv
         assert reply.status_code == 504 and reply.json()["error"]["code"] == "timeout" and elapsed < 4.0
         wait_for(limited.url, "running", 0, seconds=5)  # the model stopped (one token or batch at most)
         assert httpx.get(limited.url + "/health").json()["timed_out"] == 1
+    assert_still_serving(server.url)  # the model is free
+
+
+def test_a_client_that_stops_reading_is_stopped_at_the_time_limit(llama_engine: HammerEngine,
+                                                                   server: BackgroundServer) -> None:
+    """Issue 37, class 3: a streaming client that reads nothing (its receive buffer small) is stopped at the
+    time limit and the model is free within 5 s after. What this proves is that the watchdog's stop reaches
+    a real llama.cpp generation; it cannot tell the watchdog from the old check at the next event, which
+    also stops it here: at real token rates 3 s of chunks do not fill the server's send buffers (measured:
+    with the old worker, stopped at 3.41 s too). test_security.py's FLOOD case, which does fill them, is
+    the one that turns red without the watchdog."""
+    limit = 3.0
+    essay = {**STORY, "max_tokens": 2000, "messages": [
+        {"role": "user", "content": "Write a very long essay, at least 1500 words, about the history of Rome."}]}
+    with BackgroundServer(create_app(llama_engine, model_name="hammer", time_limit=limit)) as limited:
+        client = never_reading(limited.url, essay)
+        sent = time.monotonic()
+        try:
+            wait_for(limited.url, "running", 1, seconds=limit)  # busy first: the essay is being written
+            deadline = sent + limit + 5
+            while httpx.get(limited.url + "/health", timeout=5).json()["running"] != 0:
+                assert time.monotonic() < deadline, "the model kept writing for a client that stopped reading"
+                time.sleep(0.05)
+            print(f"\nreal model, --time-limit {limit:g}: a client that stops reading; the model free "
+                  f"{time.monotonic() - sent:.2f} s after the request")
+            assert httpx.get(limited.url + "/health").json()["timed_out"] == 1
+        finally:
+            client.close()
     assert_still_serving(server.url)  # the model is free
 
 
