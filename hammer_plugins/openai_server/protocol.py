@@ -61,6 +61,7 @@ from ..messages import Message, to_message
 from ..parsing import structural_characters
 from ..response import HammerResponse
 from ..tools import to_tools
+from .answer_steps import AnswerSteps, CallStep, FinishStep, ProseStep, arguments_json, content_of
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool",
          "function": "tool"}
@@ -487,10 +488,6 @@ def new_completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex[:24]}"
 
 
-def arguments_json(call: ToolCall) -> str:
-    return json.dumps(call.arguments, ensure_ascii=False)
-
-
 def usage_of(response: HammerResponse) -> CompletionUsage:
     return CompletionUsage(prompt_tokens=response.usage.prompt_tokens,
                            completion_tokens=response.usage.completion_tokens,
@@ -501,12 +498,6 @@ def _finish_reason(response: HammerResponse) -> str:
     if response.tool_calls:
         return "tool_calls" if response.finish_reason in ("stop", "tool_calls") else response.finish_reason
     return "length" if response.finish_reason == "length" else "stop"
-
-
-def _content(response: HammerResponse) -> str | None:
-    if response.kind == "invalid":
-        return response.text or response.raw  # what the model wrote; the reasons are in invalid_tool_calls
-    return response.text or None
 
 
 def _invalid(response: HammerResponse) -> list[dict[str, Any]]:
@@ -536,7 +527,7 @@ def completion(response: HammerResponse, model: str, refusal_text: str, completi
     extra: dict[str, Any] = {}
     if response.invalid_tool_calls:
         extra["invalid_tool_calls"] = _invalid(response)
-    message = ChatCompletionMessage(role="assistant", content=_content(response), tool_calls=calls or None,
+    message = ChatCompletionMessage(role="assistant", content=content_of(response), tool_calls=calls or None,
                                     refusal=refusal_text if response.kind == "refusal" else None, **extra)
     return ChatCompletion(id=completion_id or new_completion_id(), object="chat.completion",
                           created=created or int(time.time()), model=model,
@@ -598,8 +589,7 @@ class ChunkWriter:
         self.include_usage = include_usage
         self.id = completion_id or new_completion_id()
         self.created = created or int(time.time())
-        self.sent_calls: list[ToolCall] = []
-        self.prose = False
+        self.steps = AnswerSteps()
 
     def _chunk(self, delta: ChoiceDelta | None, finish: str | None = None,
                usage: CompletionUsage | None = None) -> ChatCompletionChunk:
@@ -622,28 +612,26 @@ class ChunkWriter:
 
     def event(self, event: TextDelta | ToolCallDelta | HammerResponse) -> list[ChatCompletionChunk]:
         """The chunks one engine event becomes (often none: Hammer's call syntax is not content)."""
-        if isinstance(event, TextDelta):
-            if event.channel == "prose" and event.text:
-                self.prose = True
-                return [self._chunk(ChoiceDelta(content=event.text))]
-            return []
-        if isinstance(event, ToolCallDelta):
-            self.sent_calls.append(event.call)
-            return self._call(len(self.sent_calls) - 1, event.call)
-        return self.finish(event)
+        chunks: list[ChatCompletionChunk] = []
+        for step in self.steps.feed(event):
+            if isinstance(step, ProseStep):
+                chunks.append(self._chunk(ChoiceDelta(content=step.text)))
+            elif isinstance(step, CallStep):
+                chunks += self._call(step.index, step.call)
+            else:
+                chunks += self._finish(step)
+        return chunks
 
     def finish(self, response: HammerResponse) -> list[ChatCompletionChunk]:
+        return self.event(response)
+
+    def _finish(self, step: FinishStep) -> list[ChatCompletionChunk]:
+        response = step.response
         chunks: list[ChatCompletionChunk] = []
-        sent = {c.id for c in self.sent_calls}
-        for call in response.tool_calls:  # calls the scanner did not see complete (e.g. unconstrained)
-            if call.id not in sent:
-                self.sent_calls.append(call)
-                chunks += self._call(len(self.sent_calls) - 1, call)
-        content = _content(response)
         refusal = self.refusal_text if response.kind == "refusal" else None
         extra: dict[str, Any] = {"invalid_tool_calls": _invalid(response)} if response.invalid_tool_calls else {}
-        if (content and not self.prose) or refusal or extra:
-            chunks.append(self._chunk(ChoiceDelta(content=None if self.prose else content, refusal=refusal, **extra)))
+        if step.text or refusal or extra:
+            chunks.append(self._chunk(ChoiceDelta(content=step.text, refusal=refusal, **extra)))
         chunks.append(self._chunk(ChoiceDelta(), finish=_finish_reason(response)))
         if self.include_usage:
             chunks.append(self._chunk(None, usage=usage_of(response)))
