@@ -164,3 +164,48 @@ def test_langchain_create_agent_over_chat_anthropic(server: BackgroundServer) ->
     assert [m.content for m in messages if isinstance(m, ToolMessage)] == [RESULT.format(city="Paris")]
     final = messages[-1]
     assert isinstance(final, AIMessage) and not final.tool_calls and "18" in final.text
+
+
+# ------------------------------------------------------------------ strict and parallel_tool_calls, every API
+STRICT = {"type": "object", "additionalProperties": False, "required": ["city", "unit"],
+          "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}}
+TWO_CITIES = "What's the weather in Paris and in Rome?"
+
+
+def _calls(server: BackgroundServer, api: str, parallel: bool) -> list[tuple[str, dict]]:
+    """The calls one request gets on ``api``, with a strict schema and parallel calls on or off."""
+    from anthropic import Anthropic
+    from openai import OpenAI
+
+    description = "Get the current weather in a city."
+    if api == "chat":
+        client = OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=300)
+        reply = client.chat.completions.create(
+            model="hammer", messages=[{"role": "user", "content": TWO_CITIES}], parallel_tool_calls=parallel,
+            tools=[{"type": "function", "function": {"name": "get_weather", "description": description,
+                                                     "parameters": STRICT, "strict": True}}])
+        return [(c.function.name, json.loads(c.function.arguments)) for c in reply.choices[0].message.tool_calls or []]
+    if api == "responses":
+        client = OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=300)
+        reply = client.responses.create(model="hammer", input=TWO_CITIES, parallel_tool_calls=parallel, tools=[
+            {"type": "function", "name": "get_weather", "description": description, "parameters": STRICT, "strict": True}])
+        return [(i.name, json.loads(i.arguments)) for i in reply.output if i.type == "function_call"]
+    claude = Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key=KEY, max_retries=0, timeout=300)
+    message = claude.messages.create(
+        model="hammer", max_tokens=256, messages=[{"role": "user", "content": TWO_CITIES}],
+        tools=[{"name": "get_weather", "description": description, "input_schema": STRICT, "strict": True}],
+        tool_choice={"type": "auto", "disable_parallel_tool_use": not parallel})
+    return [(b.name, b.input) for b in message.content if b.type == "tool_use"]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_strict_schemas_hold_and_parallel_off_gives_one_call(server: BackgroundServer, api: str) -> None:
+    import jsonschema
+
+    several = _calls(server, api, parallel=True)
+    single = _calls(server, api, parallel=False)
+    assert len(several) >= 2, several  # the control: asked for two cities, the model calls twice when allowed
+    assert len(single) == 1, single
+    for name, arguments in several + single:
+        assert name == "get_weather"
+        jsonschema.validate(arguments, STRICT)  # as written: both required, the enum, nothing else
