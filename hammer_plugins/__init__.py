@@ -18,7 +18,7 @@ from __future__ import annotations
 from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING, Any
 
-from .backends.base import Backend, GenerationChunk, GenerationSettings
+from .backends.base import Backend, GenerationChunk, GenerationSettings, Runtime
 from .backends.scripted import ScriptedBackend
 from .calls import InvalidToolCall, ToolCall
 from .config import EngineSettings
@@ -93,6 +93,7 @@ __all__ = [
     "OpenAICompatibleBackend",
     "ParsedOutput",
     "RefusalError",
+    "Runtime",
     "SchemaConversionError",
     "SchemaLimitError",
     "SchemaLimits",

@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 from . import __version__
 from .calls import ToolCall
 from .config import EngineSettings, add_engine_arguments
+from .display import printable, printable_json
 from .engine import HammerEngine
 from .errors import HammerError, SchemaConversionError
 from .messages import Message
@@ -108,7 +109,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def _calls_json(response: HammerResponse) -> str:
-    return json.dumps([{"name": c.name, "arguments": c.arguments} for c in response.tool_calls], ensure_ascii=False)
+    # Names and arguments come from the tools' authors and the model: printable on a terminal, still the same JSON.
+    return printable_json(json.dumps([{"name": c.name, "arguments": c.arguments} for c in response.tool_calls],
+                                     ensure_ascii=False))
 
 
 def _report(response: HammerResponse, seconds: float) -> None:
@@ -159,19 +162,22 @@ def _call(args: argparse.Namespace, tools: list[Tool]) -> int:
         _report(response, time.perf_counter() - started)
     if response.kind == "tool_calls":
         print(_calls_json(response))
-        for bad in response.invalid_tool_calls:
-            print(f"invalid call ({bad.reason}): {bad.raw}", file=sys.stderr)
+        _print_invalid(response)
         return 0
     if response.kind == "refusal":
         print("[]")
-        print(f"refusal: {response.text}", file=sys.stderr)
+        print(f"refusal: {printable(response.text, keep_newlines=True)}", file=sys.stderr)
         return 0
     if response.kind == "invalid":
-        for bad in response.invalid_tool_calls:
-            print(f"invalid call ({bad.reason}): {bad.raw}", file=sys.stderr)
+        _print_invalid(response)
         return 3
-    print(response.text)
+    print(printable(response.text, keep_newlines=True))
     return 0
+
+
+def _print_invalid(response: HammerResponse) -> None:
+    for bad in response.invalid_tool_calls:
+        print(f"invalid call ({printable(bad.reason)}): {printable(bad.raw, keep_newlines=True)}", file=sys.stderr)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -189,11 +195,11 @@ def _may_run(args: argparse.Namespace, call: ToolCall, interactive: bool) -> boo
     if args.yes:
         return True
     if not interactive:
-        print(f"  not run: {call.name} needs confirmation and stdin is not a terminal. Fix: pass --yes to run "
+        print(f"  not run: {printable(call.name)} needs confirmation and stdin is not a terminal. Fix: pass --yes to run "
               "tool calls without asking", file=sys.stderr)
         return False
     try:
-        answer = input(f"  run {call.name}? [y/N] ")
+        answer = input(f"  run {printable(call.name)}? [y/N] ")
     except EOFError:
         answer = ""
     return answer.strip().lower() in ("y", "yes")
@@ -209,7 +215,7 @@ def _chat(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
               "pass --yes to run them without asking", file=sys.stderr)
     engine = _engine(args)
     history: list[Message] = []
-    names = ", ".join(t.name for t in tools)
+    names = ", ".join(printable(t.name) for t in tools)  # an MCP server's names: escape sequences shown, not run
     print(f"hammer chat: {len(tools)} tools ({names}); empty line or Ctrl-D to quit.", file=sys.stderr)
     while True:
         try:
@@ -225,12 +231,12 @@ def _chat(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             response = engine.generate(history, tools=tools, on_refusal="answer", max_tool_rounds=args.max_steps)
             if response.kind != "tool_calls":
                 text = response.text or "; ".join(b.reason for b in response.invalid_tool_calls)
-                print(f"hammer> {text}")
+                print(f"hammer> {printable(text, keep_newlines=True)}")
                 history.append(Message.assistant(text))
                 break
             history.append(Message.assistant(tool_calls=response.tool_calls))
             for call in response.tool_calls:
-                print(f"  call {call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
+                print(f"  call {printable(call.name)}({printable_json(json.dumps(call.arguments, ensure_ascii=False))})")
                 function = functions.get(call.name)
                 if function is None:
                     result, failed = f"no implementation for {call.name} (schema-only tools file)", True
@@ -241,7 +247,7 @@ def _chat(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
                         result, failed = str(function(**call.arguments)), False
                     except Exception as exc:  # a tool's failure goes back to the model, as an agent would
                         result, failed = f"{type(exc).__name__}: {exc}", True
-                print(f"  -> {result}")
+                print(f"  -> {printable(result, keep_newlines=True)}")
                 history.append(Message.tool(result, tool_call_id=call.id, name=call.name, is_error=failed))
     return 0
 
@@ -397,9 +403,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             command(sub)
         for name, extra in _EVALUATOR_COMMANDS.items():
             if name not in sub.choices:  # the evaluators' distribution is not installed: say what to install
+                # No arguments of its own and no -h: whatever follows (--help included) lands among the
+                # unknown arguments, which _run hands to this command, and its one answer is what to install.
                 missing = sub.add_parser(name, help=f"(needs: pip install {extra})", add_help=False)
-                missing.add_argument("rest", nargs=argparse.REMAINDER)
-                missing.set_defaults(func=_evaluators_missing(name, extra))
+                missing.set_defaults(func=_evaluators_missing(name, extra), takes_unknown_arguments=True)
     return parser
 
 
@@ -428,10 +435,12 @@ def _run(argv: Sequence[str] | None, exit_at_once: bool) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         parser = build_parser(argv)
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown and not getattr(args, "takes_unknown_arguments", False):
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # what parse_args says
         code = int(args.func(args))
     except (HammerError, FileNotFoundError, ValueError) as exc:
-        print(f"hammer: error: {exc}", file=sys.stderr)
+        print(f"hammer: error: {printable(str(exc), keep_newlines=True)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         # Ctrl-C: one line, no traceback, the shell's status for SIGINT. The generation stopped where the

@@ -45,12 +45,14 @@ import json
 import os
 import re
 import shlex
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .display import printable
 from .errors import HammerError
-from .tools import Tool
+from .tools import Tool, to_tools
 
 _INSTALL_HINT = 'the MCP client needs the mcp SDK. Fix: pip install "hammer-plugins[mcp]" (or pip install mcp)'
 
@@ -90,10 +92,35 @@ def result_text(result: Any) -> str:
 
 # str(CallToolResult), as pydantic prints it: "meta=None content=[TextContent(type='text', text='...',
 # annotations=None, meta=None)] structuredContent=None isError=False" (meta and structuredContent are
-# missing in older SDKs).
-_RESULT_STR = re.compile(r"(?:meta=.*? )?content=\[(?P<content>.*)\](?: structuredContent=(?P<structured>.*))?"
-                         r" isError=(?P<error>True|False)", re.S)
+# missing in older SDKs). Split with str methods, not one regex: its three ".*" made crafted results of
+# 18 kB take 14.5 s (issue 37). The text fields' regex is linear: its alternatives start with different
+# characters, and each field ends at the first unescaped quote.
 _TEXT_FIELD = re.compile(r"TextContent\(type='text', text=(?P<text>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+_ERROR_FLAGS = {" isError=True": True, " isError=False": False}
+_STRUCTURED = "] structuredContent="
+
+
+def _split_result_str(value: str) -> tuple[str, str | None, bool] | None:
+    """``(content, structured, is_error)`` of a printed ``CallToolResult``, in one pass: what the pattern
+    ``(?:meta=.*? )?content=\\[(.*)\\](?: structuredContent=(.*))? isError=(True|False)`` matches."""
+    suffix = next((s for s in _ERROR_FLAGS if value.endswith(s)), None)
+    if suffix is None:
+        return None
+    value, is_error = value[: -len(suffix)], _ERROR_FLAGS[suffix]
+    if value.startswith("meta="):
+        start = value.find(" content=[", len("meta="))  # the first: the shortest meta, as ".*?" takes
+        if start < 0:
+            return None
+        value = value[start + 1:]
+    if not value.startswith("content=["):
+        return None
+    rest = value[len("content=["):]
+    if rest.endswith("]"):  # the longest content, as ".*" takes: structuredContent absent
+        return rest[:-1], None, is_error
+    cut = rest.rfind(_STRUCTURED)
+    if cut < 0:
+        return None
+    return rest[:cut], rest[cut + len(_STRUCTURED):], is_error
 
 
 def tool_result_text(value: Any) -> tuple[str, bool] | None:
@@ -117,23 +144,23 @@ def tool_result_text(value: Any) -> tuple[str, bool] | None:
         if hasattr(value, "content") and hasattr(value, "isError"):
             return result_text(value), bool(value.isError)
         return None
-    match = _RESULT_STR.fullmatch(value.strip())
-    if match is None:
+    parts = _split_result_str(value.strip())
+    if parts is None:
         return None
+    content, structured, is_error = parts
     texts: list[str] = []
-    for found in _TEXT_FIELD.finditer(match["content"]):
+    for found in _TEXT_FIELD.finditer(content):
         try:
             texts.append(str(ast.literal_eval(found["text"])))
         except (ValueError, SyntaxError):
             return None
     text = "\n".join(t for t in texts if t)
-    structured = match["structured"]
     if not text and structured and structured != "None":
         try:
             text = json.dumps(ast.literal_eval(structured), ensure_ascii=False, default=str)
         except (ValueError, SyntaxError):
             text = structured
-    return text, match["error"] == "True"
+    return text, is_error
 
 
 def server_environment(pass_env: Iterable[str] = (), env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -175,6 +202,27 @@ def parse_env_options(options: Iterable[str]) -> tuple[list[str], dict[str, str]
     return names, values
 
 
+_STDERR_LINE = 8192  # characters a relayed line holds: a server writing without newlines costs bounded memory
+
+
+def _printable_stderr(label: str) -> Any:
+    """The write end of a pipe for a server's stderr; a thread relays its lines to this process's stderr,
+    made printable: an escape sequence a server writes (in a log line, or its tool's name in a warning)
+    is shown, not run by the terminal."""
+    read_fd, write_fd = os.pipe()
+
+    def relay() -> None:
+        with open(read_fd, "rb") as pipe:
+            while line := pipe.readline(_STDERR_LINE):
+                text = line.decode("utf-8", "replace").rstrip("\r\n")
+                with contextlib.suppress(OSError, ValueError):  # this process's stderr closed: drop the line
+                    sys.stderr.write(printable(text, keep_newlines=True) + "\n")
+                    sys.stderr.flush()
+
+    threading.Thread(target=relay, name=f"hammer-mcp-stderr {label}"[:60], daemon=True).start()
+    return open(write_fd, "w")  # noqa: SIM115 - closed by MCPServer.close
+
+
 class MCPServer:
     """One MCP server run as a subprocess over stdio: its tools, and calls to them.
 
@@ -210,6 +258,7 @@ class MCPServer:
         self._restarting: concurrent.futures.Future[Any] | None = None
         self._broken: str | None = None
         self._environment: dict[str, str] = {}
+        self._errlog: Any = None
 
     @property
     def name(self) -> str:
@@ -228,6 +277,7 @@ class MCPServer:
         except ImportError as exc:
             raise HammerError(_INSTALL_HINT) from exc
         environment = self._environment = server_environment(self.pass_env, self.env)
+        self._errlog = _printable_stderr(self.name)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="hammer-mcp", daemon=True)
         self._thread.start()
@@ -239,7 +289,11 @@ class MCPServer:
             self.close()
             raise HammerError(f"MCP server {self.name!r} did not start ({type(exc).__name__}: "
                               f"{exc}). Fix: check the command runs on its own") from exc
-        self.tools = [mcp_tool_to_tool(t) for t in listed]
+        try:  # names checked as every binding checks them: one server's tools told apart by a person
+            self.tools = to_tools([mcp_tool_to_tool(t) for t in listed])
+        except HammerError as exc:
+            self.close()
+            raise HammerError(f"MCP server {self.name!r} lists tools hammer refuses: {exc}") from exc
         return self
 
     async def _launch(self, environment: dict[str, str]) -> list[Any]:
@@ -262,7 +316,7 @@ class MCPServer:
 
         params = StdioServerParameters(command=self.command[0], args=self.command[1:], env=environment, cwd=self.cwd)
         try:
-            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            async with stdio_client(params, errlog=self._errlog) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
                 tools: list[Any] = []
                 cursor = None
@@ -319,7 +373,9 @@ class MCPServer:
             self._thread.join(self.timeout)
         if not loop.is_running():
             loop.close()
-        self._loop = self._thread = self._session = self._task = self._restarting = None
+        if self._errlog is not None:
+            self._errlog.close()  # the relay ends when the server's copy of the pipe closes too
+        self._loop = self._thread = self._session = self._task = self._restarting = self._errlog = None
 
     def __enter__(self) -> MCPServer:
         return self.start()
@@ -405,4 +461,5 @@ def attach_mcp(commands: Sequence[str], tools: Sequence[Tool] = (),
         server.start()
         all_tools.extend(server.tools)
         all_functions.update(server.functions())
-    return all_tools, all_functions
+    # Across servers too: two servers' tools of one name (or look-alike names) would be confused.
+    return to_tools(all_tools), all_functions

@@ -33,7 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidModelFileError, ModelChecksumError, ModelNotFoundError, UnknownModelError
+from .errors import (
+    BackendNotInstalledError,
+    InvalidModelFileError,
+    ModelChecksumError,
+    ModelNotFoundError,
+    UnknownModelError,
+)
 from .presets import PRESETS, Preset, closest_presets, find_preset, looks_like_a_preset
 
 _LOG = logging.getLogger("hammer_plugins")
@@ -195,8 +201,21 @@ def _from_name(name: str, *, gguf: bool, revision: str | None) -> ModelSource:
 
 
 # ------------------------------------------------------------------ the Hugging Face hub
+def require_hub() -> None:
+    """Raise a :class:`BackendNotInstalledError` naming the fix when ``huggingface_hub`` is not installed.
+
+    Every path to the hub (``hammer pull``, ``hammer models``, a preset or repo name) starts here, so a
+    missing client is one clear line, not a ``ModuleNotFoundError`` from deep inside.
+    """
+    if importlib.util.find_spec("huggingface_hub") is None:
+        raise BackendNotInstalledError(
+            "Hammer models by name (`hammer pull`, `hammer models`, model='hammer2.1-1.5b') need huggingface_hub, "
+            "which is not installed. Fix: pip install 'hammer-plugins[llama-cpp]' (or pip install huggingface-hub)")
+
+
 def hub_cache_dir() -> Path:
     """Where ``huggingface_hub`` keeps downloads (``$HF_HUB_CACHE``, ``$HF_HOME/hub``, ...)."""
+    require_hub()
     from huggingface_hub import constants
 
     return Path(constants.HF_HUB_CACHE)
@@ -208,8 +227,15 @@ def _offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE)
 
 
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT)
+
+
 def cached_gguf(source: ModelSource) -> Path | None:
     """The hub GGUF's file in the local cache, or None when it has not been downloaded (no network used)."""
+    require_hub()
     from huggingface_hub import try_to_load_from_cache
 
     filename = source.filename or _pick_file(source, _cached_files(source.location, source.revision))
@@ -223,6 +249,7 @@ def fetch_gguf(source: ModelSource, force: bool = False, token: str | bool | Non
     Raises a :class:`ModelNotFoundError` that names the cache and the ``hammer pull`` command when the
     file is not cached and the hub cannot be reached, and lists the repo's GGUF files when none matches.
     """
+    require_hub()
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
 
@@ -232,10 +259,11 @@ def fetch_gguf(source: ModelSource, force: bool = False, token: str | bool | Non
         path = Path(hf_hub_download(source.location, filename, revision=source.revision, force_download=force,
                                     token=token))
     except LocalEntryNotFoundError as exc:
-        why = "HF_HUB_OFFLINE is set" if _offline() else "the hub could not be reached"
+        why = "HF_HUB_OFFLINE is set" if _offline() else f"cannot reach the hub ({_endpoint()})"
         raise ModelNotFoundError(
-            f"{name} is not in the Hugging Face cache ({hub_cache_dir()}) and {why}. Fix: run `hammer pull {name}` "
-            "on a machine with network access (then copy the cache), or pass model_path=<a local .gguf file>."
+            f"cannot reach the Hugging Face hub for {name}: it is not in the Hugging Face cache ({hub_cache_dir()}) "
+            f"and {why}. Fix: run `hammer pull {name}` where the hub can be reached (network on, HF_HUB_OFFLINE "
+            "unset; then copy the cache here), or pass model_path=<a local .gguf file>."
         ) from exc
     except (RepositoryNotFoundError, EntryNotFoundError) as exc:
         raise ModelNotFoundError(f"{name}: {exc}. Fix: check the repo id and file name (or log in with "
@@ -262,11 +290,23 @@ def local_gguf(source: ModelSource) -> Path:
 
 def _repo_files(repo: str, revision: str | None, token: str | bool | None) -> list[str]:
     """The repo's files: from the hub, or from the cache when offline."""
+    require_hub()
     if _offline():
         return _cached_files(repo, revision)
     from huggingface_hub import list_repo_files
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
-    return list(list_repo_files(repo, revision=revision, token=token))
+    try:
+        return list(list_repo_files(repo, revision=revision, token=token))
+    except HfHubHTTPError:  # the hub answered (no such repo, gated, ...): fetch_gguf says which
+        raise
+    except Exception as exc:
+        # The transport's own error (httpx's ConnectError, a timeout, DNS): the hub cannot be reached,
+        # as hf_hub_download reports it, so that fetch_gguf gives the same one line.
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if isinstance(exc, OSError) or names & {"ConnectError", "TimeoutException", "NetworkError", "TransportError"}:
+            raise LocalEntryNotFoundError(f"cannot list {repo}'s files: {exc}") from exc
+        raise
 
 
 def _cached_files(repo: str, revision: str | None) -> list[str]:
@@ -303,6 +343,7 @@ def _pick_file(source: ModelSource, files: list[str]) -> str:
 
 def pulled_presets() -> list[tuple[Preset, Path]]:
     """The preset GGUFs already in the Hugging Face cache, with their files (no network used)."""
+    require_hub()
     from huggingface_hub import constants
 
     cache = Path(constants.HF_HUB_CACHE)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .model_source import ModelSource, cached_gguf, fetch_gguf, pulled_presets, resolve_model
+from .model_source import ModelSource, cached_gguf, fetch_gguf, pulled_presets, require_hub, resolve_model
 from .presets import PRESETS
 
 
@@ -58,6 +58,7 @@ def pull(name: str, *, checkpoint: bool = False, force: bool = False, revision: 
     if source.kind == "hub_gguf":
         return fetch_gguf(source, force=force)
     if source.kind == "hub":
+        require_hub()
         from huggingface_hub import snapshot_download
 
         return Path(snapshot_download(source.location, revision=revision, force_download=force))

@@ -13,7 +13,6 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, computed_field
 
 from .parsing import ParsedOutput
-from .snapshots import Snapshot, StepAction
 
 DEFAULT_REFUSAL_TEXT = "Sorry, no tool is suitable for your request."
 """What a refusal says by default (HammerBench's termination text, which Hammer is scored on)."""
@@ -45,9 +44,8 @@ class HammerResponse(ParsedOutput):
 
     ``text`` is what to show a person: prose around calls, the refusal text, or the answer.
     ``finish_reason`` is ``"stop"``, ``"length"`` (cut by ``max_tokens``) or ``"tool_calls"``.
-    A slot-filling turn (``slot_filling=``) also carries its ``snapshot`` and the decision,
-    ``slot_filling_action``: ``"ask"`` (``text`` is the question), ``"execute"`` (the complete call),
-    ``"terminate"`` or ``"none"``.
+    A slot-filling turn (``slot_filling=``) answers with the subclass
+    :class:`~hammer_plugins.slot_filling.SlotFillingResponse`, which adds its snapshot and decision.
 
     Example:
         >>> HammerResponse(kind="text", text="Hi!", usage=Usage(prompt_tokens=3, completion_tokens=2)).usage.total_tokens
@@ -58,5 +56,3 @@ class HammerResponse(ParsedOutput):
     finish_reason: str = "stop"
     model: str = ""
     timings: dict[str, float] = Field(default_factory=dict)
-    snapshot: Snapshot | None = None
-    slot_filling_action: StepAction | None = None

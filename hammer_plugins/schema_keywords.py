@@ -42,6 +42,8 @@ try:  # Python's regex parser (3.11+: re._parser; 3.10: sre_parse)
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sre  # type: ignore[no-redef]
 
+from . import linear_regex
+from .linear_regex import class_ranges, complement, norm_ranges
 from .tools import json_type
 
 
@@ -104,41 +106,19 @@ Rx = Union[RxCls, RxSeq, RxAlt, RxRep]  # noqa: UP007 - a runtime alias on Pytho
 
 # What a JSON string may hold raw: no ``"``, no ``\\``, no control character, no lone surrogate.
 RAW = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, 0x10FFFF))
-_MAX_CODE = 0x10FFFF
 
 
 class Unsupported(Exception):
     """A regex feature the grammar's engines lack (the message names it)."""
 
 
-def _norm(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    out: list[tuple[int, int]] = []
-    for low, high in sorted(ranges):
-        if out and low <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], high))
-        else:
-            out.append((low, high))
-    return tuple(out)
-
-
-def _complement(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
-    out, start = [], 0
-    for low, high in ranges:
-        if low > start:
-            out.append((start, low - 1))
-        start = high + 1
-    if start <= _MAX_CODE:
-        out.append((start, _MAX_CODE))
-    return tuple(out)
-
-
 def _intersect(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
     out = [(max(x0, y0), min(x1, y1)) for x0, x1 in a for y0, y1 in b if max(x0, y0) <= min(x1, y1)]
-    return _norm(out)
+    return norm_ranges(out)
 
 
 def cls(*ranges: tuple[int, int]) -> RxCls:
-    return RxCls(_intersect(_norm(list(ranges)), RAW))
+    return RxCls(_intersect(norm_ranges(ranges), RAW))
 
 
 def chars(text: str) -> RxCls:
@@ -220,41 +200,11 @@ def to_gbnf(rx: Rx, nested: bool = False) -> str:
 
 
 # ------------------------------------------------------------------ patterns
-_CATEGORIES = {
-    "CATEGORY_DIGIT": ((0x30, 0x39),),
-    "CATEGORY_WORD": ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)),
-    # ECMA-262 whitespace and line terminators
-    "CATEGORY_SPACE": _norm([(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
-                             (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
-                             (0xFEFF, 0xFEFF)]),
-}
-
-
-def _category(name: str) -> tuple[tuple[int, int], ...]:
-    if name.startswith("CATEGORY_NOT_"):
-        return _complement(_CATEGORIES["CATEGORY_" + name[len("CATEGORY_NOT_"):]])
-    if name not in _CATEGORIES:
-        raise Unsupported(f"the class {name}")
-    return _CATEGORIES[name]
-
-
 def _class(items: list[tuple[Any, Any]]) -> RxCls:
-    ranges: list[tuple[int, int]] = []
-    negate = False
-    for op, arg in items:
-        kind = str(op)
-        if kind == "NEGATE":
-            negate = True
-        elif kind == "LITERAL":
-            ranges.append((arg, arg))
-        elif kind == "RANGE":
-            ranges.append(arg)
-        elif kind == "CATEGORY":
-            ranges.extend(_category(str(arg)))
-        else:
-            raise Unsupported(f"{kind} in a character class")
-    found = _norm(ranges)
-    return RxCls(_intersect(_complement(found) if negate else found, RAW))
+    try:
+        return RxCls(_intersect(class_ranges(items), RAW))
+    except linear_regex.UnsupportedPattern as exc:
+        raise Unsupported(str(exc)) from None
 
 
 def _node(items: Any, limit: int) -> Rx:
@@ -264,7 +214,7 @@ def _node(items: Any, limit: int) -> Rx:
         if kind == "LITERAL":
             parts.append(lit(chr(arg)))
         elif kind == "NOT_LITERAL":
-            parts.append(RxCls(_intersect(_complement(((arg, arg),)), RAW)))
+            parts.append(RxCls(_intersect(complement(((arg, arg),)), RAW)))
         elif kind == "ANY":
             parts.append(ANY_RAW)
         elif kind == "IN":
@@ -336,7 +286,6 @@ FORMATS: dict[str, str] = {
     "ipv4": rf"({_OCTET}\.){{3}}{_OCTET}",
     "uri": r"[A-Za-z][A-Za-z0-9+.-]*:([A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*",
 }
-_FORMAT_RES = {name: re.compile(text) for name, text in FORMATS.items()}
 
 
 def format_rx(name: str) -> Rx | None:
@@ -347,10 +296,10 @@ def format_rx(name: str) -> Rx | None:
 
 def format_ok(name: str, value: str) -> bool:
     """Whether ``value`` is a ``name`` (one of :data:`FORMATS`; others are not checked)."""
-    found = _FORMAT_RES.get(name)
+    found = FORMATS.get(name)
     if found is None:
         return True
-    if not found.fullmatch(value):
+    if not linear_regex.fullmatch(found, value):  # linear in the value (the value is the model's output)
         return False
     try:
         if name in ("date", "date-time"):
@@ -489,13 +438,6 @@ def _canonical(value: Any) -> str:
     return json.dumps(norm(value), sort_keys=True)
 
 
-def _search(pattern: str, value: str) -> bool | None:
-    try:
-        return re.search(pattern, value) is not None
-    except re.error:
-        return None
-
-
 def _number_violation(schema: Mapping[str, Any], value: Any) -> tuple[str, str] | None:
     exact = Fraction(value) if not isinstance(value, float) else Fraction(repr(value)) if math.isfinite(value) else None
     if exact is None:
@@ -531,8 +473,15 @@ def _own_violation(schema: Mapping[str, Any], value: Any) -> tuple[str, str] | N
         if isinstance(schema.get("maxLength"), int) and length > schema["maxLength"]:
             return "maxLength", f"{length} characters, more than {schema['maxLength']}"
         pattern = schema.get("pattern")
-        if isinstance(pattern, str) and _search(pattern, value) is False:
-            return "pattern", f"{value!r} does not match {pattern!r}"
+        if isinstance(pattern, str):
+            # RE2, linear in the value, never Python's backtracking re (see hammer_plugins.linear_regex). Binding
+            # a tool refuses a pattern RE2 cannot run; a schema that skipped binding fails closed here.
+            try:
+                matched = linear_regex.search(pattern, value)
+            except linear_regex.UnsupportedPattern as exc:
+                return "pattern", f"{pattern!r} cannot be checked: it uses {exc}"
+            if not matched:
+                return "pattern", f"{value!r} does not match {pattern!r}"
         fmt = schema.get("format")
         if isinstance(fmt, str) and not format_ok(fmt, value):
             return "format", f"{value!r} is not a {fmt}"

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
+
+from .config import add_setting_argument
 
 OPENAI_BACKENDS = ("llama_cpp", "transformers", "llama-server", "server")
 """What can run the model behind ``hammer serve --openai``."""
@@ -45,7 +48,7 @@ def add_serve_parser(sub: Any) -> None:
                        help="default: %(default)s (loopback only; 0.0.0.0 exposes it to the network: set --api-key)")
     serve.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL,
                        help="slots, i.e. requests decoded together (default: %(default)s)")
-    serve.add_argument("--n-ctx", type=int, default=8192, help="context window of each slot (default: %(default)s)")
+    add_setting_argument(serve, "n_ctx", help="context window of each slot (default: %(default)s)")
     serve.add_argument("--threads", type=int, help="CPU threads (default: llama-server's choice)")
     serve.add_argument("--alias", default="hammer", help="the model name clients send (default: %(default)s)")
     serve.add_argument("--api-key", default=os.environ.get("HAMMER_SERVER_API_KEY") or None,
@@ -92,6 +95,20 @@ def add_serve_parser(sub: Any) -> None:
                        help="with --openai: on SIGTERM / Ctrl-C, seconds running requests get to finish before they "
                             "are stopped (queued ones get 503 at once; at most 10) (default: %(default)s)")
     # --- end of issue 29
+    # --- issue 37: the listener's cheap checks (hammer_plugins/openai_server/listener.py; docs/server.md, Security)
+    serve.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="with --openai: seconds a connection gets to send a request's headers (from when it "
+                            "opened or its previous response ended); then 408 and it is closed (default: %(default)s)")
+    serve.add_argument("--body-timeout", type=float, default=30.0, metavar="SECONDS",
+                       help="with --openai: seconds a request gets to send its body once its headers are in; then "
+                            "408 and the connection is closed (default: %(default)s)")
+    serve.add_argument("--idle-timeout", type=int, default=5, metavar="SECONDS",
+                       help="with --openai: seconds a kept-alive connection may wait for its next request "
+                            "(default: %(default)s)")
+    serve.add_argument("--max-connections", type=int, default=128, metavar="N",
+                       help="with --openai: open connections (and running requests) at once; past it new requests "
+                            "get 503 (default: %(default)s)")
+    # --- end of issue 37
     serve.set_defaults(func=cmd_serve)
 
 
@@ -100,6 +117,27 @@ def _gguf(args: argparse.Namespace) -> Path:
     from .model_source import local_gguf, resolve_model
 
     return local_gguf(resolve_model(args.model_path, args.model, gguf=True))
+
+
+def _binary_to_print() -> Path:
+    """The llama-server ``--print-command`` names: the one found, else the cache path a build would fill
+    (saying on stderr that nothing is built there yet, and how to build it)."""
+    from .backends.server.llama_server_binary import (
+        LlamaServerNotFoundError,
+        cached_llama_server_path,
+        find_llama_server,
+    )
+
+    try:
+        return find_llama_server()
+    except LlamaServerNotFoundError:
+        if os.environ.get("HAMMER_LLAMA_SERVER"):  # a binary was named and is not there: that error stands
+            raise
+        target = cached_llama_server_path()
+        print(f"hammer serve: note: no llama-server is built yet (none on PATH, $HAMMER_LLAMA_SERVER unset, none "
+              f"cached), so the command names {target}, where `hammer serve` builds it on first use (then it is "
+              "cached). Or set $HAMMER_LLAMA_SERVER to a llama-server binary.", file=sys.stderr)
+        return target
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -114,13 +152,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .backends.server.launcher import LlamaServer
     from .backends.server.llama_server_binary import find_or_build_llama_server
 
-    binary = find_or_build_llama_server(build=not args.no_build)
+    if args.print_command:  # a print never builds: the binary found, else where the build would put it
+        binary = _binary_to_print()
+    else:
+        binary = find_or_build_llama_server(build=not args.no_build)
     extra = tuple(a for a in args.extra if a != "--")
     server = LlamaServer(_gguf(args), port=args.port, host=args.host, parallel=args.parallel, n_ctx=args.n_ctx,
                          n_threads=args.threads, model_alias=args.alias, api_key=args.api_key, binary=binary,
                          extra_args=extra, startup_timeout=600.0)
     if args.print_command:
-        print(" ".join(server.command()))
+        print(shlex.join(server.command()))
         return 0
     from .backends.server.launcher import exposure_warning
 

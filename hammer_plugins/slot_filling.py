@@ -67,6 +67,25 @@ SnapshotRequest = tuple[list[Message], list[Tool]]
 """One snapshot call :meth:`SlotFiller.steps` asks for: the conversation as shown, and the tools shown."""
 
 
+class SlotFillingResponse(HammerResponse):
+    """The answer to a slot-filling turn: an engine answer plus the turn's ``snapshot`` and decision,
+    ``slot_filling_action``: ``"ask"`` (``text`` is the question), ``"execute"`` (the complete call),
+    ``"terminate"`` or ``"none"``. Slot filling's own type: the core answer carries none of it.
+
+    Example:
+        >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
+        >>> tool = {"name": "pay_fine", "parameters": {"type": "object", "properties": {
+        ...     "city": {"type": "string"}, "plate": {"type": "string"}}, "required": ["city", "plate"]}}
+        >>> engine = HammerEngine(backend=ScriptedBackend(['[{"name": "pay_fine", "arguments": {"city": "Paris"}}]']))
+        >>> answer = engine.generate([Message.user("Pay my fine from Paris.")], tools=[tool], slot_filling=True)
+        >>> type(answer).__name__, answer.slot_filling_action
+        ('SlotFillingResponse', 'ask')
+    """
+
+    snapshot: Snapshot | None = None
+    slot_filling_action: StepAction | None = None
+
+
 class SlotFillingStep(BaseModel):
     """What to do after a user turn: ``ask`` the question, ``execute`` the call, ``terminate``, or ``none``.
 
@@ -249,7 +268,7 @@ class SlotFiller:
     @staticmethod
     def step_from(response: HammerResponse) -> SlotFillingStep:
         """The step an engine response to a slot-filling call carries (``response.snapshot``)."""
-        if response.snapshot is None or response.slot_filling_action is None:
+        if not isinstance(response, SlotFillingResponse) or response.snapshot is None or response.slot_filling_action is None:
             raise ValueError("the response carries no slot-filling step. Fix: call the engine with slot_filling=")
         action = response.slot_filling_action
         call = response.tool_calls[0] if action == "execute" and response.tool_calls else None
@@ -327,7 +346,7 @@ class SlotFiller:
             return self.question_builder(tool, missing)
         return follow_up_question(tool, missing, self.ask)
 
-    def decide(self, snapshot: Snapshot, response: HammerResponse) -> HammerResponse:
+    def decide(self, snapshot: Snapshot, response: HammerResponse) -> SlotFillingResponse:
         """The answer to the turn: the question (``ask``), the complete call (``execute``), the refusal
         text (``terminate``), or what the model said (``none``); it carries the snapshot."""
         refusal = self.engine.refusal_text
@@ -342,11 +361,13 @@ class SlotFiller:
         else:
             action, kind, calls = "none", ("refusal" if response.kind == "refusal" else "text"), []
             text = response.text or refusal
-        return response.model_copy(update={
+        fields = {name: getattr(response, name) for name in HammerResponse.model_fields}
+        fields.update({
             "kind": kind, "text": text, "tool_calls": calls, "invalid_tool_calls": [], "snapshot": snapshot,
             "slot_filling_action": action,
             "finish_reason": "tool_calls" if calls and response.finish_reason in ("stop", "tool_calls") else (
                 "stop" if response.finish_reason == "tool_calls" else response.finish_reason)})
+        return SlotFillingResponse(**fields)
 
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -380,4 +401,4 @@ def _same_value(a: Any, b: Any) -> bool:
 
 
 
-__all__ = ["SlotFiller", "SlotFillingStep", "SnapshotRequest", "is_grounded"]
+__all__ = ["SlotFiller", "SlotFillingResponse", "SlotFillingStep", "SnapshotRequest", "is_grounded"]

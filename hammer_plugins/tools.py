@@ -36,6 +36,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from . import linear_regex
+from .display import name_key
 from .errors import SchemaConversionError, SchemaLimitError
 
 JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
@@ -626,6 +628,22 @@ def _check_numbers(tool: str, path: str, schema: Mapping[str, Any], limits: Sche
                                         "write a positive step such as 0.5, or drop multipleOf")
 
 
+def _check_pattern(tool: str, path: str, schema: Mapping[str, Any]) -> None:
+    """A ``pattern`` must run on the linear-time engine (RE2) that checks it after decoding: one it cannot
+    run (a back-reference, a lookaround) is refused here, when the tool is bound, rather than matched with a
+    backtracking engine whose time a crafted pattern can make exponential (issue 37)."""
+    pattern = schema.get("pattern")
+    if not isinstance(pattern, str):
+        return
+    try:
+        linear_regex.compile_pattern(pattern)
+    except linear_regex.UnsupportedPattern as exc:
+        raise SchemaConversionError(tool, f"{path}.pattern", f"the pattern {pattern[:200]!r} uses {exc}",
+                                    "rewrite it as a plain ECMA-262 regex without back-references, lookaround, "
+                                    "named groups or inline flags (for a rule it cannot state, drop the pattern "
+                                    "and state the rule in the description)") from None
+
+
 def _schema_list(tool: str, path: str, value: Any) -> list[Any]:
     if not isinstance(value, list) or not value:
         raise SchemaConversionError(tool, path, f"expected a non-empty list of schemas, got {value!r}"[:200],
@@ -672,6 +690,7 @@ def _normalize(tool: str, path: str, schema: Any, defs: Mapping[str, Any], seen:
     if "title" in schema and path != "parameters":
         schema.pop("title")
     _check_numbers(tool, path, schema, budget.limits)
+    _check_pattern(tool, path, schema)
     if "allOf" in schema:
         parts = _schema_list(tool, f"{path}.allOf", schema.pop("allOf"))
         if len(parts) != 1:
@@ -822,11 +841,21 @@ def to_tools(objs: Iterable[Any] | None) -> list[Tool]:
     """Convert a sequence of tool descriptions; names must be unique."""
     with _budget():
         tools = [to_tool(o) for o in (objs or [])]
-    seen: set[str] = set()
+    names: set[str] = set()
+    seen: dict[str, str] = {}  # what a person sees of each name -> the name
     for tool in tools:
-        if tool.name in seen:
+        if tool.name in names:
             raise SchemaConversionError(tool.name, "name", "two tools share this name", "give every tool a unique name")
-        seen.add(tool.name)
+        key = name_key(tool.name)
+        if not key:
+            raise SchemaConversionError(tool.name, "name", "the name has no visible character",
+                                        "name the tool with letters, digits or _")
+        if key in seen:  # the error's repr() shows the invisible characters as escapes
+            raise SchemaConversionError(tool.name, "name", f"the names {seen[key]!r} and {tool.name!r} differ only by "
+                                        "invisible or look-alike characters, so a person cannot tell the tools apart",
+                                        "rename one of them (or remove the invisible characters)")
+        seen[key] = tool.name
+        names.add(tool.name)
     return tools
 
 

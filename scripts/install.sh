@@ -2,9 +2,8 @@
 # Install the four distributions of this repository (hammer-plugins, langchain-hammer,
 # llama-index-llms-hammer, hammer-evals), editable, with every extra and the dev group, into a
 # virtual environment (default: .venv). Idempotent: a second run with unchanged pyprojects returns at once.
-# Slow parts are cached outside the repository: pip keeps the llama-cpp-python wheel it built
-# (about 5 minutes on 2 cores the first time); the default model is assembled once into
-# ~/.cache/hammer-plugins (or $HAMMER_CACHE_DIR). llama.cpp's C++ llama-server is not built here:
+# Slow parts are cached outside the repository, in ~/.cache/hammer-plugins (or $HAMMER_CACHE_DIR): the
+# llama-cpp-python wheel built the first time (wheels/), and the default model, assembled once. llama.cpp's C++ llama-server is not built here:
 # `hammer serve` builds it on first use, and scripts/test.sh before the server tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,24 +22,33 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 # The CPU build of torch first: an unpinned torch would pull several GB of CUDA wheels.
 "${pip[@]}" install "torch==2.13.0"
 started=$(date +%s)
-# llama-cpp-python compiles llama.cpp natively; with GCC 12 on a CPU with AMX that build crashes on the
-# first prompt (hammer_plugins/_compiler_flags.py says why). Where the compiler has that fault, the
-# wheel is built without AMX and kept in our cache under a name that holds the flags (pip's own wheel
-# cache ignores CFLAGS, so it would hand back a crashing wheel built before this fix).
+# llama-cpp-python compiles llama.cpp. Only what the project loads is built: libllama and libggml.
+# Left out: the multimodal library (LLAVA_BUILD: llama_cpp.mtmd_cpp, never imported here) and llama.cpp's
+# `common` library (scripts/llama_cpp_no_common.cmake says how and why); a CMAKE_ARGS of yours comes
+# after these and wins. With GCC 12 on a CPU with AMX the build crashes on the first prompt
+# (hammer_plugins/_compiler_flags.py says why): where the compiler has that fault, it is built without AMX.
+# The wheel is kept in our cache under a name that holds the flags, the CMake options and the requirement
+# (pip's own wheel cache ignores CFLAGS and CMAKE_ARGS, so it would hand back a wheel built otherwise,
+# e.g. a crashing one built before the AMX fix).
 flags="$("$VENV/bin/python" hammer_plugins/_compiler_flags.py)"
-if [ -n "$flags" ]; then
-  CACHE="${HAMMER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hammer-plugins}"
-  # The requirement pyproject.toml states, in the build and in the cache key: a raised pin then builds a
-  # new wheel here, instead of pip replacing the cached one with a build of its own without the flags.
-  spec="$("$VENV/bin/python" -c 'import tomllib; print(next(r for r in tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llama-cpp"] if r.startswith("llama-cpp-python")))')"
-  wheels="$CACHE/wheels/llama-cpp-python-$(printf '%s|%s' "$flags" "$spec" | sha256sum | cut -c1-12)"
-  if ! compgen -G "$wheels/llama_cpp_python-*.whl" >/dev/null; then
-    echo "install: building $spec with CFLAGS='$flags' (this compiler's AMX fault), about 5 minutes" >&2
-    CFLAGS="$flags" CXXFLAGS="$flags" "${pip[@]}" wheel --no-deps --no-cache-dir "$spec" -w "$wheels.tmp"
-    mv "$wheels.tmp" "$wheels"
-  fi
-  "${pip[@]}" install --force-reinstall --no-deps "$wheels"/llama_cpp_python-*.whl
+no_common="$PWD/scripts/llama_cpp_no_common.cmake"
+cmake_args="-DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$no_common${CMAKE_ARGS:+ $CMAKE_ARGS}"
+CACHE="${HAMMER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hammer-plugins}"
+# The requirement pyproject.toml states, in the build and in the cache key: a raised pin then builds a
+# new wheel here, instead of pip replacing the cached one with a build of its own.
+spec="$("$VENV/bin/python" -c 'import tomllib; print(next(r for r in tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llama-cpp"] if r.startswith("llama-cpp-python")))')"
+# The key holds the .cmake file's content, not its path: another checkout reuses the same wheel.
+key="$(printf '%s|%s|%s|%s' "$flags" "${cmake_args//$no_common/}" "$(cat "$no_common")" "$spec" | sha256sum | cut -c1-12)"
+wheels="$CACHE/wheels/llama-cpp-python-$key"
+if ! compgen -G "$wheels/llama_cpp_python-*.whl" >/dev/null; then
+  build_env=(CMAKE_ARGS="$cmake_args")
+  [ -z "$flags" ] || build_env+=(CFLAGS="$flags" CXXFLAGS="$flags")
+  echo "install: building $spec (llama and ggml only${flags:+, without AMX: the AMX fault of this compiler}), once" >&2
+  rm -rf "$wheels.tmp"
+  env "${build_env[@]}" "${pip[@]}" wheel --no-deps --no-cache-dir "$spec" -w "$wheels.tmp"
+  mv "$wheels.tmp" "$wheels"
 fi
+"${pip[@]}" install --force-reinstall --no-deps "$wheels"/llama_cpp_python-*.whl
 # One pip command, so pip takes hammer-plugins==<version> (the adapters' pin) from this checkout rather
 # than looking for it on the index. --group dev (PEP 735, pip >= 25.1): the test tooling, from pyproject.toml.
 "${pip[@]}" install -e ".[all]" -e "./integrations/langchain[mcp]" -e "./integrations/llama-index[mcp]" \

@@ -19,3 +19,7 @@ Example:
     >>> score_answers([("[]", [{"name": "f", "arguments": {}}])]).r_api is None   # nothing predicted
     True
 """
+
+from importlib.metadata import version as _distribution_version
+
+__version__ = _distribution_version("hammer-evals")  # released in lockstep with hammer-plugins

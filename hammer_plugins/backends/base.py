@@ -51,6 +51,24 @@ class GenerationSettings(BaseModel):
     shared_prefix_chars: int = 0
 
 
+class RuntimeSettings(BaseModel):
+    """How a local runtime is set up, where its defaults are declared: the engine's settings
+    (:class:`~hammer_plugins.settings.EngineFields`) and the runtimes' own keyword arguments read them.
+
+    Example:
+        >>> RuntimeSettings().n_ctx
+        8192
+    """
+
+    n_ctx: int = 8192
+    n_gpu_layers: int = 0
+    device: str = "auto"
+    dtype: str = "auto"
+
+
+RUNTIME_DEFAULTS = RuntimeSettings()
+
+
 def tokenize_prompt(prompt: str, tokenize: Callable[[str, bool], list[int]]) -> list[int]:
     """The token ids of ``prompt``, one segment at a time: ``tokenize(text, special)`` is called with
     ``special=True`` for the markers the renderer wrote and ``special=False`` for everything else, so
@@ -105,16 +123,17 @@ class GenerationChunk:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-class Backend(ABC):
-    """A runtime that turns a prompt into streamed text, optionally under a grammar.
+class Runtime(ABC):
+    """The interface the engine calls: a runtime that turns a prompt into streamed text, optionally
+    under a grammar. Pure: no lock and no thread, which a local runtime adds (:class:`Backend`) and a
+    server does without (:class:`~hammer_plugins.backends.server.OpenAICompatibleBackend`).
 
-    Implementations load lazily (on first use, never in ``__init__``) and serialize calls that
-    the underlying runtime cannot run concurrently. The engine calls ``stream`` (or, when
-    :attr:`native_async`, ``astream``), ``count_tokens``, ``context_window`` and ``load``.
+    Implementations load lazily (on first use, never in ``__init__``). The engine calls ``stream``
+    (or, when :attr:`native_async`, ``astream``), ``count_tokens``, ``context_window`` and ``load``.
 
     Example:
         >>> from hammer_plugins import ScriptedBackend
-        >>> isinstance(ScriptedBackend(), Backend), ScriptedBackend().native_async
+        >>> isinstance(ScriptedBackend(), Runtime), ScriptedBackend().native_async
         (True, False)
     """
 
@@ -123,11 +142,6 @@ class Backend(ABC):
     """True when :meth:`astream`, :meth:`aload` and :meth:`acount_tokens` run on the event loop (the
     server backend): the engine then awaits them directly, with no worker thread and no lock, so
     concurrent calls really overlap. Otherwise the engine runs the sync API in a worker thread."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        # The cancel event of the generation holding the lock (None: not cancellable); see stream().
-        self._cancel: threading.Event | None = None
 
     @property
     @abstractmethod
@@ -161,6 +175,54 @@ class Backend(ABC):
     def tokenize(self, text: str) -> list[int]:
         """The token ids of ``text`` as the model sees it (as :meth:`count_tokens` reads it)."""
         raise NotImplementedError(f"the {self.name} backend does not give token ids; count_tokens() counts them")
+
+    @abstractmethod
+    def stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None = None,
+               cancel: threading.Event | None = None) -> Iterator[GenerationChunk]:
+        """Stream the answer to ``prompt``; once ``cancel`` is set (from any thread), stop at the next
+        token with :class:`GenerationCancelled`. Closing the iterator (``.close()``) stops it too."""
+
+    # ------------------------------------------------------------ async half
+    async def aload(self) -> None:
+        """Async :meth:`load` (a worker thread unless the backend is :attr:`native_async`)."""
+        # asyncio is imported by the async half only: a sync process (`hammer call`) skips its 0.02-0.05 s.
+        import asyncio
+
+        await asyncio.to_thread(self.load)
+
+    async def acount_tokens(self, text: str) -> int:
+        """Async :meth:`count_tokens` (a worker thread unless the backend is :attr:`native_async`)."""
+        import asyncio
+
+        return await asyncio.to_thread(self.count_tokens, text)
+
+    def astream(self, prompt: str, settings: GenerationSettings,
+                grammar: Grammar | None = None) -> AsyncIterator[GenerationChunk]:
+        """Async :meth:`stream`, for :attr:`native_async` backends; the engine never calls it on others."""
+        raise NotImplementedError(f"the {self.name} backend streams through its sync API (native_async is False)")
+
+    def info(self) -> dict[str, Any]:
+        """Facts for ``hammer info``."""
+        return {"backend": self.name, "model": self.model_name}
+
+
+class Backend(Runtime):
+    """A local runtime (llama.cpp, transformers, a scripted one): one generation at a time, under a lock.
+
+    Subclasses implement :meth:`_stream`, called with the lock held; :meth:`stream` serializes the
+    calls and wires ``cancel`` to the decoding loop (:meth:`_check_cancel`). Async callers run it in
+    a worker thread (:mod:`hammer_plugins.bridge`).
+
+    Example:
+        >>> from hammer_plugins import ScriptedBackend
+        >>> isinstance(ScriptedBackend(), Backend), ScriptedBackend().native_async
+        (True, False)
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # The cancel event of the generation holding the lock (None: not cancellable); see stream().
+        self._cancel: threading.Event | None = None
 
     @abstractmethod
     def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
@@ -204,26 +266,3 @@ class Backend(ABC):
         cancel = self._cancel
         if cancel is not None and cancel.is_set():
             raise GenerationCancelled("the call was cancelled")
-
-    # ------------------------------------------------------------ async half
-    async def aload(self) -> None:
-        """Async :meth:`load` (a worker thread unless the backend is :attr:`native_async`)."""
-        # asyncio is imported by the async half only: a sync process (`hammer call`) skips its 0.02-0.05 s.
-        import asyncio
-
-        await asyncio.to_thread(self.load)
-
-    async def acount_tokens(self, text: str) -> int:
-        """Async :meth:`count_tokens` (a worker thread unless the backend is :attr:`native_async`)."""
-        import asyncio
-
-        return await asyncio.to_thread(self.count_tokens, text)
-
-    def astream(self, prompt: str, settings: GenerationSettings,
-                grammar: Grammar | None = None) -> AsyncIterator[GenerationChunk]:
-        """Async :meth:`stream`, for :attr:`native_async` backends; the engine never calls it on others."""
-        raise NotImplementedError(f"the {self.name} backend streams through its sync API (native_async is False)")
-
-    def info(self) -> dict[str, Any]:
-        """Facts for ``hammer info``."""
-        return {"backend": self.name, "model": self.model_name}

@@ -37,7 +37,7 @@ from ..model_source import ModelSource, local_gguf, resolve_model
 from ..prefix_cache import PrefixCache
 from ..prompt import STOP_SEQUENCES, Prompt
 from ..token_mask import LogitsMask, TokenMask, import_llguidance
-from .base import Backend, GenerationChunk, GenerationSettings, Usage, tokenize_prompt
+from .base import RUNTIME_DEFAULTS, Backend, GenerationChunk, GenerationSettings, Usage, tokenize_prompt
 from .prompt_lookup import PromptLookup
 
 
@@ -110,9 +110,9 @@ class LlamaCppBackend(Backend):
         model_path: str | Path | None = None,
         *,
         model: str | None = None,
-        n_ctx: int = 8192,
+        n_ctx: int = RUNTIME_DEFAULTS.n_ctx,
         n_threads: int | None = None,
-        n_gpu_layers: int = 0,
+        n_gpu_layers: int = RUNTIME_DEFAULTS.n_gpu_layers,
         source: ModelSource | None = None,
         prefix_cache: bool | str | Path | PrefixCache | None = None,
         fast_forward: bool = True,

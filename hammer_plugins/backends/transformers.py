@@ -28,7 +28,7 @@ from ..grammar import Grammar
 from ..model_source import ModelSource, cache_dir, check_gguf, resolve_model
 from ..prompt import STOP_SEQUENCES
 from ..token_mask import TokenMask, import_llguidance
-from .base import Backend, GenerationChunk, GenerationSettings, Usage, tokenize_prompt
+from .base import RUNTIME_DEFAULTS, Backend, GenerationChunk, GenerationSettings, Usage, tokenize_prompt
 
 
 def _imports() -> tuple[Any, Any]:
@@ -63,8 +63,8 @@ class TransformersBackend(Backend):
         model: str | None = None,
         *,
         model_path: str | Path | None = None,
-        device: str = "auto",
-        dtype: str = "auto",
+        device: str = RUNTIME_DEFAULTS.device,
+        dtype: str = RUNTIME_DEFAULTS.dtype,
         revision: str | None = None,
         source: ModelSource | None = None,
         n_ctx: int | None = None,

@@ -1,18 +1,19 @@
 """The FastAPI application: three APIs over one engine, ``/v1/models`` and ``/health``.
 
 ``/v1/chat/completions`` (OpenAI Chat Completions), ``/v1/responses`` (OpenAI Responses) and
-``/v1/messages`` (+ ``/count_tokens``, Anthropic Messages) share one route body, ``answer``: parse,
-queue, run the engine, follow the client; only the parser and the :class:`~.encoders.Encoder` differ.
-Every error is the API's own error JSON (OpenAI's ``{"error": {"message", "type", "param", "code"}}``,
-Anthropic's ``{"type": "error", "error": {"type", "message"}}`` under ``/v1/messages``), never a
-traceback: the exception is logged on the server. In front of the routes, :class:`Guard` refuses
+``/v1/messages`` (+ ``/count_tokens``, Anthropic Messages) share one route body, ``answer``: a place in
+the queue, the body, the engine call, the client followed; only the parser and the
+:class:`~.encoders.Encoder` differ. Every error is the API's own error JSON (OpenAI's
+``{"error": {"message", "type", "param", "code"}}``, Anthropic's ``{"type": "error", "error": {"type",
+"message"}}`` under ``/v1/messages``), never a traceback: the exception is logged on the server.
+In front of the routes, :class:`Guard` refuses
 what a web page could send: an ``Origin`` not on the allow-list (403; CORS for the ones on it), a
 ``Host`` that is not local on a loopback connection (403: DNS rebinding), a POST body that is not
-``application/json`` (415: no "simple" cross-origin request gets through). Requests are
-authenticated with a key when one is set (``Authorization: Bearer`` or ``x-api-key``; ``hmac.compare_digest``), bodies above
-``max_body_bytes`` are refused with 413 before they are read, and calls run through
-:class:`~.worker.EngineWorker` within its bounds (429 when the queue is full, 504 past the time
-limit, 503 while shutting down).
+``application/json`` (415: no "simple" cross-origin request gets through). Then
+:class:`~.listener.Admission` checks the key (``Authorization: Bearer`` or ``x-api-key``) and the
+announced size from the headers (401 / 413 before a byte of the body is read), the queue's bound is
+consulted before the body is read or parsed (429), and calls run through :class:`~.worker.EngineWorker`
+within its bounds (504 past the time limit, 503 while shutting down).
 
 Example:
     >>> from hammer_plugins import HammerEngine, ScriptedBackend
@@ -25,11 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import ipaddress
 import json
 import logging
-import re
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
@@ -40,12 +39,14 @@ from fastapi.responses import JSONResponse, Response
 from openai.types import Model
 from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine import HammerEngine
 from ..response import HammerResponse
 from .encoders import ChatEncoder, Encoder, MessagesEncoder, ResponsesEncoder
-from .messages_api import anthropic_error_body, parse_messages_request
+from .listener import Admission
+from .messages_api import parse_messages_request
 from .protocol import APIError, EngineCall, engine_error, parse_json, parse_request
 from .responses_api import parse_responses_request
 from .worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT, EngineWorker
@@ -81,19 +82,50 @@ LOCAL_TLDS = (".localhost", ".local", ".internal")
 """Host names allowed on a loopback connection besides ``localhost``, this machine's name and IP literals."""
 
 
-MESSAGES_PATH = "/v1/messages"
-"""Routes under this path answer errors in Anthropic's shape (``{"type": "error", "error": {...}}``)."""
-
-
 def error_response(error: APIError, headers: dict[str, str] | None = None, path: str = "") -> JSONResponse:
     """``error`` as JSON in the shape of the API ``path`` belongs to (OpenAI's, or Anthropic's under /v1/messages)."""
-    body = anthropic_error_body(error) if path.startswith(MESSAGES_PATH) else error.body()
-    return JSONResponse(body, status_code=error.status, headers={**(error.headers or {}), **(headers or {})})
+    return JSONResponse(error.body(path), status_code=error.status, headers={**(error.headers or {}), **(headers or {})})
 
 
-def _pattern(origin: str) -> re.Pattern[str]:
-    """An allow-list entry as a regular expression: ``*`` matches anything, the rest literally."""
-    return re.compile("^" + ".*".join(re.escape(part) for part in origin.strip().rstrip("/").lower().split("*")) + "$")
+def _pattern(origin: str) -> tuple[str, ...]:
+    """An allow-list entry as its literal parts: ``*`` between them matches anything."""
+    return tuple(origin.strip().rstrip("/").lower().split("*"))
+
+
+def _matches(parts: tuple[str, ...], text: str) -> bool:
+    """Whether ``text`` (an ``Origin`` header: outside text) matches an entry of :func:`_pattern`, in linear
+    time: the first part a prefix, the last a suffix, the others found in order (the leftmost place of each
+    is always a right one). A regex with ``.*`` per ``*`` backtracks polynomially on a crafted header."""
+    if len(parts) == 1:
+        return text == parts[0]
+    first, *middle, last = parts
+    if len(text) < len(first) + len(last) or not text.startswith(first) or not text.endswith(last):
+        return False
+    position, end = len(first), len(text) - len(last)
+    for part in middle:
+        found = text.find(part, position, end)
+        if found < 0:
+            return False
+        position = found + len(part)
+    return True
+
+
+def ip_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``text`` as the address it stands for, or None when it is not one: a scope id (``::1%lo``) is
+    dropped and an IPv4-mapped IPv6 address (``::ffff:127.0.0.1``, what a dual-stack socket reports for
+    an IPv4 peer) becomes its IPv4 address, so ``is_loopback`` and the rest mean what they say.
+
+    Example:
+        >>> [str(ip_address(a)) for a in ("::ffff:127.0.0.1", "::1%lo", "127.0.0.2", "localhost")]
+        ['127.0.0.1', '::1', '127.0.0.2', 'None']
+    """
+    try:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
 
 
 def _split_host(host: str) -> str:
@@ -127,20 +159,17 @@ class Guard:
 
     def origin_allowed(self, origin: str) -> bool:
         origin = origin.strip().lower()
-        return self.any_origin or any(p.match(origin) for p in self.origins)
+        return self.any_origin or any(_matches(p, origin) for p in self.origins)
 
     def host_allowed(self, scope: Scope, host: str | None) -> bool:
         server = scope.get("server")
-        try:
-            loopback = server is not None and ipaddress.ip_address(server[0]).is_loopback
-        except ValueError:
-            loopback = False  # a Unix socket or a test client: no DNS rebinding to guard against
-        if not loopback or not host or self.any_host:
+        # Not an address: a Unix socket or a test client, no DNS rebinding to guard against.
+        local = ip_address(str(server[0])) if server else None
+        if local is None or not local.is_loopback or not host or self.any_host:
             return True
         name = _split_host(host)
-        try:
-            address = ipaddress.ip_address(name)
-        except ValueError:
+        address = ip_address(name)
+        if address is None:
             return (name in ("localhost", self.hostname) or name.endswith(LOCAL_TLDS) or name in self.hosts)
         return address.is_loopback or address.is_private or address.is_unspecified or address.is_link_local
 
@@ -201,46 +230,6 @@ class Guard:
         return cors
 
 
-class BodyLimit:
-    """ASGI middleware: 413 for a body over ``limit`` bytes, told by Content-Length or counted as it arrives."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    def _too_large(self, path: str) -> JSONResponse:
-        return error_response(APIError(413, f"The request body is larger than this server accepts ({self.limit} "
-                                            "bytes). Fix: send a shorter conversation or fewer tools, or start the "
-                                            "server with a larger --max-body-mb.", code="request_too_large"), path=path)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.limit:
-            await self._too_large(scope["path"])(scope, receive, send)
-            return
-        received = 0
-        messages: list[Message] = []
-        while True:  # read the body here (bounded), then replay it to the app
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            received += len(message.get("body", b""))
-            if received > self.limit:
-                await self._too_large(scope["path"])(scope, receive, send)
-                return
-            if not message.get("more_body", False):
-                break
-
-        async def replay() -> Message:
-            return messages.pop(0) if messages else await receive()
-
-        await self.app(scope, replay, send)
-
-
 def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, allowed_origins: Sequence[str] = (),
                allowed_hosts: Sequence[str] = (), slots: int = 1, queue_per_slot: int = DEFAULT_QUEUE_PER_SLOT,
@@ -269,22 +258,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
                   lifespan=lifespan)
     app.state.worker = worker
     app.state.model_name = model_name
-    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(Admission, limit=max_body_bytes, api_key=api_key)
     app.add_middleware(Guard, origins=allowed_origins, hosts=allowed_hosts)  # added last: runs first
-
-    def check_key(request: Request) -> None:
-        if not api_key:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            token = request.headers.get("x-api-key", "")  # Anthropic's header (the anthropic SDK, Claude Code)
-        if not token:
-            raise APIError(401, "Missing API key: send it as 'Authorization: Bearer <key>' (the openai SDK's api_key) "
-                                "or 'x-api-key: <key>' (the anthropic SDK's).",
-                           type="authentication_error", code="missing_api_key")
-        if not hmac.compare_digest(token.strip().encode(), api_key.encode()):
-            raise APIError(401, "Incorrect API key provided.", type="authentication_error", code="invalid_api_key")
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> JSONResponse:
@@ -319,9 +294,9 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
     async def health() -> JSONResponse:
         reason = await unhealthy()
         body = {"status": "ok" if reason is None else "unavailable", "model": model_name, "loaded": engine.is_loaded,
-                "waiting": worker.waiting, "running": worker.running, "peak_running": worker.peak_running,
-                "completed": worker.completed, "cancelled": worker.cancelled, "refused": worker.refused,
-                "timed_out": worker.timed_out}
+                "reading": worker.reading, "waiting": worker.waiting, "running": worker.running,
+                "peak_running": worker.peak_running, "completed": worker.completed, "cancelled": worker.cancelled,
+                "refused": worker.refused, "timed_out": worker.timed_out}
         if reason is not None:
             body["reason"] = reason
         elif worker.closing:
@@ -330,34 +305,44 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
-        check_key(request)
         model = Model(id=model_name, created=started, object="model", owned_by="hammer-plugins")
         return {"object": "list", "data": [model.model_dump()]}
 
     @app.get("/v1/models/{name:path}")
     async def one_model(name: str, request: Request) -> dict[str, Any]:
-        check_key(request)
         if name != model_name:
             raise APIError(404, f"The model '{name}' does not exist. This server serves ['{model_name}'].",
                            param="model", code="model_not_found")
         return Model(id=model_name, created=started, object="model", owned_by="hammer-plugins").model_dump()
 
-    async def read_body(request: Request, parse: Callable[[Any], Any]) -> Any:
-        """The request's JSON, decoded and validated by ``parse`` (on a thread when it is large)."""
-        check_key(request)
-        raw = await request.body()
-        if len(raw) > PARSE_OFF_LOOP_BYTES:  # decoding megabytes takes a while: /health and streams keep going
-            return await asyncio.to_thread(lambda: parse(parse_json(raw)))
-        return parse(parse_json(raw))
-
-    async def answer(request: Request, call: EngineCall, encoder: Encoder) -> Response:
-        """Run ``call`` through the worker and answer in ``encoder``'s wire format (every API's one route body)."""
-        events = worker.events(call.messages, call.tools, call.tool_choice, call.options)
+    async def read_call(request: Request, parse: Callable[[Any], Any]) -> tuple[Any, Any]:
+        """A place in the queue, then the request's JSON decoded and validated by ``parse`` (on a thread when it
+        is large): ``(place, parsed)``, or ``(None, 499 response)`` when the client left while sending."""
+        place = worker.reserve()  # the queue's bound first: a flood of bodies gets 429 before any is read or parsed
         try:
-            # Waits in the queue; a client that leaves meanwhile takes its request out of it.
-            stream = await _enter_unless_disconnected(request, events)
-        except Exception as exc:  # noqa: BLE001 - the engine refused the call (or the queue is full): an API error
-            raise engine_error(exc) from None
+            try:
+                raw = await request.body()
+            except ClientDisconnect:  # gone, or closed by the listener's body deadline
+                place.release()
+                return None, Response(status_code=499)
+            if len(raw) > PARSE_OFF_LOOP_BYTES:  # decoding megabytes takes a while: /health and streams keep going
+                return place, await asyncio.to_thread(lambda: parse(parse_json(raw)))
+            return place, parse(parse_json(raw))
+        except BaseException:
+            place.release()
+            raise
+
+    async def answer(request: Request, place: Any, call: EngineCall, encoder: Encoder) -> Response:
+        """Run ``call`` through the worker and answer in ``encoder``'s wire format: every API's one route body."""
+        try:
+            events = worker.events(call.messages, call.tools, call.tool_choice, call.options, place=place)
+            try:
+                # Waits in the queue; a client that leaves meanwhile takes its request out of it.
+                stream = await _enter_unless_disconnected(request, events)
+            except Exception as exc:  # noqa: BLE001 - the engine refused the call (or the queue is full): an API error
+                raise engine_error(exc) from None
+        finally:
+            place.release()  # a no-op once the call took it over
         if stream is None:
             return Response(status_code=499)
         if call.stream:
@@ -391,28 +376,38 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        call = await read_body(request, lambda body: parse_request(body, model_name))
-        return await answer(request, call, ChatEncoder(model_name, engine.refusal_text, call.include_usage))
+        place, call = await read_call(request, lambda body: parse_request(body, model_name))
+        if place is None:
+            return call
+        return await answer(request, place, call, ChatEncoder(model_name, engine.refusal_text, call.include_usage))
 
     @app.post("/v1/responses")
     async def responses(request: Request) -> Response:
-        call, meta = await read_body(request, lambda body: parse_responses_request(body, model_name))
-        return await answer(request, call, ResponsesEncoder(meta))
+        place, parsed = await read_call(request, lambda body: parse_responses_request(body, model_name))
+        if place is None:
+            return parsed
+        call, meta = parsed
+        return await answer(request, place, call, ResponsesEncoder(meta))
 
     @app.get("/v1/responses/{response_id}")
-    async def stored_response(response_id: str, request: Request) -> Response:
-        check_key(request)
+    async def stored_response(response_id: str) -> Response:
         raise APIError(404, f"No response with id {response_id!r}: this server is stateless and stores no responses.",
                        param="response_id", code="not_found")
 
     @app.post("/v1/messages")
     async def messages(request: Request) -> Response:
-        call = await read_body(request, lambda body: parse_messages_request(body, model_name))
-        return await answer(request, call, MessagesEncoder(model_name))
+        place, call = await read_call(request, lambda body: parse_messages_request(body, model_name))
+        if place is None:
+            return call
+        return await answer(request, place, call, MessagesEncoder(model_name))
 
     @app.post("/v1/messages/count_tokens")
-    async def count_tokens(request: Request) -> JSONResponse:
-        call = await read_body(request, lambda body: parse_messages_request(body, model_name, count_only=True))
+    async def count_tokens(request: Request) -> Response:
+        place, call = await read_call(request,
+                                      lambda body: parse_messages_request(body, model_name, count_only=True))
+        if place is None:
+            return call
+        place.release()  # counting is no generation: it takes no place in the queue
 
         def count() -> int:
             prompt = engine.render(call.messages, call.tools, call.tool_choice,
@@ -482,7 +477,7 @@ async def _sse(encoder: Encoder, events: Any, stream: AsyncIterator[Any]) -> Asy
         async for event in stream:
             for data in encoder.event(event):
                 yield data
-    except Exception as exc:  # noqa: BLE001 - the headers are sent: the error goes in the stream, as OpenAI does
+    except Exception as exc:  # noqa: BLE001 - the headers are sent: the error goes in the stream, as each API does
         error = engine_error(exc)
         if error.status >= 500:
             log.exception("the engine failed during a streamed request")

@@ -30,32 +30,24 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import StreamEvent
+from ..calls import ToolCall
+from ..encoder import StreamEncoder
+from ..events import StreamEvent
 from ..response import HammerResponse
-from .answer_steps import AnswerSteps, CallStep, FinishStep, ProseStep, arguments_json
-from .protocol import APIError, EngineCall, argument_fragments, parse_request
+from .chat_completions import argument_fragments, arguments_json, content_of
+from .protocol import MESSAGES_PATH, APIError, EngineCall, parse_request
 
 TOOL_ERROR_PREFIX = "Error: "
 """Put before the text of a ``tool_result`` with ``is_error: true``, so the model reads that the call failed."""
 
-ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-               404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error",
-               504: "timeout_error"}
-"""Anthropic's error ``type`` for each status this server answers (others: ``api_error``)."""
-
-
 def anthropic_error_body(error: APIError) -> dict[str, Any]:
-    """``error`` in Anthropic's shape.
+    """``error`` in Anthropic's shape; a context overflow in Anthropic's own words.
 
     Example:
         >>> anthropic_error_body(APIError(401, "Missing API key."))
         {'type': 'error', 'error': {'type': 'authentication_error', 'message': 'Missing API key.'}}
     """
-    kind = ERROR_TYPES.get(error.status, "invalid_request_error" if 400 <= error.status < 500 else "api_error")
-    message = error.message
-    if error.code == "context_length_exceeded" and getattr(error, "prompt_tokens", None):
-        message = f"prompt is too long: {error.prompt_tokens} tokens > {error.context_window} maximum"  # type: ignore[attr-defined]
-    return {"type": "error", "error": {"type": kind, "message": message}}
+    return error.body(MESSAGES_PATH)
 
 
 def _require(condition: bool, message: str, param: str) -> None:
@@ -207,8 +199,13 @@ def _stop_reason(response: HammerResponse) -> str:
     return "tool_use" if response.tool_calls else "end_turn"
 
 
-class MessagesWriter:
+class MessagesWriter(StreamEncoder[dict[str, Any]]):
     """Turns the engine's events into Anthropic stream events; :attr:`message` is the answer so far.
+
+    What was already sent is the :class:`~hammer_plugins.encoder.StreamEncoder`'s state; the hooks
+    frame it as content blocks: prose as a ``text`` block of ``text_delta`` s, each call as a
+    ``tool_use`` block whose input streams as ``input_json_delta`` pieces, then ``message_delta`` with
+    the ``stop_reason`` and usage, and ``message_stop``.
 
     Example:
         >>> from hammer_plugins import HammerResponse, ToolCall
@@ -224,7 +221,7 @@ class MessagesWriter:
     """
 
     def __init__(self, model: str, message_id: str | None = None) -> None:
-        self.steps = AnswerSteps()
+        super().__init__()
         self.message: dict[str, Any] = {"id": message_id or new_message_id(), "type": "message", "role": "assistant",
                                         "model": model, "content": [], "stop_reason": None, "stop_sequence": None,
                                         "usage": {"input_tokens": 0, "output_tokens": 0}}
@@ -235,15 +232,13 @@ class MessagesWriter:
 
     def event(self, event: StreamEvent) -> list[dict[str, Any]]:
         """The stream events one engine event becomes."""
-        out: list[dict[str, Any]] = []
-        for step in self.steps.feed(event):
-            if isinstance(step, ProseStep):
-                out += self._text(step.text)
-            elif isinstance(step, CallStep):
-                out += self._close_text() + self._call(step)
-            else:
-                out += self._finish(step)
-        return out
+        return self.feed(event)
+
+    def on_prose(self, text: str) -> list[dict[str, Any]]:
+        return self._text(text) if text else []
+
+    def on_call(self, index: int, call: ToolCall) -> list[dict[str, Any]]:
+        return self._close_text() + self._call(call)
 
     def _text(self, delta: str) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -263,8 +258,7 @@ class MessagesWriter:
         self._text_open = False
         return [{"type": "content_block_stop", "index": len(self.message["content"]) - 1}]
 
-    def _call(self, step: CallStep) -> list[dict[str, Any]]:
-        call = step.call
+    def _call(self, call: ToolCall) -> list[dict[str, Any]]:
         block = {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
         self.message["content"].append(block)
         index = len(self.message["content"]) - 1
@@ -275,10 +269,13 @@ class MessagesWriter:
         out.append({"type": "content_block_stop", "index": index})
         return out
 
-    def _finish(self, step: FinishStep) -> list[dict[str, Any]]:
-        response = step.response
-        out = self._text(step.text) if step.text else []
-        out += self._close_text()
+    def on_finish(self, response: HammerResponse) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for _, call in self.unsent_calls(response):  # calls no event carried (an unconstrained answer)
+            self.sent_calls.append(call)
+            out += self._close_text() + self._call(call)
+        text = self.unsent_text(content_of(response) or "")
+        out += (self._text(text) if text else []) + self._close_text()
         stop = _stop_reason(response)
         usage = {"input_tokens": response.usage.prompt_tokens, "output_tokens": response.usage.completion_tokens}
         self.message.update(stop_reason=stop, usage=usage)

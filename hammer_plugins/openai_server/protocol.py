@@ -24,25 +24,12 @@ import itertools
 import json
 import logging
 import re
-import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage
-from openai.types.chat.chat_completion import Choice
-from openai.types.chat.chat_completion_chunk import Choice as ChunkChoice
-from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall, ChoiceDeltaToolCallFunction
-from openai.types.chat.chat_completion_message_function_tool_call import (
-    ChatCompletionMessageFunctionToolCall,
-    Function,
-)
-from openai.types.completion_usage import CompletionUsage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..calls import ToolCall
-from ..engine import TextDelta, ToolCallDelta, normalize_tool_choice
 from ..errors import (
     ContextWindowExceededError,
     GrammarNotSupportedError,
@@ -58,10 +45,8 @@ from ..errors import (
     UnknownToolError,
 )
 from ..messages import Message, to_message
-from ..parsing import structural_characters
-from ..response import HammerResponse
+from ..tool_choice import normalize_tool_choice
 from ..tools import to_tools
-from .answer_steps import AnswerSteps, CallStep, FinishStep, ProseStep, arguments_json, content_of
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool",
          "function": "tool"}
@@ -69,7 +54,8 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 
 
 class APIError(Exception):
-    """An error answered in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``.
+    """An error answered in its API's shape: OpenAI's ``{"error": {"message", "type", "param", "code"}}``,
+    or Anthropic's under ``/v1/messages``.
 
     Example:
         >>> APIError(400, "n must be 1", param="n").body()["error"]["type"]
@@ -77,7 +63,8 @@ class APIError(Exception):
     """
 
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",  # noqa: A002
-                 param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None) -> None:
+                 param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None,
+                 anthropic_message: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -85,9 +72,27 @@ class APIError(Exception):
         self.param = param
         self.code = code
         self.headers = headers  # e.g. Retry-After on a 429
+        self.anthropic_message = anthropic_message  # where Anthropic's API words the case differently
 
-    def body(self) -> dict[str, Any]:
+    def body(self, path: str = "") -> dict[str, Any]:
+        """The error JSON in the shape of the API ``path`` belongs to: Anthropic's under ``/v1/messages``
+        (``{"type": "error", "error": {"type", "message"}}``), OpenAI's elsewhere."""
+        if path.startswith(MESSAGES_PATH):
+            message = self.anthropic_message or self.message
+            return {"type": "error", "error": {"type": self.anthropic_type(), "message": message}}
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def anthropic_type(self) -> str:
+        """Anthropic's error ``type`` for this status (``api_error`` for the 5xx it has no name for)."""
+        return ANTHROPIC_ERROR_TYPES.get(self.status, "invalid_request_error" if self.status < 500 else "api_error")
+
+
+MESSAGES_PATH = "/v1/messages"
+"""Routes under this path are Anthropic's Messages API: their errors take Anthropic's shape."""
+
+ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                         404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+                         503: "overloaded_error", 504: "timeout_error"}
 
 
 class StreamOptions(BaseModel):
@@ -142,7 +147,11 @@ MAX_JSON_DEPTH = 64
 built to exhaust recursion (``[[[[...``) is refused."""
 
 
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A string, or an unclosed one to the end of the body (such a body is not JSON; its decoding fails
+# before any bracket after the quote): each attempt succeeds, so the scan is linear. With the closing
+# quote required, a body of '"' + '\\"' * n made every quote start a failing scan to the end (issue 37:
+# 40 kB took 12.9 s, holding the GIL).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -469,10 +478,12 @@ def engine_error(exc: Exception) -> APIError:
     if upstream is not None:
         return upstream
     if isinstance(exc, ContextWindowExceededError):
+        # Anthropic's clients read its own words for this case (Claude Code compacts on them).
         return APIError(400, f"This model's maximum context length is {exc.context_window} tokens. However, your "
                              f"messages resulted in {exc.prompt_tokens} tokens and {exc.max_new_tokens} more are "
                              "reserved for the completion. Please reduce the length of the messages or tools, or "
-                             "max_tokens.", param="messages", code="context_length_exceeded")
+                             "max_tokens.", param="messages", code="context_length_exceeded",
+                        anthropic_message=f"prompt is too long: {exc.prompt_tokens} tokens > {exc.context_window} maximum")
     if isinstance(exc, UnknownToolError):
         return APIError(400, str(exc), param="tool_choice", code="invalid_tool_choice")
     if isinstance(exc, SchemaConversionError):
@@ -483,164 +494,18 @@ def engine_error(exc: Exception) -> APIError:
                     type="server_error", code="internal_error")
 
 
-# ------------------------------------------------------------------ responses
-def new_completion_id() -> str:
-    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+# The response side moved to chat_completions.py (an encoder of the engine's stream); its names stay
+# importable from here, where the server and its tests found them.
+from .chat_completions import (  # noqa: E402
+    DONE,
+    ChunkWriter,
+    argument_fragments,
+    arguments_json,
+    completion,
+    new_completion_id,
+    sse,
+    usage_of,
+)
 
-
-def usage_of(response: HammerResponse) -> CompletionUsage:
-    return CompletionUsage(prompt_tokens=response.usage.prompt_tokens,
-                           completion_tokens=response.usage.completion_tokens,
-                           total_tokens=response.usage.total_tokens)
-
-
-def _finish_reason(response: HammerResponse) -> str:
-    if response.tool_calls:
-        return "tool_calls" if response.finish_reason in ("stop", "tool_calls") else response.finish_reason
-    return "length" if response.finish_reason == "length" else "stop"
-
-
-def _invalid(response: HammerResponse) -> list[dict[str, Any]]:
-    return [{"id": c.id, "name": c.name, "arguments": c.arguments, "reason": c.reason}
-            for c in response.invalid_tool_calls]
-
-
-def completion(response: HammerResponse, model: str, refusal_text: str, completion_id: str | None = None,
-               created: int | None = None) -> ChatCompletion:
-    """The ``chat.completion`` object for one engine answer.
-
-    A refusal (Hammer's ``[]``) has ``content`` = the refusal text (or the answer of
-    ``on_refusal="answer"``), ``refusal`` = the refusal text and ``finish_reason="stop"``. Calls the
-    model made that cannot be executed are listed in the extra field ``message.invalid_tool_calls``.
-
-    Example:
-        >>> from hammer_plugins import HammerResponse, ToolCall
-        >>> r = HammerResponse(kind="tool_calls", tool_calls=[ToolCall(name="f", arguments={"x": 1})],
-        ...                    finish_reason="tool_calls")
-        >>> c = completion(r, "hammer", "Sorry.")
-        >>> c.choices[0].finish_reason, c.choices[0].message.tool_calls[0].function.arguments
-        ('tool_calls', '{"x": 1}')
-    """
-    calls = [ChatCompletionMessageFunctionToolCall(id=c.id, type="function",
-                                                   function=Function(name=c.name, arguments=arguments_json(c)))
-             for c in response.tool_calls]
-    extra: dict[str, Any] = {}
-    if response.invalid_tool_calls:
-        extra["invalid_tool_calls"] = _invalid(response)
-    message = ChatCompletionMessage(role="assistant", content=content_of(response), tool_calls=calls or None,
-                                    refusal=refusal_text if response.kind == "refusal" else None, **extra)
-    return ChatCompletion(id=completion_id or new_completion_id(), object="chat.completion",
-                          created=created or int(time.time()), model=model,
-                          choices=[Choice(index=0, message=message, finish_reason=_finish_reason(response),  # type: ignore[arg-type]
-                                          logprobs=None)],
-                          usage=usage_of(response))
-
-
-def argument_fragments(arguments: str) -> list[str]:
-    """A call's arguments JSON cut into the pieces a stream sends: one top-level member each.
-
-    Example:
-        >>> argument_fragments('{"city": "Paris", "unit": "celsius"}')
-        ['{"city": "Paris"', ', "unit": "celsius"', '}']
-        >>> "".join(argument_fragments('{"a": {"b": [1, 2]}}'))
-        '{"a": {"b": [1, 2]}}'
-    """
-    pieces: list[str] = []
-    depth = 0
-    start = 0
-    for index, char in structural_characters(arguments):
-        if char in "[{":
-            depth += 1
-        elif char in "]}":
-            depth -= 1
-            if depth == 0:
-                if index > start:
-                    pieces.append(arguments[start:index])
-                start = index
-        elif char == "," and depth == 1:
-            pieces.append(arguments[start:index])
-            start = index
-    pieces.append(arguments[start:])
-    return [p for p in pieces if p]
-
-
-class ChunkWriter:
-    """Turns the engine's stream events into ``chat.completion.chunk`` objects.
-
-    Each call's first delta carries ``index``, ``id``, ``type`` and ``function.name`` (with empty
-    arguments); its arguments follow as fragments under the same index. Hammer's call syntax itself
-    is never sent as content; prose (``tool_choice="none"``, the answer of ``on_refusal="answer"``,
-    JSON of a ``response_format``) streams as it is generated.
-
-    Example:
-        >>> from hammer_plugins import HammerResponse, ToolCall
-        >>> writer = ChunkWriter("hammer", "Sorry.", include_usage=True)
-        >>> call = ToolCall(name="f", arguments={"x": 1})
-        >>> chunks = writer.start() + writer.event(ToolCallDelta(0, call))
-        >>> chunks += writer.event(HammerResponse(kind="tool_calls", tool_calls=[call], finish_reason="tool_calls"))
-        >>> [c.choices[0].finish_reason if c.choices else "usage" for c in chunks]
-        [None, None, None, None, 'tool_calls', 'usage']
-    """
-
-    def __init__(self, model: str, refusal_text: str, include_usage: bool = False, completion_id: str | None = None,
-                 created: int | None = None) -> None:
-        self.model = model
-        self.refusal_text = refusal_text
-        self.include_usage = include_usage
-        self.id = completion_id or new_completion_id()
-        self.created = created or int(time.time())
-        self.steps = AnswerSteps()
-
-    def _chunk(self, delta: ChoiceDelta | None, finish: str | None = None,
-               usage: CompletionUsage | None = None) -> ChatCompletionChunk:
-        choices = [] if delta is None else [ChunkChoice(index=0, delta=delta, finish_reason=finish)]  # type: ignore[arg-type]
-        extra: dict[str, Any] = {"usage": usage} if self.include_usage else {}  # as OpenAI: null until the last chunk
-        return ChatCompletionChunk(id=self.id, object="chat.completion.chunk", created=self.created, model=self.model,
-                                   choices=choices, **extra)
-
-    def start(self) -> list[ChatCompletionChunk]:
-        return [self._chunk(ChoiceDelta(role="assistant", content=""))]
-
-    def _call(self, index: int, call: ToolCall) -> list[ChatCompletionChunk]:
-        first = ChoiceDeltaToolCall(index=index, id=call.id, type="function",
-                                    function=ChoiceDeltaToolCallFunction(name=call.name, arguments=""))
-        chunks = [self._chunk(ChoiceDelta(tool_calls=[first]))]
-        for piece in argument_fragments(arguments_json(call)):
-            fragment = ChoiceDeltaToolCall(index=index, function=ChoiceDeltaToolCallFunction(arguments=piece))
-            chunks.append(self._chunk(ChoiceDelta(tool_calls=[fragment])))
-        return chunks
-
-    def event(self, event: TextDelta | ToolCallDelta | HammerResponse) -> list[ChatCompletionChunk]:
-        """The chunks one engine event becomes (often none: Hammer's call syntax is not content)."""
-        chunks: list[ChatCompletionChunk] = []
-        for step in self.steps.feed(event):
-            if isinstance(step, ProseStep):
-                chunks.append(self._chunk(ChoiceDelta(content=step.text)))
-            elif isinstance(step, CallStep):
-                chunks += self._call(step.index, step.call)
-            else:
-                chunks += self._finish(step)
-        return chunks
-
-    def finish(self, response: HammerResponse) -> list[ChatCompletionChunk]:
-        return self.event(response)
-
-    def _finish(self, step: FinishStep) -> list[ChatCompletionChunk]:
-        response = step.response
-        chunks: list[ChatCompletionChunk] = []
-        refusal = self.refusal_text if response.kind == "refusal" else None
-        extra: dict[str, Any] = {"invalid_tool_calls": _invalid(response)} if response.invalid_tool_calls else {}
-        if step.text or refusal or extra:
-            chunks.append(self._chunk(ChoiceDelta(content=step.text, refusal=refusal, **extra)))
-        chunks.append(self._chunk(ChoiceDelta(), finish=_finish_reason(response)))
-        if self.include_usage:
-            chunks.append(self._chunk(None, usage=usage_of(response)))
-        return chunks
-
-
-def sse(chunk: ChatCompletionChunk) -> bytes:
-    """One server-sent event in OpenAI's framing (``data: {...}`` and a blank line)."""
-    return b"data: " + chunk.model_dump_json(exclude_unset=True).encode() + b"\n\n"
-
-
-DONE = b"data: [DONE]\n\n"
+__all__ = ["DONE", "APIError", "ChunkWriter", "EngineCall", "argument_fragments", "arguments_json", "completion",
+           "engine_error", "new_completion_id", "parse_json", "parse_request", "sse", "usage_of"]

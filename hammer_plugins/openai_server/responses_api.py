@@ -30,10 +30,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import StreamEvent
+from ..calls import ToolCall
+from ..encoder import StreamEncoder
+from ..events import StreamEvent
 from ..response import HammerResponse
-from .answer_steps import AnswerSteps, CallStep, FinishStep, ProseStep, arguments_json
-from .protocol import APIError, EngineCall, argument_fragments, parse_request
+from .chat_completions import argument_fragments, arguments_json, content_of
+from .protocol import APIError, EngineCall, parse_request
 
 NAMESPACE_SEPARATOR = "."
 """Joins a namespace and a function name into the one name the model sees (``crm.lookup``); Hammer
@@ -260,8 +262,13 @@ def new_response_id() -> str:
     return f"resp_{uuid.uuid4().hex}"
 
 
-class ResponsesWriter:
+class ResponsesWriter(StreamEncoder[dict[str, Any]]):
     """Turns the engine's events into Responses stream events; :attr:`response` is the answer so far.
+
+    What was already sent is the :class:`~hammer_plugins.encoder.StreamEncoder`'s state; the hooks
+    only frame it: prose opens a ``message`` item and streams ``output_text`` deltas, a call closes it
+    and sends a ``function_call`` item, the finish sends what no event carried and ``response.completed``
+    (``response.incomplete`` when ``max_output_tokens`` cut the answer).
 
     Example:
         >>> from hammer_plugins import HammerResponse, ToolCall
@@ -274,8 +281,8 @@ class ResponsesWriter:
     """
 
     def __init__(self, meta: ResponsesMeta, response_id: str | None = None) -> None:
+        super().__init__()
         self.meta = meta
-        self.steps = AnswerSteps()
         self.sequence = 0
         self.response: dict[str, Any] = {
             "id": response_id or new_response_id(), "object": "response", "created_at": int(time.time()),
@@ -302,15 +309,13 @@ class ResponsesWriter:
 
     def event(self, event: StreamEvent) -> list[dict[str, Any]]:
         """The stream events one engine event becomes."""
-        out: list[dict[str, Any]] = []
-        for step in self.steps.feed(event):
-            if isinstance(step, ProseStep):
-                out += self._text(step.text)
-            elif isinstance(step, CallStep):
-                out += self._close_message() + self._call(step)
-            else:
-                out += self._finish(step)
-        return out
+        return self.feed(event)
+
+    def on_prose(self, text: str) -> list[dict[str, Any]]:
+        return self._text(text) if text else []
+
+    def on_call(self, index: int, call: ToolCall) -> list[dict[str, Any]]:
+        return self._close_message() + self._call(call)
 
     def _text(self, delta: str) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -344,8 +349,7 @@ class ResponsesWriter:
                             part=dict(part)),
                 self._event("response.output_item.done", output_index=index, item=json.loads(json.dumps(message)))]
 
-    def _call(self, step: CallStep) -> list[dict[str, Any]]:
-        call = step.call
+    def _call(self, call: ToolCall) -> list[dict[str, Any]]:
         namespace, name = self.meta.namespaces.get(call.name, (None, call.name))
         item: dict[str, Any] = {"id": f"fc_{uuid.uuid4().hex}", "type": "function_call", "status": "in_progress",
                                 "call_id": call.id, "name": name, "arguments": ""}
@@ -364,10 +368,13 @@ class ResponsesWriter:
         out.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
         return out
 
-    def _finish(self, step: FinishStep) -> list[dict[str, Any]]:
-        response = step.response
-        out = self._text(step.text) if step.text else []
-        out += self._close_message()
+    def on_finish(self, response: HammerResponse) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for _, call in self.unsent_calls(response):  # calls no event carried (an unconstrained answer)
+            self.sent_calls.append(call)
+            out += self._close_message() + self._call(call)
+        text = self.unsent_text(content_of(response) or "")
+        out += (self._text(text) if text else []) + self._close_message()
         usage = response.usage
         cached = int(response.timings.get("cached_prompt_tokens", 0)) if response.timings else 0
         self.response["usage"] = {"input_tokens": usage.prompt_tokens,

@@ -28,23 +28,34 @@ from ..backends.server.launcher import exposure_warning, free_port
 from ..engine import HammerEngine
 from ..errors import ServerAuthenticationError
 from .app import DEFAULT_MAX_BODY_BYTES, create_app
+from .listener import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    dual_stack_socket,
+    listener_config,
+)
 from .worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT
 
 
 class BackgroundServer:
     """uvicorn serving ``app`` on a thread of this process, on a free loopback port; ``with`` stops it."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int | None = None, log_level: str = "warning") -> None:
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int | None = None, log_level: str = "warning",
+                 **listener: Any) -> None:
         self.host = host
         self.port = port or free_port(host)
-        self.server = GracefulServer(uvicorn.Config(app, host=host, port=self.port, log_level=log_level,
-                                                    access_log=False, lifespan="on",
-                                                    timeout_graceful_shutdown=SHUTDOWN_DEADLINE))
-        self._thread = threading.Thread(target=self.server.run, name="hammer-openai-server", daemon=True)
+        # ``listener``: listener_config's timeouts and connection cap
+        self.server = GracefulServer(listener_config(app, host, self.port, log_level=log_level, lifespan="on",
+                                                     timeout_graceful_shutdown=SHUTDOWN_DEADLINE, **listener))
+        sockets = [sock] if (sock := dual_stack_socket(host, self.port)) else None
+        self._thread = threading.Thread(target=self.server.run, args=(sockets,), name="hammer-openai-server",
+                                        daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"http://[{self.host}]:{self.port}" if ":" in self.host else f"http://{self.host}:{self.port}"
 
     @property
     def base_url(self) -> str:
@@ -105,7 +116,7 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
     if backend == "llama-server":
         from ..backends.server import LlamaServer, OpenAICompatibleBackend
         from ..backends.server.llama_server_binary import find_or_build_llama_server
-        from ..engine import _model_prompt_format
+        from ..engine.runtimes import model_prompt_format
         from ..model_source import local_gguf, resolve_model
 
         binary = find_or_build_llama_server(build=not args.no_build)
@@ -118,7 +129,7 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
         server.start()
         upstream = OpenAICompatibleBackend(server.base_url, model=args.alias, api_key=inner_key)
         upstream.resolve_grammar_protocol()  # the one-off probe, before the first request
-        engine = HammerEngine(backend=upstream, prompt_format=_model_prompt_format(args.model_path, args.model, "llama_cpp"))
+        engine = HammerEngine(backend=upstream, prompt_format=model_prompt_format(args.model_path, args.model, "llama_cpp"))
         return engine, (f"{args.parallel} requests decoded together (llama-server's slots, {args.n_ctx} tokens "
                         f"each), more queued"), [server.health_problem]
     engine = HammerEngine(model_path=args.model_path, model=args.model, backend=backend, n_ctx=args.n_ctx,
@@ -147,8 +158,9 @@ def serve_openai(args: argparse.Namespace) -> int:
               f"  OpenAI(base_url={url!r}, api_key={key}).chat.completions.create(model={args.alias!r}, ...)\n"
               "Ctrl-C stops it.", file=sys.stderr, flush=True)
         with _signals_end_the_server():
-            GracefulServer(uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False,
-                                          timeout_graceful_shutdown=SHUTDOWN_DEADLINE)).run()
+            sockets = [sock] if (sock := dual_stack_socket(args.host, args.port)) else None
+            GracefulServer(listener_config(app, args.host, args.port, timeout_graceful_shutdown=SHUTDOWN_DEADLINE,
+                                           **_listener(args))).run(sockets)
         stopped = _wait_idle(app.state.worker, 2.0)
     if not stopped:  # a call that ignores its stop (a model stuck in C): its thread would keep the process alive
         print("hammer serve: a call did not stop within the shutdown deadline; exiting anyway", file=sys.stderr, flush=True)
@@ -181,6 +193,14 @@ def _bounds(args: argparse.Namespace, engine: HammerEngine) -> dict[str, Any]:
             "queue_per_slot": getattr(args, "queue_per_slot", DEFAULT_QUEUE_PER_SLOT),
             "time_limit": time_limit if time_limit and time_limit > 0 else None,
             "shutdown_grace": min(getattr(args, "shutdown_grace", DEFAULT_SHUTDOWN_GRACE), SHUTDOWN_DEADLINE)}
+
+
+def _listener(args: argparse.Namespace) -> dict[str, Any]:
+    """listener_config's timeouts and connection cap from ``hammer serve --openai``'s flags."""
+    return {"header_timeout": getattr(args, "header_timeout", DEFAULT_HEADER_TIMEOUT),
+            "body_timeout": getattr(args, "body_timeout", DEFAULT_BODY_TIMEOUT),
+            "idle_timeout": getattr(args, "idle_timeout", DEFAULT_IDLE_TIMEOUT),
+            "max_connections": getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS)}
 
 
 class _Stopped(BaseException):

@@ -100,6 +100,21 @@ def _engine_stream(engine: HammerEngine, messages: Sequence[Message], tools: Seq
     return engine._drive(engine._prepare(messages, tools, tool_choice, **options), cancel)  # noqa: SLF001
 
 
+class Place:
+    """A place in the queue held by a request whose body is still being read and parsed (:meth:`EngineWorker.reserve`)."""
+
+    def __init__(self, worker: EngineWorker) -> None:
+        self.worker = worker
+        self.held = True
+
+    def release(self) -> None:
+        """Give the place back (a no-op once :meth:`EngineWorker.events` took it over)."""
+        with self.worker._lock:  # noqa: SLF001 - the worker's own bookkeeping
+            if self.held:
+                self.held = False
+                self.worker.reading -= 1
+
+
 class EngineWorker:
     """Runs engine calls (one at a time, or concurrently on a native-async backend), within bounds;
     counts what waits and what was cut short."""
@@ -120,6 +135,7 @@ class EngineWorker:
         self._jobs: set[_Job] = set()
         self._durations: deque[float] = deque(maxlen=20)
         self.closing = False
+        self.reading = 0  # requests holding a place while their body is read and parsed
         self.waiting = 0
         self.running = 0
         self.peak_running = 0  # the most calls that ever ran at once: 1 in process, up to the slots on a server
@@ -134,18 +150,37 @@ class EngineWorker:
         mean = sum(self._durations) / len(self._durations) if self._durations else 1.0
         return max(1, min(60, math.ceil(mean / self.slots)))
 
-    def _admit(self) -> _Job:
+    def _check_room(self) -> None:
+        """503 while shutting down, 429 when every slot is busy and the queue is full (called under the lock)."""
+        if self.closing:
+            raise APIError(503, "The server is shutting down and takes no new requests.", type="server_error",
+                           code="server_shutting_down")
+        if self.reading + self.waiting + self.running >= self.slots + self.max_waiting:  # every slot busy, the queue full
+            self.refused += 1
+            seconds = self.retry_after()
+            raise APIError(429, f"The server is busy: {self.reading + self.waiting} requests are already waiting for "
+                                f"the model (the limit is {self.max_waiting}). Retry after {seconds} s.", type="requests",
+                           code="rate_limit_exceeded", headers={"retry-after": str(seconds)})
+
+    def reserve(self) -> Place:
+        """A place in the queue for a request whose body is yet to be read and parsed: the bound (429) and a
+        shutdown (503) are consulted before that work. :meth:`events` with ``place=`` takes it over;
+        :meth:`Place.release` gives it back otherwise."""
+        with self._lock:
+            self._check_room()
+            self.reading += 1
+        return Place(self)
+
+    def _admit(self, place: Place | None = None) -> _Job:
         loop = asyncio.get_running_loop()
         with self._lock:
-            if self.closing:
-                raise APIError(503, "The server is shutting down and takes no new requests.", type="server_error",
-                               code="server_shutting_down")
-            if self.waiting + self.running >= self.slots + self.max_waiting:  # every slot busy, the queue full
-                self.refused += 1
-                seconds = self.retry_after()
-                raise APIError(429, f"The server is busy: {self.waiting} requests are already waiting for the model "
-                                    f"(the limit is {self.max_waiting}). Retry after {seconds} s.", type="requests",
-                               code="rate_limit_exceeded", headers={"retry-after": str(seconds)})
+            if place is not None and place.held:  # its room was counted when its body began to be read
+                place.held = False
+                self.reading -= 1
+                if self.closing:
+                    self._check_room()
+            else:
+                self._check_room()
             job = _Job(loop, self.time_limit)
             self._jobs.add(job)
             self.waiting += 1
@@ -274,24 +309,24 @@ class EngineWorker:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------------ calls
-    def events(self, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str,
-               options: dict[str, Any]) -> contextlib.AbstractAsyncContextManager[AsyncIterator[StreamEvent]]:
+    def events(self, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str, options: dict[str, Any],
+               place: Place | None = None) -> contextlib.AbstractAsyncContextManager[AsyncIterator[StreamEvent]]:
         """Start one call; the context's value iterates its events (the last is the ``HammerResponse``).
 
         Entering waits until the call has started on the engine, so that an error the engine raises
         at the call (a prompt over the context window, an unknown tool), a full queue (429), a
         shutdown (503) or the time limit (504) raises here, before a streaming response has sent its
         headers. Leaving early (a client that disconnected) skips a queued call and stops a running
-        one at its next token.
+        one at its next token. ``place``: the one :meth:`reserve` gave this request, taken over here.
         """
         if self.concurrent:
-            return self._on_loop(messages, tools, tool_choice, options)
-        return self._on_thread(messages, tools, tool_choice, options)
+            return self._on_loop(messages, tools, tool_choice, options, place)
+        return self._on_thread(messages, tools, tool_choice, options, place)
 
     @contextlib.asynccontextmanager
     async def _on_loop(self, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str,
-                       options: dict[str, Any]) -> AsyncIterator[AsyncIterator[StreamEvent]]:
-        job = self._admit()
+                       options: dict[str, Any], place: Place | None) -> AsyncIterator[AsyncIterator[StreamEvent]]:
+        job = self._admit(place)
         stream = self.engine.astream(messages, tools, tool_choice, **options)
         outcome = "stopped"  # until the last event is read, or an error ends it
         try:
@@ -330,8 +365,8 @@ class EngineWorker:
 
     @contextlib.asynccontextmanager
     async def _on_thread(self, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str,
-                         options: dict[str, Any]) -> AsyncIterator[AsyncIterator[StreamEvent]]:
-        job = self._admit()
+                         options: dict[str, Any], place: Place | None) -> AsyncIterator[AsyncIterator[StreamEvent]]:
+        job = self._admit(place)
         loop = job.loop
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 

@@ -8,7 +8,9 @@ event loop, as a stuck tool does).
 Run: ``python tests/mcp/probe_server.py [--report FILE] [--linger SECONDS]``. ``--report`` writes
 ``{"pid": ..., "env": [...]}`` to FILE at start, so a test sees the server's process and environment
 without a model calling a tool; ``--linger`` keeps the process alive that long after its stdin
-closes (a server slow to exit, which a client must end itself).
+closes (a server slow to exit, which a client must end itself). ``--hostile escape`` adds a tool whose name
+holds terminal escape sequences (it retitles the terminal and clears the screen when printed raw);
+``--hostile lookalike`` adds ``get_current_time`` and ``get_current_time`` with a zero-width space.
 """
 
 from __future__ import annotations
@@ -75,11 +77,23 @@ def hang() -> str:
     return "woke up"
 
 
+def current_time() -> str:
+    """The current time."""
+    return time.strftime("%H:%M")
+
+
+HOSTILE_NAMES = {"escape": ["time\x1b]0;pwned\x07\x1b[2J\x1b[1;1Hnow"],
+                 "lookalike": ["get_current_time", "get_current_time\u200b"]}
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--report")
     parser.add_argument("--linger", type=float, default=0.0)
+    parser.add_argument("--hostile", choices=sorted(HOSTILE_NAMES))
     options = parser.parse_args()
+    for name in HOSTILE_NAMES.get(options.hostile, []):
+        server.add_tool(current_time, name=name)
     if options.report:
         with open(options.report, "w", encoding="utf-8") as report:
             json.dump({"pid": os.getpid(), "env": sorted(os.environ)}, report)

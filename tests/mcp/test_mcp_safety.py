@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,9 +22,11 @@ from pathlib import Path
 
 import pytest
 from child_signals import default_signals
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hammer_plugins.errors import HammerError
-from hammer_plugins.mcp import MCPServer, MCPTimeoutError, parse_env_options, tool_result_text
+from hammer_plugins.mcp import MCPServer, MCPTimeoutError, _split_result_str, parse_env_options, tool_result_text
 
 mcp_types = pytest.importorskip("mcp.types")
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,6 +164,34 @@ def test_tool_result_text_reads_a_call_tool_result_and_its_str() -> None:
     assert tool_result_text("meta=None is what I said") is None
 
 
+# The one regex tool_result_text used to split a printed result with (issue 37: cubic in crafted text).
+OLD_RESULT_STR = re.compile(r"(?:meta=.*? )?content=\[(?P<content>.*)\](?: structuredContent=(?P<structured>.*))?"
+                            r" isError=(?P<error>True|False)", re.S)
+PIECES = ["meta=", "None", " ", "content=[", "[", "]", "] structuredContent=", " structuredContent=", " isError=True",
+          " isError=False", "TextContent(type='text', text='a')", "x", "{'k': 1}"]
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
+def test_the_result_is_split_as_the_old_regex_split_it(text: str) -> None:
+    old = OLD_RESULT_STR.fullmatch(text)
+    expected = None if old is None else (old["content"], old["structured"], old["error"] == "True")
+    assert _split_result_str(text) == expected
+
+
+@pytest.mark.parametrize("unit", ["meta= content=[] structuredContent=", "content=[]] structuredContent= isError=Tru",
+                                  "TextContent(type='text', text=\"\\", "] structuredContent=[] isError=True "])
+def test_a_crafted_result_costs_linear_time(unit: str) -> None:
+    """Crafted results of 4.5 / 9 / 18 kB took 0.28 / 2.06 / 14.5 s with the old regex; 2 MB now takes a
+    fraction of a second (the backstop is many times that)."""
+    crafted = unit * (2_000_000 // len(unit))
+    started = time.process_time()
+    tool_result_text(crafted)
+    tool_result_text(f"content=[{crafted}] isError=False")
+    tool_result_text(f"meta=None content=[{crafted}] structuredContent={crafted} isError=True")
+    assert time.process_time() - started < 20.0
+
+
 async def test_langchain_mcp_results_reach_the_prompt_as_text() -> None:
     """langchain-mcp-adapters gives text blocks (kept) and structured content only as the artifact,
     which the model would not see: it gets the JSON."""
@@ -221,6 +252,32 @@ async def test_llama_index_function_agent_prompt_holds_the_mcp_result_text() -> 
     assert all("content=[" not in p and "TextContent(" not in p for p in prompts)
     assert '"datetime": "' in after_call[0]  # the server's JSON text itself
     assert "8:30" in str(answer)
+
+
+# ------------------------------------------------------------------------------ names shown to a person
+def hostile_chat(kind: str) -> subprocess.CompletedProcess[str]:
+    """``hammer chat --mcp`` on the probe server with hostile tool names; the chat ends at once (empty
+    stdin), and no model is needed: the server backend connects only when asked for an answer."""
+    server = " ".join([*PROBE, "--hostile", kind])
+    return subprocess.run([sys.executable, "-m", "hammer_plugins.cli", "chat", "--mcp", server, "--backend", "server",
+                           "--base-url", "http://127.0.0.1:9/v1"], input="\n", capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+
+
+def test_hammer_chat_shows_an_mcp_tools_escape_sequences_instead_of_running_them() -> None:
+    result = hostile_chat("escape")
+    assert result.returncode == 0, result.stderr
+    assert "hang, time\\x1b]0;pwned\\x07\\x1b[2J\\x1b[1;1Hnow); empty line" in result.stderr
+    # nor does the server's own stderr (FastMCP warns about the name, quoting it) reach the terminal raw
+    assert "\x1b" not in result.stderr + result.stdout and "\x07" not in result.stderr + result.stdout
+
+
+def test_hammer_chat_refuses_an_mcp_servers_look_alike_tool_names() -> None:
+    result = hostile_chat("lookalike")
+    assert result.returncode == 2 and "you>" not in result.stdout
+    assert ("the names 'get_current_time' and 'get_current_time\\u200b' differ only by invisible or look-alike "
+            "characters") in result.stderr, result.stderr
+    assert "\u200b" not in result.stderr
 
 
 # ------------------------------------------------------------------------------ confirmation

@@ -277,9 +277,12 @@ def test_oversized_bodies_get_413_by_length_and_when_chunked(server: BackgroundS
 
 
 def test_unknown_route_and_method_are_json_errors(server: BackgroundServer) -> None:
-    assert httpx.get(server.url + "/v1/nothing").json()["error"]["type"] == "not_found"
-    wrong = httpx.get(server.base_url + "/chat/completions")
+    auth = {"authorization": f"Bearer {KEY}"}
+    assert httpx.get(server.url + "/v1/nothing", headers=auth).json()["error"]["type"] == "not_found"
+    wrong = httpx.get(server.base_url + "/chat/completions", headers=auth)
     assert wrong.status_code == 405 and "error" in wrong.json()
+    # without the key every path but /health is 401, before any routing (issue 37: the key comes first)
+    assert httpx.get(server.url + "/v1/nothing").json()["error"]["code"] == "missing_api_key"
 
 
 def test_health_needs_no_key_but_models_does(server: BackgroundServer) -> None:

@@ -241,3 +241,22 @@ def test_is_error_results_are_marked_for_the_model() -> None:
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": True,
                                       "content": [{"type": "text", "text": "no such city"}]}]}]}, "hammer")
     assert call.messages[-1].role == "tool" and call.messages[-1].content == "Error: no such city"
+
+
+def test_a_prompt_over_the_context_is_each_apis_own_error() -> None:
+    """A 400 in each API's words (Claude Code reads Anthropic's "prompt is too long" to compact), and a max_tokens
+    above the context is capped rather than refused."""
+    engine = HammerEngine(backend=ScriptedBackend(responder=responder, context_window=400))
+    with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as small:
+        oai = openai.OpenAI(base_url=small.base_url, api_key=KEY, max_retries=0)
+        claude = anthropic.Anthropic(base_url=small.base_url.removesuffix("/v1"), api_key=KEY, max_retries=0)
+        long = "word " * 2000
+        with pytest.raises(openai.BadRequestError) as caught:
+            oai.responses.create(model="hammer", input=long)
+        assert caught.value.body["code"] == "context_length_exceeded"
+        with pytest.raises(anthropic.BadRequestError) as too_long:
+            claude.messages.create(model="hammer", max_tokens=64, messages=[{"role": "user", "content": long}])
+        assert too_long.value.body["error"]["message"].startswith("prompt is too long: ")
+        capped = claude.messages.create(model="hammer", max_tokens=32000, timeout=60,
+                                        messages=[{"role": "user", "content": "hello"}])
+        assert capped.content[0].text == "Hello there, friend."

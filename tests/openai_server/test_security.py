@@ -571,27 +571,42 @@ def test_shutdown_answers_the_queue_503_and_stops_the_running_call(gate: GateBac
     assert not gate.gate.is_set() and len(gate.prompts) == 1  # the queued ones never ran
 
 
-def test_hammer_serve_with_a_full_queue_exits_within_15_s_on_sigterm(tmp_path: Any) -> None:
-    """A real ``hammer serve --openai`` process on the scripted backend (HAMMER_SCRIPTED_SERVE is not a
-    thing: the process is started through a tiny launcher that serves a GateBackend with the real runner)."""
-    port = free_port()
+@contextlib.contextmanager
+def gate_process(tmp_path: Any, **options: Any) -> Iterator[tuple[subprocess.Popen[str], str, int]]:
+    """A real ``hammer serve --openai`` process serving a GateBackend through the real runner (the
+    ``argparse`` options it gets: SERVE_GATE's, overridden by ``options``), until its /health answers;
+    killed when the block ends. Yields the process, its URL (IPv4 loopback) and its port."""
+    port = free_port(options.get("host", "127.0.0.1"))
     launcher = tmp_path / "serve_gate.py"
     launcher.write_text(SERVE_GATE)
-    process = subprocess.Popen([sys.executable, str(launcher), str(port)], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": os.path.dirname(
-                                   os.path.abspath(__file__))})
+    # The tests' folder for the launcher's imports, before the path this process has (the code under test)
+    path = os.pathsep.join(filter(None, [os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH")]))
+    process = subprocess.Popen([sys.executable, str(launcher), str(port), json.dumps(options)], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": path})
     url = f"http://127.0.0.1:{port}"
+    probe = f"http://[::1]:{port}" if ":" in options.get("host", "") else url  # up, even if IPv4 cannot reach it
     try:
         deadline = time.monotonic() + 60
         while True:
             assert process.poll() is None, process.stdout.read() if process.stdout else ""
             try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                if httpx.get(probe + "/health", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             assert time.monotonic() < deadline
             time.sleep(0.2)
+        yield process, url, port
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_hammer_serve_with_a_full_queue_exits_within_15_s_on_sigterm(tmp_path: Any) -> None:
+    """A real ``hammer serve --openai`` process on the scripted backend (HAMMER_SCRIPTED_SERVE is not a
+    thing: the process is started through a tiny launcher that serves a GateBackend with the real runner)."""
+    with gate_process(tmp_path) as (process, url, _):
         answers: list[int] = []
 
         def ask() -> None:
@@ -615,15 +630,12 @@ def test_hammer_serve_with_a_full_queue_exits_within_15_s_on_sigterm(tmp_path: A
         print(f"SIGTERM with a full queue: exited in {took:.2f} s with code {code}; answers {sorted(map(str, answers))}")
         assert took < 15 and code == 0
         assert sorted(answers) == [429] + [503] * 5, answers
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 SERVE_GATE = '''
 import argparse
 import inspect
+import json
 import sys
 from hammer_plugins import HammerEngine
 from hammer_plugins.openai_server import runner
@@ -633,9 +645,10 @@ engine = HammerEngine(backend=GateBackend())
 # _engine gives (engine, banner) or, with /health's checks, (engine, banner, checks)
 three = "health_checks = _engine" in inspect.getsource(runner.serve_openai)
 runner._engine = lambda args, stack: (engine, "scripted", []) if three else (engine, "scripted")
-args = argparse.Namespace(host="127.0.0.1", port=int(sys.argv[1]), alias="hammer", api_key=None, max_body_mb=8,
-                          queue_per_slot=4, time_limit=600.0, shutdown_grace=1.0, allow_origin=None, allow_host=None,
-                          parallel=1)
+options = {"host": "127.0.0.1", "port": int(sys.argv[1]), "alias": "hammer", "api_key": None, "max_body_mb": 8,
+           "queue_per_slot": 4, "time_limit": 600.0, "shutdown_grace": 1.0, "allow_origin": None, "allow_host": None,
+           "parallel": 1}
+args = argparse.Namespace(**{**options, **json.loads(sys.argv[2] if len(sys.argv) > 2 else "{}")})
 sys.exit(runner.serve_openai(args))
 '''
 

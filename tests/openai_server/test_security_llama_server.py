@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx
 import pytest
+from test_security_listener import error_code, exchange, head
 
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.server import LlamaServer, OpenAICompatibleBackend
@@ -185,6 +186,17 @@ def test_refused_before_the_engine_and_llama_server_never_asked(
     assert "access-control-allow-origin" not in reply.headers
     if status == 400:
         assert error["type"] == "invalid_request_error"
+    assert backend.stats.requests == sent  # nothing reached llama-server
+    assert_still_serving(server, llama)
+
+
+def test_a_body_without_the_key_gets_401_before_it_is_sent(
+        server: BackgroundServer, llama: LlamaServer, backend: OpenAICompatibleBackend) -> None:
+    """The listener's smoke case (the full table is test_security_listener.py): the key is checked from
+    the headers, so a request announcing 8 MiB is answered before any of it is sent."""
+    sent = backend.stats.requests
+    status, data, _ = exchange(server.port, head(length=8 * 2**20), wait=10)
+    assert status == 401 and error_code(data) == "missing_api_key", data[:300]
     assert backend.stats.requests == sent  # nothing reached llama-server
     assert_still_serving(server, llama)
 

@@ -13,29 +13,21 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
-import os
+import re
 import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
-import pytest
+from built_dists import DISTRIBUTIONS, ROOT, VERSION, clean_venv, wheel_path
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
-
-ROOT = Path(__file__).resolve().parents[2]
-
-# Distribution name -> (project folder, its top-level import path as folders).
-DISTRIBUTIONS = {
-    "hammer-plugins": (ROOT, "hammer_plugins"),
-    "langchain-hammer": (ROOT / "integrations" / "langchain", "langchain_hammer"),
-    "llama-index-llms-hammer": (ROOT / "integrations" / "llama-index", "llama_index/llms/hammer"),
-    "hammer-evals": (ROOT / "evals", "hammer_evals"),
-}
 
 # sha256 of the Apache License 2.0 as apache.org publishes it (LICENSE-2.0.txt, 11358 bytes).
 APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
@@ -43,9 +35,6 @@ APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523
 
 def _pyproject(folder: Path) -> dict:
     return tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
-
-
-VERSION = _pyproject(ROOT)["project"]["version"]
 
 
 def _pins(requirements: list[str], owner: str) -> dict[str, str]:
@@ -76,10 +65,14 @@ def test_every_distribution_has_the_root_version_and_pins_its_siblings_to_it() -
 
 def test_version_attributes_come_from_the_installed_metadata() -> None:
     import langchain_hammer
+    from llama_index.llms import hammer as llama_index_llms_hammer
 
+    import hammer_evals
     import hammer_plugins
 
-    assert hammer_plugins.__version__ == langchain_hammer.__version__ == VERSION
+    versions = {module.__name__: module.__version__
+                for module in (hammer_plugins, langchain_hammer, llama_index_llms_hammer, hammer_evals)}
+    assert versions == dict.fromkeys(versions, VERSION)
 
 
 def test_every_project_folder_has_the_same_standard_license() -> None:
@@ -112,19 +105,8 @@ def test_no_framework_in_the_core_and_no_dev_extra() -> None:
 # --- built wheels and sdists ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every distribution built as ``python -m build`` does: the sdist, then the wheel from the sdist."""
-    out = tmp_path_factory.mktemp("dist")
-    for name, (folder, _) in DISTRIBUTIONS.items():
-        result = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(folder)],
-                                capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, f"{name}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return out
-
-
 def _wheel(dist: Path, name: str) -> zipfile.ZipFile:
-    return zipfile.ZipFile(dist / f"{name.replace('-', '_')}-{VERSION}-py3-none-any.whl")
+    return zipfile.ZipFile(wheel_path(dist, name))
 
 
 def _metadata(wheel: zipfile.ZipFile) -> str:
@@ -169,10 +151,87 @@ def test_wheel_boundaries(dist: Path) -> None:
     assert "Requires-Dist: llama-index-core<0.15,>=0.14" in _metadata(llama)
 
     evals = _wheel(dist, "hammer-evals")
-    assert f"hammer_evals-{VERSION}.dist-info/licenses/hammer_evals/datasets/NOTICE" in evals.namelist()
+    assert "hammer_evals/datasets/NOTICE" in evals.namelist()  # beside the data it names
+    assert "Evaluation data shipped with hammer-evals" in evals.read("hammer_evals/datasets/NOTICE").decode()
     assert [n for n in evals.namelist() if n.startswith("hammer_evals/datasets/academic/")]
     entry_points = evals.read(f"hammer_evals-{VERSION}.dist-info/entry_points.txt").decode()
     assert "[hammer.commands]" in entry_points and "bench = " in entry_points and "eval = " in entry_points
+
+
+def _dist_info(name: str) -> str:
+    return f"{name.replace('-', '_')}-{VERSION}.dist-info/"
+
+
+def _requirements(metadata: str) -> list[Requirement]:
+    return [Requirement(line.removeprefix("Requires-Dist: ")) for line in metadata.splitlines()
+            if line.startswith("Requires-Dist: ")]
+
+
+def test_every_wheel_whose_extras_install_the_weights_carries_their_notice(dist: Path) -> None:
+    notice = (ROOT / "NOTICE").read_text(encoding="utf-8")
+    weights = notice[notice.index("The embedded default model"):notice.index("Evaluation data\n")].strip()
+    carriers = []
+    for name in DISTRIBUTIONS:
+        wheel = _wheel(dist, name)
+        if "Provides-Extra: default-model" not in _metadata(wheel):
+            continue
+        text = wheel.read(_dist_info(name) + "licenses/NOTICE").decode()
+        assert text.startswith(f"{name}\n") and weights in text, name
+        carriers.append(name)
+    assert carriers == list(DISTRIBUTIONS)  # each has a default-model extra
+
+
+def test_no_wheel_holds_the_same_file_twice(dist: Path) -> None:
+    # check-wheel-contents' W002: the evals NOTICE was once both package data and a license file.
+    for name in DISTRIBUTIONS:
+        wheel = _wheel(dist, name)
+        seen: dict[str, str] = {}
+        for info in wheel.infolist():
+            if info.file_size and not info.filename.endswith("/RECORD"):
+                digest = hashlib.sha256(wheel.read(info)).hexdigest()
+                assert digest not in seen, f"{name}: {info.filename} repeats {seen[digest]}"
+                seen[digest] = info.filename
+
+
+def test_each_sdist_holds_its_own_project_only(dist: Path) -> None:
+    # Unanchored include patterns once put the other distributions' README, LICENSE and NOTICE in hammer-plugins'.
+    top_level = {"PKG-INFO", "pyproject.toml", "README.md", "LICENSE", "NOTICE", ".gitignore"}
+    for name, (folder, package) in DISTRIBUTIONS.items():
+        readme = _pyproject(folder)["project"]["readme"]
+        with tarfile.open(dist / f"{name.replace('-', '_')}-{VERSION}.tar.gz") as sdist:
+            files = {m.name.split("/", 1)[1] for m in sdist.getmembers() if m.isfile()}
+        strangers = sorted(f for f in files if not f.startswith(package + "/") and f not in top_level | {readme})
+        assert strangers == [], name
+        assert {"NOTICE", readme} <= files, name
+
+
+def test_every_runtime_requirement_has_an_upper_bound(dist: Path) -> None:
+    for name in DISTRIBUTIONS:
+        for requirement in _requirements(_metadata(_wheel(dist, name))):
+            bounds = [s for s in requirement.specifier if s.operator in ("<", "<=", "==", "~=")]
+            assert bounds, f"{name}: {requirement} has no upper bound"
+            if requirement.name == "openai":  # llama-index-llms-openai keeps openai below 3 (the server's tests use it)
+                assert not requirement.specifier.contains("3.0.0"), f"{name}: {requirement}"
+
+
+def test_python_version_classifiers_agree_with_requires_python(dist: Path) -> None:
+    for name in DISTRIBUTIONS:
+        metadata = _metadata(_wheel(dist, name))
+        requires = SpecifierSet(re.search(r"^Requires-Python: (.+)$", metadata, re.M).group(1))
+        versions = re.findall(r"^Classifier: Programming Language :: Python :: (3\.\d+)$", metadata, re.M)
+        assert versions and all(Version(v) in requires for v in versions), name
+        assert min(versions, key=Version) == next(s.version for s in requires if s.operator == ">="), name
+
+
+def test_each_index_page_opens_with_its_pip_command_and_links_absolutely(dist: Path) -> None:
+    for name in DISTRIBUTIONS:
+        metadata = _metadata(_wheel(dist, name))
+        page = metadata.split("\n\n", 1)[1]  # the long description follows the headers
+        first_block = re.search(r"```[a-z]*\n(.*?)```", page, re.S).group(1)
+        assert first_block.startswith(f'pip install "{name}['), f"{name}: {first_block!r}"
+        targets = re.findall(r"\]\(([^)\s]+)\)", page) + re.findall(r'(?:src|href)="([^"]+)"', page)
+        relative = [t for t in targets if not t.startswith(("https://", "http://", "#"))]
+        assert targets and relative == [], f"{name}: links that break on the index page: {relative}"
 
 
 # --- clean installs: one framework each ------------------------------------------------------------------
@@ -226,16 +285,7 @@ print(json.dumps({"calls": [[c.tool_name, c.tool_kwargs] for c in llm.get_tool_c
 
 def _clean_install(tmp_path: Path, dist: Path, names: list[str]) -> Path:
     """A fresh venv with these distributions from the built wheels; every other dependency from the index."""
-    venv = tmp_path / "venv"
-    # No pip inside (ensurepip is most of a venv's creation time): this environment's pip installs into it.
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    wheels = [str(_wheel(dist, name).filename) for name in names]
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    result = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-compile", *wheels],
-                            capture_output=True, text=True, timeout=600, env=env)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return python
+    return clean_venv(tmp_path / "venv", [str(wheel_path(dist, name)) for name in names])
 
 
 def _run(python: Path, script: str) -> dict:

@@ -30,3 +30,25 @@ def test_evaluator_commands_without_hammer_evals_name_what_to_install(monkeypatc
     assert cli.main(["bench", "accuracy"]) == 2
     err = capsys.readouterr().err
     assert "Fix: pip install hammer-evals\n" in err and "Fix: pip install 'hammer-evals[bench]'" in err
+
+
+def test_evaluator_help_without_hammer_evals_names_what_to_install(monkeypatch, capsys) -> None:
+    # `hammer eval --help` once answered "unrecognized arguments: --help": the help is what to install.
+    from hammer_plugins import cli
+
+    monkeypatch.setattr(cli, "_commands", lambda: [])
+    for argv, fix in ((["eval", "--help"], "pip install hammer-evals\n"), (["bench", "-h"], "pip install 'hammer-evals[bench]'"),
+                      (["bench", "accuracy", "--limit", "1"], "pip install 'hammer-evals[bench]'")):
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"Fix: {fix}" in err and "unrecognized" not in err, (argv, err)
+
+
+def test_unknown_options_of_a_real_command_are_still_refused(capsys) -> None:
+    import pytest
+
+    from hammer_plugins import cli
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(["models", "--bogus"])
+    assert info.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err

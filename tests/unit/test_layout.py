@@ -6,6 +6,7 @@ import pkgutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import hammer_plugins
 
@@ -147,3 +148,199 @@ def test_every_docstring_example_runs() -> None:
             if result.failed:
                 failed[name] = result.failed
     assert failed == {}
+
+
+# ------------------------------------------------------------------ layers of the engine package
+# Each layer imports only the layers below it (and modules of its own layer). Names are the first
+# component under hammer_plugins (a module, or a package with everything in it).
+LAYERS: tuple[frozenset[str], ...] = (
+    # the data types and the values every layer passes around
+    frozenset({"errors", "calls", "messages", "presets", "streaming", "demo_tools", "_compiler_flags", "_cpu_threads",
+               "_vllm_command", "display", "linear_regex"}),
+    # pure rules over them: tools and schemas, prompt, grammar, parsing, the stream's events and encoders
+    frozenset({"tools", "schema_keywords", "parsing", "snapshots", "response", "prompt", "masking", "grammar",
+               "token_mask", "agent_turn", "tool_choice", "events", "encoder", "model_source", "model_store",
+               "prefix_cache", "slot_filling"}),
+    # the runtimes behind the interface, and the thread bridge of the local ones
+    frozenset({"backends", "bridge"}),
+    # the engine, the one declaration of its settings, and the engines built from them
+    frozenset({"engine", "settings", "config"}),
+    # the doors
+    frozenset({"openai_server", "mcp", "cli", "serve", "vllm_plugin"}),
+)
+
+
+def _layer_of(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return _layer_of("hammer_plugins.engine")  # the package's own __init__: the public API, the engine and below
+    return next(i for i, layer in enumerate(LAYERS) if parts[1] in layer)
+
+
+def _layer_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((m, i) for m, imported in graph.items() if m.startswith("hammer_plugins")
+                  for i in imported if i.startswith("hammer_plugins") and _layer_of(i) > _layer_of(m))
+
+
+def test_every_engine_module_has_a_layer() -> None:
+    root = ROOT / "hammer_plugins"
+    modules = {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
+    modules |= {p.name for p in root.iterdir() if p.is_dir() and any(p.glob("*.py"))}
+    named = set().union(*LAYERS)
+    assert modules - named == set(), "give each new module a layer in LAYERS"
+    assert named - modules == set(), "a layer names a module that is gone"
+
+
+def test_the_layer_rule_finds_an_upward_import() -> None:
+    assert _layer_violations({"hammer_plugins.tools": {"hammer_plugins.engine.api"}}) == [
+        ("hammer_plugins.tools", "hammer_plugins.engine.api")]
+    assert _layer_violations({"hammer_plugins.engine.api": {"hammer_plugins.tools"}}) == []
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    assert _layer_violations(_import_graph()) == []
+
+
+# ------------------------------------------------------------------ every writer of wire chunks
+# The doors that turn the engine's event stream into a wire format; the "already sent" bookkeeping
+# lives once in hammer_plugins/encoder.py, so no block may repeat across two of them.
+WIRE_WRITERS = {
+    "langchain": sorted((ROOT / "integrations" / "langchain" / "langchain_hammer").glob("*.py")),
+    "llama_index": sorted((ROOT / "integrations" / "llama-index" / "llama_index" / "llms" / "hammer").glob("*.py")),
+    "openai_server": sorted((ROOT / "hammer_plugins" / "openai_server").glob("*.py")),
+    "vllm_plugin": sorted((ROOT / "hammer_plugins" / "vllm_plugin").glob("*.py")),
+    "engine": [ROOT / "hammer_plugins" / "encoder.py", ROOT / "hammer_plugins" / "events.py"],
+}
+
+
+def _doors_of(twin: str) -> set[str]:
+    return {door for door, files in WIRE_WRITERS.items() if any(str(f) in twin for f in files)}
+
+
+def test_no_twins_between_the_writers_of_wire_chunks() -> None:
+    """The adapters, the OpenAI server's encoders and the vLLM plugin share no repeated block."""
+    files = [f for group in WIRE_WRITERS.values() for f in group]
+    across = [t for t in _twins(files) if len(_doors_of(t)) > 1]
+    assert across == []
+
+
+# ------------------------------------------------------------------ the documented public API
+_OURS = r"(?:hammer_plugins|langchain_hammer|hammer_evals|llama_index\.llms\.hammer)"
+
+
+def _documented_names() -> set[tuple[str, str]]:
+    """(module, name) for every import of our packages the README and docs show, and every dotted
+    reference to one of our names (``hammer_plugins.config.EngineSettings``)."""
+    import re
+
+    found: set[tuple[str, str]] = set()
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "integrations").glob("*/README.md")),
+             ROOT / "evals" / "README.md"]
+    for page in pages:
+        if not page.is_file():
+            continue
+        text = page.read_text()
+        for module, names in re.findall(rf"from ({_OURS}[\w.]*) import \(([^)]*)\)", text):
+            found |= {(module, n.strip().split(" as ")[0]) for n in names.replace("\n", ",").split(",") if n.strip()}
+        for module, names in re.findall(rf"from ({_OURS}[\w.]*) import ([\w ,]+)", text):
+            found |= {(module, n.strip().split(" as ")[0]) for n in names.split(",") if n.strip()}
+        for dotted in re.findall(rf"\b({_OURS}(?:\.\w+)+)", text):
+            module, _, name = dotted.rpartition(".")
+            found.add((module, name))
+    return found
+
+
+def test_the_documented_names_are_found() -> None:
+    names = _documented_names()
+    assert ("hammer_plugins", "HammerEngine") in names
+    assert ("hammer_plugins.config", "EngineSettings") in names
+    assert ("langchain_hammer", "ChatHammer") in names
+
+
+def test_every_name_the_docs_show_imports_from_where_they_show_it() -> None:
+    import importlib
+
+    broken = []
+    for module, name in sorted(_documented_names()):
+        try:
+            loaded = importlib.import_module(module)
+        except ImportError:
+            # ``hammer_plugins.backends.server`` is written both as a module and as a name in its parent.
+            parent, _, attribute = module.rpartition(".")
+            try:
+                loaded = getattr(importlib.import_module(parent), attribute)
+            except (ImportError, AttributeError) as exc:
+                broken.append(f"{module}.{name}: {exc}")
+                continue
+        if not hasattr(loaded, name):
+            try:
+                importlib.import_module(f"{module}.{name}")  # a submodule named in the docs
+            except ImportError as exc:
+                broken.append(f"{module}.{name}: {exc}")
+    assert broken == []
+
+
+# ------------------------------------------------------------------ each default written once
+# The declaration: hammer_plugins/settings.py (EngineFields), reading the runtime's own defaults in
+# hammer_plugins/backends/base.py (GenerationSettings, RuntimeSettings). Everything else reads them.
+DECLARATIONS = ("hammer_plugins/settings.py", "hammer_plugins/backends/base.py")
+
+
+def _written_defaults(source: str, defaults: dict[str, Any]) -> list[tuple[int, str]]:
+    """(line, name) of every literal default of a setting in ``source``: a keyword default of a function, a
+    class field, or an argparse ``default=`` of a flag named after it, equal to the declared default."""
+    import ast
+
+    def literal(node: ast.AST) -> Any:
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            return ...
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        pairs: list[tuple[str, ast.AST]] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            positional = node.args.posonlyargs + node.args.args
+            pairs += [(a.arg, d) for a, d in zip(positional[len(positional) - len(node.args.defaults):],
+                                                  node.args.defaults, strict=True)]
+            pairs += [(a.arg, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True) if d is not None]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            pairs.append((node.target.id, node.value))
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument" and node.args:
+            flag = literal(node.args[0])
+            default = next((k.value for k in node.keywords if k.arg == "default"), None)
+            if isinstance(flag, str) and default is not None:
+                pairs.append((flag.lstrip("-").replace("-", "_"), default))
+        for name, value in pairs:
+            written = literal(value)
+            if name in defaults and type(written) is type(defaults[name]) and written == defaults[name]:
+                found.append((value.lineno, name))
+    return found
+
+
+def _declared_defaults() -> dict[str, Any]:
+    """The declared defaults worth finding: numbers and strings (on/off switches and None are every
+    component's own, e.g. ``TokenMask(loop_guard=True)``)."""
+    from hammer_plugins.settings import DEFAULTS
+
+    return {name: value for name, value in DEFAULTS.model_dump().items()
+            if isinstance(value, int | float | str) and not isinstance(value, bool)}
+
+
+def test_the_default_finder_finds_a_default_written_again() -> None:
+    defaults = {"n_ctx": 8192, "max_tokens": 512}
+    source = ("def f(n_ctx: int = 8192, *, max_tokens=512, other=8192): pass\n"
+              "class A:\n    n_ctx: int = 8192\n"
+              "parser.add_argument('--n-ctx', type=int, default=8192)\n"
+              "def g(n_ctx: int = 4096): pass\n")
+    assert _written_defaults(source, defaults) == [(1, "n_ctx"), (1, "max_tokens"), (3, "n_ctx"), (4, "n_ctx")]
+
+
+def test_each_default_is_written_once() -> None:
+    defaults = _declared_defaults()
+    assert {"n_ctx", "max_tokens", "max_tool_rounds", "backend", "on_refusal"} <= set(defaults)
+    files = [*sorted((ROOT / "hammer_plugins").rglob("*.py")), *sorted((ROOT / "integrations").rglob("*.py"))]
+    again = [f"{f.relative_to(ROOT)}:{line}: {name}" for f in files if str(f.relative_to(ROOT)) not in DECLARATIONS
+             for line, name in _written_defaults(f.read_text(encoding="utf-8"), defaults)]
+    assert again == []

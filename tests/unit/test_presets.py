@@ -176,3 +176,16 @@ def test_gpu_settings_reach_the_runtimes(hf_cache: Path, small_gguf: Path) -> No
     transformers = HammerEngine(model="hammer2.1-1.5b", backend="transformers", device="cuda", dtype="bfloat16").backend
     assert (transformers.device_option, transformers.dtype_option) == ("cuda", "bfloat16")
     assert transformers.source.location == "MadeAgents/Hammer2.1-1.5b"  # the preset's checkpoint on transformers
+
+
+def test_models_by_name_without_huggingface_hub_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As after `pip install "langchain-hammer[llama-cpp]"` before huggingface-hub was in that extra.
+    from hammer_plugins import BackendNotInstalledError
+    from hammer_plugins.model_store import pull
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # not importable, and find_spec finds nothing
+    fix = r"need huggingface_hub.*Fix: pip install 'hammer-plugins\[llama-cpp\]'"
+    for attempt in (model_table, lambda: pull("hammer2.1-1.5b")):
+        with pytest.raises(BackendNotInstalledError, match=fix):
+            attempt()
+    assert best_pulled_preset() is None  # the default model path still works without it

@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 from hammer_plugins import HammerEngine, Message, Tool
 from hammer_plugins.backends.scripted import ScriptedBackend
-from hammer_plugins.grammar import build_grammar
+from hammer_plugins.errors import SchemaConversionError
+from hammer_plugins.grammar import build_grammar, build_json_grammar
 from hammer_plugins.schema_keywords import FORMATS as ENGINE_FORMATS
 from hammer_plugins.schema_keywords import SchemaKeywordWarning, keyword_violation
 from hammer_plugins.tools import SchemaLimits, schema_limits
@@ -371,23 +372,40 @@ def test_pydantic_fields_keep_their_constraints(qwen_lltokenizer: Any) -> None:
     assert not accepts({"guests": 2, "code": "ABC", "day": "31/01/2025"})
 
 
-def test_an_unsupported_pattern_still_binds_warns_once_and_is_checked_after_decoding(
+def test_a_pattern_the_grammar_cannot_express_still_binds_warns_once_and_is_checked_after_decoding(
         qwen_lltokenizer: Any) -> None:
-    tool = Tool(name="lookahead", parameters={"type": "object", "properties": {
-        "password": {"type": "string", "pattern": "^(?=.*[0-9]).{8,}$"}}, "required": ["password"]})
-    with pytest.warns(SchemaKeywordWarning, match="pattern.*lookaround"):
+    """A word boundary: RE2 runs it (linear time), the grammar's engines do not have it."""
+    tool = Tool(name="boundary", parameters={"type": "object", "properties": {
+        "word": {"type": "string", "pattern": r"\bok\b"}}, "required": ["word"]})
+    with pytest.warns(SchemaKeywordWarning, match="pattern.*anchor"):
         grammar = build_grammar([tool], "required")
     with warnings.catch_warnings():
         warnings.simplefilter("error", SchemaKeywordWarning)
         build_grammar([tool], "required")  # reported once
-    weak = json.dumps([{"name": "lookahead", "arguments": {"password": "abcdefgh"}}])
+    weak = json.dumps([{"name": "boundary", "arguments": {"word": "book"}}])
     assert lark_accepts_each(qwen_lltokenizer, grammar, [weak]) == [True]
-    engine = HammerEngine(backend=ScriptedBackend([weak, weak.replace("abcdefgh", "abcdefg1")]))
+    engine = HammerEngine(backend=ScriptedBackend([weak, weak.replace("book", "an ok day")]))
     out = engine.generate([Message.user("set it")], tools=[tool])
     assert out.kind == "invalid" and not out.tool_calls
-    assert "'pattern'" in out.invalid_tool_calls[0].reason and out.invalid_tool_calls[0].name == "lookahead"
+    assert "'pattern'" in out.invalid_tool_calls[0].reason and out.invalid_tool_calls[0].name == "boundary"
     ok = engine.generate([Message.user("set it")], tools=[tool])
-    assert ok.kind == "tool_calls" and ok.tool_calls[0].arguments == {"password": "abcdefg1"}
+    assert ok.kind == "tool_calls" and ok.tool_calls[0].arguments == {"word": "an ok day"}
+
+
+@pytest.mark.parametrize(("pattern", "feature"), [
+    ("^(?=.*[0-9]).{8,}$", "a lookaround"), ("(a)\\1", "a back-reference"), ("x(?<!y)", "a lookaround"),
+    ("(?i)abc", "inline flags"), ("(?<year>[0-9]{4})", "cannot read"), ("a{1001}", "repetition"),
+])
+def test_a_pattern_the_linear_engine_cannot_run_is_refused_when_the_tool_is_bound(pattern: str, feature: str) -> None:
+    """Matching it would need a backtracking engine, whose time a crafted pattern makes exponential (issue 37)."""
+    schema = {"type": "object", "properties": {"outer": {"type": "object", "properties": {
+        "secret": {"type": "string", "pattern": pattern}}}}}
+    with pytest.raises(SchemaConversionError) as caught:
+        Tool(name="lookahead", parameters=schema)
+    assert caught.value.tool == "lookahead" and caught.value.field == "outer.secret.pattern"
+    assert feature in str(caught.value) and "Fix: rewrite it" in str(caught.value)
+    with pytest.raises(SchemaConversionError, match=re.escape(feature)):
+        build_json_grammar(schema, "answer")  # a response format's schema too
 
 
 def test_the_engine_names_the_keyword_the_grammar_cannot_express() -> None:
@@ -449,11 +467,9 @@ def test_langchain_and_llama_index_get_the_invalid_call() -> None:
 
 def test_a_response_formats_warning_does_not_promise_a_check_it_does_not_make() -> None:
     """Tool schemas are checked after decoding; a response format's answer is not: the warning says which."""
-    from hammer_plugins.grammar import build_json_grammar
-
-    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "(?=x)x+"}}}
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": r"\bx+"}}}
     with pytest.warns(SchemaKeywordWarning, match="not checked after decoding") as caught:
-        build_json_grammar(schema, "answer-with-lookaround")
+        build_json_grammar(schema, "answer-with-boundary")
     assert "invalid call" not in str(caught[0].message)
     with pytest.warns(SchemaKeywordWarning, match="becomes an invalid call"):
-        build_grammar([Tool(name="tool_with_lookaround", parameters=schema)])
+        build_grammar([Tool(name="tool_with_boundary", parameters=schema)])

@@ -302,10 +302,10 @@ def test_sized_cache_is_bounded_by_size_and_entries() -> None:
 
 
 def test_the_grammar_cache_stays_under_its_size(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hammer_plugins import engine as engine_module
+    from hammer_plugins.engine import binding as binding_module
 
     small = SizedCache(1000, 200_000)
-    monkeypatch.setattr(engine_module, "_GRAMMARS", small)
+    monkeypatch.setattr(binding_module, "_GRAMMARS", small)
     engine = HammerEngine(backend=ScriptedBackend([]))
     for i in range(40):  # distinct tool sets, each grammar some 20 kB
         tools = [{"name": f"set{i}_t{k}", "parameters": {"type": "object", "properties": {
@@ -317,13 +317,13 @@ def test_the_grammar_cache_stays_under_its_size(monkeypatch: pytest.MonkeyPatch)
 
 # ------------------------------------------------------------------ context window first, max_tokens capped
 def test_a_prompt_over_the_window_is_refused_before_any_grammar_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hammer_plugins import engine as engine_module
+    from hammer_plugins.engine import binding, planning
 
     def no_grammar(*args: Any, **kwargs: Any) -> Grammar:
         raise AssertionError("the grammar was built for a prompt that cannot fit")
 
-    monkeypatch.setattr(engine_module, "build_grammar", no_grammar)
-    monkeypatch.setattr(engine_module, "build_json_grammar", no_grammar)
+    monkeypatch.setattr(binding, "build_grammar", no_grammar)
+    monkeypatch.setattr(planning, "build_json_grammar", no_grammar)
     engine = HammerEngine(backend=ScriptedBackend(["[]"], context_window=256))
     tool = {"name": "brand_new_tool", "parameters": {"type": "object", "properties": {"a": {"type": "string"}}}}
     with pytest.raises(ContextWindowExceededError):

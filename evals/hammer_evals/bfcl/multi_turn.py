@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from hammer_evals.concurrency import run_concurrently
+from hammer_evals.model_unavailable import BENCH_FIX, CANNOT_RUN, unavailable
 
 from .bfcl import _offline_model_config, _read_jsonl, data_dir, to_tool_spec
 
@@ -240,10 +241,13 @@ def run_multi_turn(model_path: str, runners: Sequence[str], categories: Sequence
             for category, entries in data.items():
                 correct = 0
 
-                def drive(entry: dict[str, Any], agent: Agent = agent) -> tuple[MultiTurnResult, float]:
+                def drive(entry: dict[str, Any], agent: Agent = agent,
+                          name: str = runner.name) -> tuple[MultiTurnResult, float]:
                     started = time.perf_counter()
                     try:
                         result = run_entry(entry, agent, max_steps=max_steps)
+                    except CANNOT_RUN as exc:  # no entry can run: stop (hammer_evals.model_unavailable)
+                        raise unavailable(name, exc, BENCH_FIX) from exc
                     except Exception as exc:  # noqa: BLE001 - a crash is a failed entry, recorded with its cause
                         result = MultiTurnResult(id=entry["id"], category=entry["id"].rsplit("_", 1)[0], steps=[],
                                                  valid=False, error_type="runner_error",

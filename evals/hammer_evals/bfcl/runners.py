@@ -19,16 +19,29 @@ Example:
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from ..model_unavailable import BENCH_FIX, CANNOT_RUN, unavailable
 from .bfcl import BfclEntry, to_bfcl_output, to_openai_tool, to_tool_spec
 
-_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+
+
+def _tagged_blocks(text: str) -> list[str]:
+    """The stripped text of each ``<tool_call>`` block (an unclosed last one runs to the end). With str.find,
+    not the regex ``<tool_call>\\s*(.*?)\\s*(?:</tool_call>|$)``, which is quadratic in a run of whitespace
+    the model writes (40 kB: 23 s; issue 37)."""
+    blocks: list[str] = []
+    start = text.find(_OPEN)
+    while start >= 0:
+        end = text.find(_CLOSE, start + len(_OPEN))
+        blocks.append(text[start + len(_OPEN): end if end >= 0 else len(text)].strip())
+        start = -1 if end < 0 else text.find(_OPEN, end + len(_CLOSE))
+    return blocks
 
 
 class Outcome(BaseModel):
@@ -60,7 +73,7 @@ def parse_tool_call_tags(text: str) -> tuple[list[tuple[str, dict[str, Any]]], b
     """Hermes-style ``<tool_call>{json}</tool_call>`` blocks: (calls, malformed)."""
     calls: list[tuple[str, dict[str, Any]]] = []
     malformed = False
-    for block in _TAG.findall(text):
+    for block in _tagged_blocks(text):
         try:
             item = json.loads(block)
             args = item.get("arguments", item.get("parameters", {}))
@@ -117,6 +130,8 @@ class ChatHammerRunner:
         started = time.perf_counter()
         try:
             message = bound.invoke(_messages(entry))
+        except CANNOT_RUN as exc:  # no answer at all: the run stops (model_unavailable says why)
+            raise unavailable(self.name, exc, BENCH_FIX) from exc
         except Exception as exc:  # noqa: BLE001 - a failure is a malformed answer, recorded
             return Outcome(malformed=True, error=f"{type(exc).__name__}: {exc}"[:500],
                            latency_s=time.perf_counter() - started)
@@ -143,6 +158,8 @@ class ChatLlamaCppRunner:
         started = time.perf_counter()
         try:
             message = bound.invoke(_messages(entry))
+        except CANNOT_RUN as exc:
+            raise unavailable(self.name, exc, BENCH_FIX) from exc
         except Exception as exc:  # noqa: BLE001
             return Outcome(malformed=True, error=f"{type(exc).__name__}: {exc}"[:500],
                            latency_s=time.perf_counter() - started)
@@ -166,6 +183,8 @@ class LlamaCppToolsRunner:
         try:
             result = self.llama.create_chat_completion(messages=_messages(entry), tools=tools, temperature=0.0,
                                                        max_tokens=self.max_tokens)
+        except CANNOT_RUN as exc:
+            raise unavailable(self.name, exc, BENCH_FIX) from exc
         except Exception as exc:  # noqa: BLE001
             return Outcome(malformed=True, error=f"{type(exc).__name__}: {exc}"[:500],
                            latency_s=time.perf_counter() - started)
@@ -184,6 +203,15 @@ def make_runner(kind: str, model_path: str, *, max_tokens: int = 256, n_ctx: int
     ``hammer-noguard`` (guard off) and ``hammer-penalty`` (guard off, repeat_penalty 1.1).
     ``base_url``: the ChatHammer runners ask this server instead of loading the model (the others
     still load ``model_path``)."""
+    try:
+        return _make_runner(kind, model_path, max_tokens=max_tokens, n_ctx=n_ctx, n_threads=n_threads,
+                            base_url=base_url)
+    except CANNOT_RUN as exc:  # e.g. ChatLlamaCpp without llama-cpp-python: no question can be asked
+        raise unavailable(kind, exc, BENCH_FIX) from exc
+
+
+def _make_runner(kind: str, model_path: str, *, max_tokens: int, n_ctx: int, n_threads: int | None,
+                 base_url: str | None) -> Runner:
     opts: dict[str, Any] = {"max_tokens": max_tokens, "n_ctx": n_ctx, "n_threads": n_threads}
     if kind in ("hammer-noguard", "hammer-penalty"):
         # The loop guard's comparison points: no guard, and the old remedy (a repeat penalty of 1.1).

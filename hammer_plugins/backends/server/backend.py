@@ -51,7 +51,7 @@ from ...errors import (
     ServerUnavailableError,
 )
 from ...grammar import Grammar, SizedCache
-from ..base import Backend, GenerationCancelled, GenerationChunk, GenerationSettings
+from ..base import GenerationCancelled, GenerationChunk, GenerationSettings, Runtime
 
 if TYPE_CHECKING:
     import httpx
@@ -79,7 +79,7 @@ _PROBE_PROMPT = "<|im_start|>user\nSay hello.<|im_end|>\n<|im_start|>assistant\n
 
 
 # -------------------------------------------------------------------------------------- backend
-class OpenAICompatibleBackend(Backend):
+class OpenAICompatibleBackend(Runtime):
     """Hammer on an OpenAI-compatible server (vLLM, llama-server, llama-cpp-python), over ``/v1/completions``.
 
     Args:
@@ -650,9 +650,6 @@ class OpenAICompatibleBackend(Backend):
         the caller closes the iterator, the response is closed, so the server stops generating.
         """
         return self._drive(self._generate(prompt, settings, grammar), cancel)
-
-    def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
-        return self._drive(self._generate(prompt, settings, grammar))
 
     def astream(self, prompt: str, settings: GenerationSettings,
                 grammar: Grammar | None = None) -> AsyncIterator[GenerationChunk]:

@@ -54,16 +54,15 @@ from hammer_plugins import (
     HammerError,
     HammerResponse,
     Message,
-    TextDelta,
     ToolCall,
-    ToolCallDelta,
     normalize_tool_choice,
     to_tool,
 )
 from hammer_plugins.calls import new_call_id
 from hammer_plugins.config import SERVER_OPTIONS, EngineSettings
+from hammer_plugins.encoder import StreamEncoder
 from hammer_plugins.mcp import tool_result_text
-from hammer_plugins.slot_filling import SlotFiller
+from hammer_plugins.slot_filling import SlotFiller, SlotFillingResponse
 from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
 
 # LangChain passes these through the call kwargs for its own bookkeeping; every other per-call
@@ -95,7 +94,8 @@ class ChatHammer(BaseChatModel, EngineSettings):
             ``api_key``, ``timeout``, ``max_retries``; docs/server.md), or a ``hammer_plugins.Backend``.
 
     Hammer behaviour:
-        prompt_format: ``"hammer2.1"`` (default), ``"hammer2.0"`` or ``"hammer1.0"``.
+        prompt_format: ``"hammer2.1"``, ``"hammer2.0"`` or ``"hammer1.0"``; ``None`` (default): the named
+            model's own (a Hammer 2.0 or 1.0 preset has its own), else ``"hammer2.1"``.
         constrained: grammar-constrained decoding of the call list (default on).
         mask_names: show the model opaque function/parameter names; calls come back with real names.
         on_refusal: what Hammer's ``[]`` becomes: ``"message"`` (an AIMessage with ``refusal_text``,
@@ -501,7 +501,7 @@ def _metadata(response: HammerResponse, model_name: str) -> dict[str, Any]:
                                 "refusal": response.kind == "refusal"}
     if response.raw.strip() != response.text:
         metadata["raw_output"] = response.raw  # what the model wrote, when the content is not it
-    if response.snapshot is not None:  # a slot-filling turn: the state travels with the message
+    if isinstance(response, SlotFillingResponse) and response.snapshot is not None:  # the state travels with it
         metadata.update(response.snapshot.to_metadata())
         metadata[SLOT_FILLING_ACTION_KEY] = response.slot_filling_action
     return metadata
@@ -527,7 +527,7 @@ def _result(response: HammerResponse, model_name: str) -> ChatResult:
                                                   generation_info={"finish_reason": response.finish_reason})])
 
 
-class _StreamConverter:
+class _StreamConverter(StreamEncoder[ChatGenerationChunk]):
     """Engine stream events to chunks whose sum equals the ``AIMessage`` of ``invoke``.
 
     Prose (the engine's ``"prose"`` channel: a tool-free answer, the ``on_refusal="answer"`` pass,
@@ -535,32 +535,25 @@ class _StreamConverter:
     trims it so the deltas add up to the final text. The ``"call"`` channel is Hammer's call list,
     not content: each call is sent as one tool_call_chunk as soon as the engine has it
     (``ToolCallDelta``), and the rest (text not streamed, late or invalid calls, usage, metadata)
-    comes with the final chunk.
+    comes with the final chunk. What was already sent is the shared
+    :class:`~hammer_plugins.encoder.StreamEncoder`'s state.
     """
 
     def __init__(self, model_name: str) -> None:
+        super().__init__()
         self.model_name = model_name
-        self.streamed = ""
-        self.sent_ids: set[str] = set()
 
-    def feed(self, event: TextDelta | ToolCallDelta | HammerResponse) -> list[ChatGenerationChunk]:
-        """The chunks for one engine event (none for call syntax)."""
-        if isinstance(event, TextDelta):
-            if event.channel != "prose":
-                return []
-            self.streamed += event.text
-            return [ChatGenerationChunk(message=AIMessageChunk(content=event.text))]
-        if isinstance(event, ToolCallDelta):
-            self.sent_ids.add(event.call.id)
-            chunk = _call_chunk(event.call.name, _dump(event.call.arguments), event.call.id, event.index)
-            return [ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[chunk]))]
-        return [self._final(event)]
+    def on_prose(self, text: str) -> list[ChatGenerationChunk]:
+        return [ChatGenerationChunk(message=AIMessageChunk(content=text))]
 
-    def _final(self, response: HammerResponse) -> ChatGenerationChunk:
+    def on_call(self, index: int, call: ToolCall) -> list[ChatGenerationChunk]:
+        chunk = _call_chunk(call.name, _dump(call.arguments), call.id, index)
+        return [ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[chunk]))]
+
+    def on_finish(self, response: HammerResponse) -> list[ChatGenerationChunk]:
         # What was not streamed: all of it for calls and refusal texts, nothing after streamed prose.
-        content = response.text.removeprefix(self.streamed)
-        chunks = [_call_chunk(c.name, _dump(c.arguments), c.id, i)
-                  for i, c in enumerate(response.tool_calls) if c.id not in self.sent_ids]
+        content = self.unsent_text(response.text)
+        chunks = [_call_chunk(c.name, _dump(c.arguments), c.id, i) for i, c in self.unsent_calls(response)]
         offset = len(response.tool_calls)
         # LangChain re-derives invalid calls from chunk args; the raw text keeps a truncated call invalid.
         chunks += [_call_chunk(c.name, c.arguments if c.arguments is not None else c.raw, c.id, offset + i)
@@ -568,7 +561,7 @@ class _StreamConverter:
         message = AIMessageChunk(content=content, tool_call_chunks=chunks, usage_metadata=_usage(response),
                                  additional_kwargs=_refusal(response),
                                  response_metadata=_metadata(response, self.model_name), chunk_position="last")
-        return ChatGenerationChunk(message=message, generation_info={"finish_reason": response.finish_reason})
+        return [ChatGenerationChunk(message=message, generation_info={"finish_reason": response.finish_reason})]
 
 
 def _call_chunk(name: str | None, args: str, call_id: str, index: int) -> Any:

@@ -55,13 +55,13 @@ from hammer_plugins import (
     InvalidToolCall,
     Message,
     ModelNotFoundError,
-    TextDelta,
     ToolCall,
-    ToolCallDelta,
 )
 from hammer_plugins.config import EngineSettings
+from hammer_plugins.encoder import StreamEncoder
 from hammer_plugins.mcp import tool_result_text
 from hammer_plugins.messages import to_message
+from hammer_plugins.slot_filling import SlotFillingResponse
 from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
 
 if TYPE_CHECKING:
@@ -220,12 +220,13 @@ class HammerLLM(FunctionCallingLLM, EngineSettings):
     def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Iterator[ChatResponse]:
         turn = _Turn()
         for event in self.engine.stream(to_engine_messages(messages), **self._options(kwargs)):
-            yield turn.feed(event)
+            yield from turn.feed(event)
 
     async def _astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> AsyncIterator[ChatResponse]:
         turn = _Turn()
         async for event in self.engine.astream(to_engine_messages(messages), **self._options(kwargs)):
-            yield turn.feed(event)
+            for response in turn.feed(event):
+                yield response
 
     def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The engine's call arguments: tools converted, the ``parallel_tool_calls`` field as the default.
@@ -425,36 +426,35 @@ def _assistant(text: str, calls: Sequence[ToolCall], invalid: Sequence[InvalidTo
     return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks, additional_kwargs=extra)
 
 
-class _Turn:
+class _Turn(StreamEncoder[ChatResponse]):
     """Engine events in, ``ChatResponse`` chunks out; each chunk carries every call so far.
 
     Prose (the engine's ``"prose"`` channel, already trimmed so it adds up to the final text) is
     content and streams in ``delta``; Hammer's call syntax (the ``"call"`` channel) is not: it stays
     out of ``delta``, visible in ``raw["delta"]``, and each call arrives as a ``ToolCallBlock``.
+    What was already sent is the shared :class:`~hammer_plugins.encoder.StreamEncoder`'s state.
     """
 
-    def __init__(self) -> None:
-        self.text = ""
-        self.calls: list[ToolCall] = []
+    def on_prose(self, text: str) -> list[ChatResponse]:
+        return [ChatResponse(message=_assistant(self.prose, self.sent_calls), delta=text)]
 
-    def feed(self, event: TextDelta | ToolCallDelta | HammerResponse) -> ChatResponse:
-        """The chunk for one engine event; the final answer's chunk is the whole response."""
-        if isinstance(event, TextDelta):
-            if event.channel == "prose":
-                self.text += event.text
-                return ChatResponse(message=_assistant(self.text, self.calls), delta=event.text)
-            return ChatResponse(message=_assistant(self.text, self.calls), delta="", raw={"delta": event.text})
-        if isinstance(event, ToolCallDelta):
-            self.calls.append(event.call)
-            return ChatResponse(message=_assistant(self.text, self.calls), delta="")
-        usage = event.usage
-        message = _assistant(event.text, event.tool_calls, event.invalid_tool_calls)
-        if event.snapshot is not None:  # a slot-filling turn: the state travels with the message
-            message.additional_kwargs.update({**event.snapshot.to_metadata(), SLOT_FILLING_ACTION_KEY: event.slot_filling_action})
-        return ChatResponse(
+    def on_call_text(self, text: str) -> list[ChatResponse]:
+        return [ChatResponse(message=_assistant(self.prose, self.sent_calls), delta="", raw={"delta": text})]
+
+    def on_call(self, index: int, call: ToolCall) -> list[ChatResponse]:
+        return [ChatResponse(message=_assistant(self.prose, self.sent_calls), delta="")]
+
+    def on_finish(self, response: HammerResponse) -> list[ChatResponse]:
+        """The final answer's chunk is the whole response."""
+        usage = response.usage
+        message = _assistant(response.text, response.tool_calls, response.invalid_tool_calls)
+        if isinstance(response, SlotFillingResponse) and response.snapshot is not None:  # the state travels with it
+            message.additional_kwargs.update({**response.snapshot.to_metadata(),
+                                              SLOT_FILLING_ACTION_KEY: response.slot_filling_action})
+        return [ChatResponse(
             message=message,
-            delta=event.text.removeprefix(self.text),  # a refusal text or prose around calls: not streamed
-            raw=event.model_dump(mode="json"),
+            delta=self.unsent_text(response.text),  # a refusal text or prose around calls: not streamed
+            raw=response.model_dump(mode="json"),
             additional_kwargs={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                                "total_tokens": usage.total_tokens},
-        )
+        )]

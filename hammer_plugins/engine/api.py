@@ -1,0 +1,362 @@
+"""The engine's public API: :class:`HammerEngine`, its settings, and the calls people make.
+
+The jobs behind the calls live in the package's other modules: :mod:`~hammer_plugins.engine.runtimes`
+(which backend, shared per process), :mod:`~hammer_plugins.engine.binding` (tool sets and the grammar
+cache), :mod:`~hammer_plugins.engine.planning` (one call's prompt, grammar and settings),
+:mod:`~hammer_plugins.engine.turn` (the turn rules, free of I/O), :mod:`~hammer_plugins.engine.slots`
+(slot filling) and :mod:`~hammer_plugins.engine.drivers` (running the rules on a backend).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from ..backends.base import GenerationSettings, Runtime
+from ..bridge import iterate_in_thread, run_in_thread
+from ..events import StreamEvent
+from ..messages import Message
+from ..prompt import PROMPT_FORMATS, PromptFormat
+from ..response import HammerResponse
+from ..settings import DEFAULT_MAX_TOOL_ROUNDS
+from ..settings import DEFAULTS as _D
+from ..slot_filling import SlotFiller
+from ..tools import SchemaLimits, schema_limits
+from .binding import ToolBinding, bind_tools, new_binding_cache
+from .drivers import adrive, drive
+from .planning import Plan, check_rounds, make_plan
+from .runtimes import BACKEND_NAMES, loaded, model_prompt_format, new_backend, shared_backend, shared_key
+from .slots import fill_slots, slot_filler, snapshot_plan
+from .turn import RefusalMode, last_response, run
+
+__all__ = ["DEFAULT_MAX_TOOL_ROUNDS", "HammerEngine"]
+
+
+class HammerEngine:
+    """A Hammer model with its prompt, grammar, masking and parser: the framework-free core.
+
+    Args:
+        model_path: a ``.gguf`` file (llama.cpp) or checkpoint directory (transformers).
+        model: a preset (``"hammer2.1-1.5b"``: its GGUF on llama.cpp, its checkpoint on transformers), a
+            Hugging Face repo (``"owner/repo"``, ``"owner/repo:Q4_K_M"``, ``"owner/repo/file.gguf"``), a
+            local directory or a ``.gguf`` path (see :mod:`hammer_plugins.model_source`).
+        backend: ``"llama_cpp"`` (default), ``"transformers"``, ``"server"`` (an OpenAI-compatible
+            inference server: pass ``base_url=``, and ``api_key=``, ``timeout=``, ... as for
+            :class:`~hammer_plugins.backends.server.OpenAICompatibleBackend`), or a :class:`Runtime` instance.
+        prompt_format: ``"hammer2.1"``, ``"hammer2.0"`` or ``"hammer1.0"``; ``None`` (default): the
+            layout of the model named (a Hammer 2.0 or 1.0 preset has its own), else ``"hammer2.1"``.
+        constrained: constrain decoding with a grammar built from the tools (default on).
+        mask_names: replace function and parameter names with opaque strings in the prompt.
+        on_refusal: what ``[]`` becomes: ``"message"`` (a refusal text), ``"answer"`` (a second,
+            tool-free pass answers in plain language), or ``"raise"`` (:class:`RefusalError`).
+        max_tool_rounds: rounds of tool calls in one agent turn (since the last user message) after
+            which the model answers from the results instead of being offered the tools again
+            (``None``: no limit). See :mod:`hammer_plugins.agent_turn` for the end-of-turn rules.
+        max_tokens, temperature, top_p, top_k, repeat_penalty, seed: sampling settings.
+        loop_guard: close a string value the model repeats itself in (constrained local decoding;
+            see :mod:`hammer_plugins.token_mask`). On by default.
+        n_ctx, n_threads, n_gpu_layers: llama.cpp settings. device, dtype: transformers settings.
+        prefix_cache: llama.cpp: keep the KV state of the tools prefix on disk, so a new process with
+            the same model and tools skips evaluating it (``True``: ``$HAMMER_CACHE_DIR/prefix-kv``;
+            a folder; ``False``: off). See :mod:`hammer_plugins.prefix_cache`.
+        backend_kwargs: anything else for the backend constructor.
+
+    Nothing is loaded until the first call (or :meth:`load`).
+
+    Attributes:
+        schema_limits: the budgets tool sets and response schemas are held to (size once ``$ref`` is
+            inlined, depth, enums, grammar size and build time), a
+            :class:`~hammer_plugins.tools.SchemaLimits`; ``None`` (default): the process default
+            (``HAMMER_LIMIT_*`` environment variables, :func:`~hammer_plugins.tools.set_default_limits`).
+
+    Example:
+        >>> engine = HammerEngine()          # the embedded default model, loaded lazily
+        >>> engine.prompt_format
+        'hammer2.1'
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        model: str | None = None,
+        *,
+        # Every default is the declaration's (hammer_plugins.settings), never written again here.
+        backend: str | Runtime = _D.backend,
+        prompt_format: PromptFormat | None = _D.prompt_format,
+        constrained: bool = _D.constrained,
+        mask_names: bool = _D.mask_names,
+        on_refusal: RefusalMode = _D.on_refusal,
+        refusal_text: str = _D.refusal_text,
+        max_tool_rounds: int | None = _D.max_tool_rounds,
+        max_tokens: int = _D.max_tokens,
+        temperature: float = _D.temperature,
+        top_p: float = _D.top_p,
+        top_k: int = _D.top_k,
+        repeat_penalty: float = _D.repeat_penalty,
+        loop_guard: bool = _D.loop_guard,
+        seed: int | None = _D.seed,
+        n_ctx: int = _D.n_ctx,
+        n_threads: int | None = _D.n_threads,
+        n_gpu_layers: int = _D.n_gpu_layers,
+        device: str = _D.device,
+        dtype: str = _D.dtype,
+        prefix_cache: bool | str | Path = _D.prefix_cache,
+        **backend_kwargs: Any,
+    ) -> None:
+        prompt_format = prompt_format or model_prompt_format(model_path, model, backend)
+        if prompt_format not in PROMPT_FORMATS:
+            raise ValueError(f"unknown prompt_format {prompt_format!r}; use one of {PROMPT_FORMATS}")
+        if on_refusal not in ("message", "answer", "raise"):
+            raise ValueError(f"on_refusal must be 'message', 'answer' or 'raise', got {on_refusal!r}")
+        if isinstance(backend, str) and backend not in BACKEND_NAMES:
+            raise ValueError(f"unknown backend {backend!r}; use 'llama_cpp', 'transformers', 'server' or a Backend instance")
+        self.model_path = model_path
+        self.model = model
+        self.backend_name = backend if isinstance(backend, str) else backend.name
+        self._backend: Runtime | None = backend if isinstance(backend, Runtime) else None
+        self.prompt_format: PromptFormat = prompt_format
+        self.constrained = constrained
+        self.mask_names = mask_names
+        self.on_refusal: RefusalMode = on_refusal
+        self.refusal_text = refusal_text
+        self.max_tool_rounds = check_rounds(max_tool_rounds)
+        self.settings = GenerationSettings(max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                                           top_k=top_k, repeat_penalty=repeat_penalty, seed=seed,
+                                           loop_guard=loop_guard)
+        self._backend_options = {"n_ctx": n_ctx, "n_threads": n_threads, "n_gpu_layers": n_gpu_layers,
+                                 "device": device, "dtype": dtype, "prefix_cache": prefix_cache, **backend_kwargs}
+        # The budgets tool sets and response schemas are held to (None: the process default); see
+        # SchemaLimits. An attribute, so set it after construction: engine.schema_limits = SchemaLimits(...).
+        self.schema_limits: SchemaLimits | None = None
+        self._bindings = new_binding_cache()  # the tool sets bound recently
+        self._create_lock = threading.Lock()
+
+    # ------------------------------------------------------------- backend
+    @property
+    def backend(self) -> Runtime:
+        """The backend (created on first access; the model itself loads on first generation)."""
+        if self._backend is None:
+            with self._create_lock:
+                if self._backend is None:
+                    self._backend = self._make_backend()
+        return self._backend
+
+    def _make_backend(self) -> Runtime:
+        # One loaded model per configuration per process: many engines (e.g. every ChatHammer a
+        # framework constructs) share it, and its lock serializes their calls.
+        return shared_backend(self._shared_key(), self._new_backend)
+
+    def _new_backend(self) -> Runtime:
+        return new_backend(self.backend_name, self.model_path, self.model, self._backend_options)
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether this engine's model is in memory; never loads, resolves or assembles anything."""
+        if self._backend is not None:
+            return self._backend.is_loaded
+        return loaded(self._shared_key())
+
+    def _shared_key(self) -> tuple[Any, ...]:
+        return shared_key(self.backend_name, self.model_path, self.model, self._backend_options)
+
+    def load(self) -> HammerEngine:
+        """Load the model now rather than on the first call."""
+        self.backend.load()
+        return self
+
+    @property
+    def model_name(self) -> str:
+        return self.backend.model_name
+
+    # ------------------------------------------------------------- binding
+    def bind(self, tools: Sequence[Any], mask_names: bool | None = None) -> ToolBinding:
+        """Convert and prepare a tool set once; repeated calls with the same tools hit a cache.
+
+        Held to :attr:`schema_limits`: an oversized tool set raises
+        :class:`~hammer_plugins.errors.SchemaLimitError` before it costs much.
+        """
+        with schema_limits(self.schema_limits):
+            return bind_tools(tools, self.mask_names if mask_names is None else mask_names, self.prompt_format,
+                              self._bindings)
+
+    def render(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+               tool_choice: Any = "auto", mask_names: bool | None = None,
+               response_format: Mapping[str, Any] | None = None) -> str:
+        """The exact prompt text the model would see (first pass; nothing is loaded or counted)."""
+        plan = self._plan(messages, tools, tool_choice, mask_names, None, True, None, response_format, fit=False)
+        return plan.prompt
+
+    # ----------------------------------------------------------- tokens
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` as this model reads it, by its own tokenizer (special tokens parsed).
+
+        Loads the model on a local backend (a local file: never a download); asks a server's
+        tokenizer on the server backend.
+        """
+        return self.backend.count_tokens(text)
+
+    def token_ids(self, text: str) -> list[int]:
+        """The ids of ``text``'s tokens by this model's own tokenizer (special tokens parsed)."""
+        return self.backend.tokenize(text)
+
+    def count_prompt_tokens(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+                            tool_choice: Any = "auto", mask_names: bool | None = None,
+                            response_format: Mapping[str, Any] | None = None) -> int:
+        """Tokens of the prompt :meth:`render` gives for this conversation and tools: what a call will
+        put in the context window before the answer (memory trimming and summarizing rely on it).
+
+        Example:
+            >>> from hammer_plugins.backends.scripted import ScriptedBackend
+            >>> engine = HammerEngine(backend=ScriptedBackend([]))   # counts about 4 characters a token
+            >>> engine.count_prompt_tokens([Message.user("hi")]) > 0
+            True
+        """
+        return self.count_tokens(self.render(messages, tools, tool_choice, mask_names, response_format))
+
+    # ----------------------------------------------------------- generation
+    def generate(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        tools: Sequence[Any] | None = None,
+        tool_choice: Any = "auto",
+        *,
+        mask_names: bool | None = None,
+        constrained: bool | None = None,
+        parallel_tool_calls: bool | None = None,
+        on_refusal: RefusalMode | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        max_tool_rounds: int | None | Literal["default"] = "default",
+        slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None,
+        partial_calls: bool = False,
+        **settings: Any,
+    ) -> HammerResponse:
+        """Answer the conversation: tool calls, a refusal, text, or invalid calls.
+
+        ``settings`` override sampling for this call (``max_tokens``, ``temperature``, ``stop``, ...).
+        ``parallel_tool_calls`` (default: several calls allowed, one with a named ``tool_choice``).
+        ``response_format`` shapes the answer as JSON: ``{"type": "json_object"}`` or ``{"type":
+        "json_schema", "json_schema": {"name": ..., "schema": {...}}}``; with tools, the tools stay
+        offered and the JSON answer ends the turn (in ``text``). ``slot_filling`` (``True``, a dict of
+        :class:`~hammer_plugins.slot_filling.SlotFiller` options, or a filler) makes a user turn a
+        slot-filling step: the answer is the follow-up question or the complete call, with its
+        ``snapshot`` (see :mod:`hammer_plugins.slot_filling`). ``partial_calls=True`` lets a call
+        leave out required parameters (the grammar makes every parameter optional): one raw snapshot.
+        """
+        return last_response(self.stream(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
+                                          parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
+                                          response_format=response_format, max_tool_rounds=max_tool_rounds,
+                                          slot_filling=slot_filling, partial_calls=partial_calls, **settings))
+
+    def stream(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        tools: Sequence[Any] | None = None,
+        tool_choice: Any = "auto",
+        *,
+        mask_names: bool | None = None,
+        constrained: bool | None = None,
+        parallel_tool_calls: bool | None = None,
+        on_refusal: RefusalMode | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        max_tool_rounds: int | None | Literal["default"] = "default",
+        slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None,
+        partial_calls: bool = False,
+        cancel: threading.Event | None = None,
+        **settings: Any,
+    ) -> Iterator[StreamEvent]:
+        """Stream :class:`TextDelta` and :class:`ToolCallDelta` events, then the :class:`HammerResponse`.
+
+        Bad arguments (unknown tool choice, settings, a prompt over the context window) raise here,
+        at the call, not at the first iteration. ``cancel``, set from another thread, stops the
+        generation at its next token (:class:`~hammer_plugins.backends.base.GenerationCancelled`).
+        """
+        return self._drive(self._prepare(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
+                                         parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
+                                         response_format=response_format, max_tool_rounds=max_tool_rounds,
+                                         slot_filling=slot_filling, partial_calls=partial_calls, **settings), cancel)
+
+    def _prepare(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
+                 *, mask_names: bool | None = None, constrained: bool | None = None, parallel_tool_calls: bool | None = None,
+                 on_refusal: RefusalMode | None = None, response_format: Mapping[str, Any] | None = None,
+                 max_tool_rounds: int | None | Literal["default"] = "default",
+                 slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None, partial_calls: bool = False,
+                 fit: bool = True, **settings: Any) -> Generator[Any, Any, None]:
+        """Plan a call (validating every argument now) and return the I/O-free core that runs it.
+
+        The one place that decides between a slot-filling step and plain generation.
+        """
+        filler = slot_filler(self, slot_filling, messages, tools, tool_choice)
+        if filler is not None:
+            steps = filler.steps(messages)
+            first = next(steps)  # validates the history now
+            plan = snapshot_plan(self, first, filler, constrained, settings, fit)
+            return fill_slots(self, filler, steps, plan, constrained, settings, fit)
+        rounds_cap = self.max_tool_rounds if max_tool_rounds == "default" else check_rounds(max_tool_rounds)
+        plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
+                          response_format, fit=fit, rounds_cap=rounds_cap, partial_calls=partial_calls)
+        return run(self, plan, on_refusal)
+
+    async def _astream_native(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+                              tool_choice: Any = "auto", **kwargs: Any) -> AsyncIterator[StreamEvent]:
+        """:meth:`stream` on a native-async backend: planned the same way, fitted with awaited token counts.
+
+        The planning (tool conversion, grammar, prompt) runs in a worker thread: a large tool set does
+        not hold up the other calls on the event loop while it is converted.
+        """
+        import asyncio
+
+        core = await asyncio.to_thread(self._prepare, messages, tools, tool_choice, fit=False, **kwargs)
+        async for event in adrive(self, core):
+            yield event
+
+    async def agenerate(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+                        tool_choice: Any = "auto", **kwargs: Any) -> HammerResponse:
+        """Async :meth:`generate`: on the event loop for native-async backends (the server backend),
+        otherwise in a worker thread so the event loop stays free."""
+        if not self.backend.native_async:
+            cancel = threading.Event()
+
+            def work() -> HammerResponse:
+                return last_response(self._drive(self._prepare(messages, tools, tool_choice, **kwargs), cancel))
+
+            return await run_in_thread(work, cancel)
+        final: HammerResponse | None = None
+        async for event in self._astream_native(messages, tools, tool_choice, **kwargs):
+            if isinstance(event, HammerResponse):
+                final = event
+        assert final is not None
+        return final
+
+    async def astream(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+                      tool_choice: Any = "auto", **kwargs: Any) -> AsyncIterator[StreamEvent]:
+        """Async :meth:`stream`. Native-async backends (the server backend) stream on the event loop, with
+        no lock; for the others one worker thread generates and events arrive through a queue."""
+        if self.backend.native_async:
+            async for event in self._astream_native(messages, tools, tool_choice, **kwargs):
+                yield event
+            return
+
+        def events(cancel: threading.Event) -> Iterator[StreamEvent]:
+            return self._drive(self._prepare(messages, tools, tool_choice, **kwargs), cancel)
+
+        # One worker thread generates; closing this generator (or cancelling its task) stops the model
+        # before the close returns (so the next call finds the model free).
+        bridged = iterate_in_thread(events, threading.Event())
+        try:
+            async for event in bridged:
+                yield event
+        finally:
+            await bridged.aclose()
+
+    # ------------------------------------------------------------- the parts (see the package's modules)
+    def _plan(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
+              mask_names: bool | None, constrained: bool | None, parallel: bool | None,
+              overrides: Mapping[str, Any] | None, response_format: Mapping[str, Any] | None = None,
+              fit: bool = True, rounds_cap: int | None = None, partial_calls: bool = False) -> Plan:
+        return make_plan(self, messages, tools, tool_choice, mask_names, constrained, parallel, overrides,
+                         response_format, fit=fit, rounds_cap=rounds_cap, partial_calls=partial_calls)
+
+    def _drive(self, core: Generator[Any, Any, None], cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+        return drive(self, core, cancel)

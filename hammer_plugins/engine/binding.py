@@ -1,0 +1,92 @@
+"""Binding a tool set: converted once, masked, its prompt prefix rendered, its grammars cached.
+
+A :class:`ToolBinding` is everything derived from one tool set; an engine keeps its recent bindings,
+and the grammars of recent tool sets are shared by every engine in the process.
+
+Example:
+    >>> from hammer_plugins.engine.binding import bind_tools
+    >>> binding = bind_tools([{"name": "ping", "parameters": {}}], masked=False, prompt_format="hammer2.1")
+    >>> [t.name for t in binding.tools], binding.grammar("auto", True).gbnf != ""
+    (['ping'], True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..grammar import Grammar, SizedCache, build_grammar
+from ..masking import NameMask
+from ..prompt import render_prefix
+from ..tools import SchemaLimits, Tool, current_limits, relaxed_tool, schema_limits, to_tools
+
+
+@dataclass(frozen=True)
+class ToolBinding:
+    """Everything derived once from a tool set: the tools the prompt shows, masks, prefix, grammars."""
+
+    tools: tuple[Tool, ...]
+    prompt_tools: tuple[Tool, ...]
+    mask: NameMask | None
+    prefix: str
+    prompt_format: str
+    limits: SchemaLimits | None = None  # the budgets its grammars are built under (None: those in force)
+
+    def grammar(self, tool_choice: str, parallel: bool, only: frozenset[str] = frozenset(),
+                partial_calls: bool = False) -> Grammar:
+        """The grammar for ``tool_choice``; ``only`` (real names) narrows the callable tools when not
+        empty; ``partial_calls`` makes every parameter optional (a slot-filling snapshot)."""
+        shown = tool_choice
+        if self.mask is not None and tool_choice not in ("auto", "required"):
+            shown = next(m for m, real in self.mask.function_names.items() if real == tool_choice)
+        tools = self.prompt_tools
+        if only:
+            tools = tuple(p for p, t in zip(self.prompt_tools, self.tools, strict=True) if t.name in only)
+        with schema_limits(self.limits):
+            if partial_calls:
+                tools = tuple(relaxed_tool(t) for t in tools)
+            return _grammar_cached(tools, shown, parallel)
+
+
+# The grammars of recent tool sets, shared by every engine in the process: bounded by entries and by
+# characters (keys and grammars together), so many large distinct tool sets cannot fill the memory.
+GRAMMAR_CACHE_ENTRIES = 128
+GRAMMAR_CACHE_CHARS = 64_000_000
+_GRAMMARS: SizedCache[tuple[Any, ...], Grammar] = SizedCache(GRAMMAR_CACHE_ENTRIES, GRAMMAR_CACHE_CHARS)
+
+
+def _grammar_cached(tools: tuple[Tool, ...], tool_choice: str, parallel: bool) -> Grammar:
+    prints = tuple(t.fingerprint() for t in tools)
+    key = (prints, tool_choice, parallel, current_limits())
+    found = _GRAMMARS.get(key)
+    if found is not None:
+        return found
+    grammar = build_grammar(list(tools), tool_choice, parallel)
+    _GRAMMARS.put(key, grammar, sum(map(len, prints)) + len(grammar.gbnf) + len(grammar.lark))
+    return grammar
+
+
+def new_binding_cache() -> SizedCache[tuple[Any, ...], ToolBinding]:
+    """An engine's cache of the tool sets it bound recently: by entries and by characters (their
+    fingerprints and prompt prefix)."""
+    return SizedCache(32, 32_000_000)
+
+
+def bind_tools(tools: Sequence[Any], masked: bool, prompt_format: str,
+               cache: SizedCache[tuple[Any, ...], ToolBinding] | None = None) -> ToolBinding:
+    """Convert and prepare a tool set once (under the schema limits in force); ``cache`` keeps it."""
+    converted = tuple(to_tools(tools))
+    prints = tuple(t.fingerprint() for t in converted)
+    key = (prints, masked, prompt_format, current_limits())
+    binding = cache.get(key) if cache is not None else None
+    if binding is not None:
+        return binding
+    mask = NameMask.for_tools(converted) if masked and converted else None
+    prompt_tools = tuple(mask.masked_tools) if mask else converted
+    binding = ToolBinding(tools=converted, prompt_tools=prompt_tools, mask=mask,
+                          prefix=render_prefix(prompt_tools, prompt_format), prompt_format=prompt_format,
+                          limits=current_limits())
+    if cache is not None:
+        cache.put(key, binding, sum(map(len, prints)) + len(binding.prefix))
+    return binding

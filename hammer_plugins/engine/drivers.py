@@ -1,0 +1,91 @@
+"""The drivers: they answer the turn rules' requests from a backend, sync or native async.
+
+:func:`~hammer_plugins.engine.turn.run` is free of I/O; :func:`drive` runs it on a backend's sync
+API (a local runtime, under its lock, in the caller's thread or in the worker thread of
+:mod:`hammer_plugins.bridge`) and :func:`adrive` on a native-async backend (the server backend),
+on the event loop with no thread and no lock.
+
+Example:
+    >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend, TextDelta
+    >>> from hammer_plugins.engine.planning import make_plan
+    >>> from hammer_plugins.engine.turn import run
+    >>> engine = HammerEngine(backend=ScriptedBackend(["Hello!"]))
+    >>> plan = make_plan(engine, [Message.user("hi")], None, "auto", None, None, None, None)
+    >>> [e.text for e in drive(engine, run(engine, plan, None)) if isinstance(e, TextDelta)]
+    ['Hello!']
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Generator, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..backends.base import GenerationCancelled, GenerationChunk
+from ..events import StreamEvent
+from .planning import afit_tokens, fit_tokens
+from .turn import END, NEXT, Fit, Generate
+
+if TYPE_CHECKING:
+    from .api import HammerEngine
+
+
+def drive(engine: HammerEngine, core: Generator[Any, Any, None],
+          cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+    """Run a core on the backend's sync API; ``cancel`` (set from another thread) stops the generation at
+    the next token with :class:`~hammer_plugins.backends.base.GenerationCancelled`."""
+    chunks: Iterator[GenerationChunk] | None = None
+    reply: Any = None
+    try:
+        while True:
+            try:
+                item = core.send(reply)
+            except StopIteration:
+                return
+            reply = None
+            if isinstance(item, Fit):
+                reply = fit_tokens(engine, item.prompt, item.max_tokens)
+            elif isinstance(item, Generate):
+                if cancel is not None and cancel.is_set():  # e.g. between the two passes of an answer
+                    raise GenerationCancelled("the call was cancelled")
+                # (cancel only when there is one: a backend written before it may not take the argument)
+                chunks = iter(engine.backend.stream(item.prompt, item.settings, item.grammar, cancel=cancel)
+                              if cancel is not None else engine.backend.stream(item.prompt, item.settings, item.grammar))
+                reply = next(chunks, END)
+            elif item is NEXT:
+                reply = next(chunks, END)  # type: ignore[arg-type]
+            else:
+                yield item
+    finally:
+        core.close()
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()  # a caller that stopped early ends the generation (a server drops the request)
+
+
+async def adrive(engine: HammerEngine, core: Generator[Any, Any, None]) -> AsyncIterator[StreamEvent]:
+    """Run a core on a native-async backend (``astream``, ``acount_tokens``, ``aload``): no worker thread
+    and no lock, so concurrent calls really run concurrently."""
+    backend = engine.backend
+    chunks: Any = None
+    reply: Any = None
+    try:
+        while True:
+            try:
+                item = core.send(reply)
+            except StopIteration:
+                return
+            reply = None
+            if isinstance(item, Fit):
+                reply = await afit_tokens(engine, item.prompt, item.max_tokens)
+            elif isinstance(item, Generate):
+                chunks = backend.astream(item.prompt, item.settings, item.grammar)
+                reply = await anext(chunks, END)
+            elif item is NEXT:
+                reply = await anext(chunks, END)
+            else:
+                yield item
+    finally:
+        core.close()
+        if chunks is not None:
+            await chunks.aclose()

@@ -1,0 +1,149 @@
+"""Planning one call: every argument validated, the prompt rendered and fitted, the grammar chosen.
+
+A :class:`Plan` is what the turn rules (:mod:`hammer_plugins.engine.turn`) run: the conversation,
+the bound tools, the normalized ``tool_choice``, the first pass's prompt, grammar and settings.
+Bad arguments raise here, at the call, before any generation.
+
+Example:
+    >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
+    >>> engine = HammerEngine(backend=ScriptedBackend([]))
+    >>> plan = make_plan(engine, [Message.user("hi")], [{"name": "ping", "parameters": {}}], "ping", None, None,
+    ...                  None, None)
+    >>> plan.tool_choice, plan.parallel, plan.grammar is not None
+    ('ping', False, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..agent_turn import after_tool_results, called_tools, tool_rounds
+from ..backends.base import GenerationSettings
+from ..errors import ContextWindowExceededError, SchemaConversionError
+from ..grammar import Grammar, build_json_grammar
+from ..messages import Message, to_message
+from ..prompt import describe_answer, render_chat, render_prompt
+from ..tool_choice import normalize_tool_choice
+from ..tools import schema_limits
+from .binding import ToolBinding
+
+if TYPE_CHECKING:
+    from .api import HammerEngine
+
+MIN_ANSWER_TOKENS = 16
+
+
+@dataclass
+class Plan:
+    messages: list[Message]
+    binding: ToolBinding
+    tool_choice: str
+    prompt: str
+    grammar: Grammar | None
+    settings: GenerationSettings
+    parallel: bool = True
+    fitted: bool = True  # max_tokens already checked against the context window
+    rounds_spent: bool = False  # this agent has made max_tool_rounds rounds of calls in this turn
+    answer_as: str | None = None  # the response format, described for the answer pass's prompt
+    answer_grammar: Grammar | None = None  # the response format's grammar for the answer pass
+
+
+def check_rounds(value: int | None) -> int | None:
+    if value is not None and (not isinstance(value, int) or value < 1):
+        raise ValueError(f"max_tool_rounds must be a positive integer or None (no limit), got {value!r}")
+    return value
+
+
+def make_plan(engine: HammerEngine, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None,
+              tool_choice: Any, mask_names: bool | None, constrained: bool | None, parallel: bool | None,
+              overrides: Mapping[str, Any] | None, response_format: Mapping[str, Any] | None = None,
+              fit: bool = True, rounds_cap: int | None = None, partial_calls: bool = False) -> Plan:
+    msgs = [to_message(m) for m in messages]
+    if not msgs:
+        raise ValueError("messages is empty. Fix: pass at least one user message")
+    binding = engine.bind(tools or [], mask_names)
+    names = [t.name for t in binding.tools]
+    choice = normalize_tool_choice(tool_choice, names) if binding.tools else "none"
+    if parallel is None:
+        # A named tool choice forces that one tool: one call, as with_structured_output and
+        # LangChain's standard tests read it (forced, a small model with nothing to pass may
+        # otherwise list calls of it until max_tokens). parallel_tool_calls=True still allows more.
+        parallel = choice in ("auto", "required", "none")
+    unknown = sorted(set(overrides or {}) - set(GenerationSettings.model_fields))
+    if unknown:
+        raise TypeError(f"unknown generation settings {unknown}; use {sorted(GenerationSettings.model_fields)}")
+    settings = engine.settings.model_copy(update={k: v for k, v in (overrides or {}).items() if v is not None})
+    use_grammar = engine.constrained if constrained is None else constrained
+    # A response format is the answer's shape once the tools are done (or when there are none):
+    # the tool passes stay Hammer's call lists, and the answer pass writes JSON of the format.
+    answer_as = describe_answer(response_format) if response_format is not None else None
+    spent = rounds_cap is not None and tool_rounds(msgs, set(names)) >= rounds_cap
+    only: frozenset[str] = frozenset()
+    if choice == "none":
+        prompt = render_chat(msgs, answer_as=answer_as)
+    else:
+        rendered = [masked_message(m, binding) for m in msgs]
+        prompt = render_prompt(rendered, binding.prompt_tools, engine.prompt_format, prefix=binding.prefix)
+        if choice == "required" and spent and after_tool_results(msgs):
+            # The rounds are spent but a call is required (an agent that ends by calling a tool):
+            # it must be to a tool not called yet in this turn, or the agent would loop.
+            only = frozenset(names) - called_tools(msgs)
+        settings.shared_prefix_chars = len(binding.prefix)
+    if use_grammar and (choice != "none" or response_format is not None):
+        engine.backend.prepare_grammar()  # before fitting loads the model, so that both run at once
+    if fit:  # the native async path fits with an awaited token count instead
+        # Before any grammar is built: a prompt over the context window costs no grammar.
+        settings.max_tokens = fit_tokens(engine, prompt, settings.max_tokens)
+    with schema_limits(engine.schema_limits):
+        answer_grammar = json_grammar(response_format) if response_format is not None and use_grammar else None
+    if choice == "none":
+        grammar = answer_grammar
+    else:
+        grammar = binding.grammar(choice, parallel, only, partial_calls) if use_grammar else None
+    return Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
+                settings=settings, parallel=parallel, fitted=fit, rounds_spent=spent, answer_as=answer_as,
+                answer_grammar=answer_grammar)
+
+
+def json_grammar(response_format: Mapping[str, Any]) -> Grammar:
+    kind = response_format.get("type") if isinstance(response_format, Mapping) else None
+    if kind == "json_object":
+        return build_json_grammar(None)
+    if kind == "json_schema":
+        spec = response_format.get("json_schema", response_format)
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+        if not isinstance(schema, Mapping):
+            raise SchemaConversionError("response", "response_format.json_schema.schema",
+                                        "response_format json_schema needs a 'schema' object",
+                                        "pass {'type': 'json_schema', 'json_schema': {'name': ..., 'schema': {...}}}")
+        return build_json_grammar(dict(schema), str(spec.get("name", "response")))
+    raise ValueError(f"response_format type {kind!r} is not supported; use 'json_object' or 'json_schema'")
+
+
+def masked_message(message: Message, binding: ToolBinding) -> Message:
+    if binding.mask is None or not message.tool_calls:
+        return message
+    return message.model_copy(update={"tool_calls": [binding.mask.mask_call(c) for c in message.tool_calls]})
+
+
+def room(prompt_tokens: int, max_tokens: int, window: int) -> int:
+    """``max_tokens`` shrunk to the room the prompt leaves in the window; too little room raises."""
+    left = window - prompt_tokens
+    if left < min(max_tokens, MIN_ANSWER_TOKENS):
+        raise ContextWindowExceededError(prompt_tokens, max_tokens, window)
+    return min(max_tokens, left)
+
+
+def fit_tokens(engine: HammerEngine, prompt: str, max_tokens: int) -> int:
+    """Check the prompt fits; shrink ``max_tokens`` to the room left when that is enough."""
+    window = engine.backend.context_window
+    return room(engine.backend.count_tokens(prompt), max_tokens, window)
+
+
+async def afit_tokens(engine: HammerEngine, prompt: str, max_tokens: int) -> int:
+    """:func:`fit_tokens` on a native-async backend: loads and counts without blocking the event loop."""
+    backend = engine.backend
+    await backend.aload()
+    return room(await backend.acount_tokens(prompt), max_tokens, backend.context_window)

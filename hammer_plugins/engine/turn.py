@@ -1,0 +1,286 @@
+"""The turn rules: one call's passes, free of I/O, from the plan to the final answer.
+
+:func:`run` is the logic of :meth:`~hammer_plugins.HammerEngine.stream`: it yields the stream's
+events (:mod:`hammer_plugins.events`) for the caller and requests (:class:`Fit`, :class:`Generate`,
+``NEXT``) that a driver (:mod:`hammer_plugins.engine.drivers`) answers from the backend, so the sync
+and the native async paths share every rule: when a refusal is answered in prose, when the tools are
+offered again after results (:mod:`hammer_plugins.agent_turn`), which streamed calls stand, how a cut
+or invalid answer reads.
+
+Example:
+    >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
+    >>> from hammer_plugins.engine.drivers import drive
+    >>> from hammer_plugins.engine.planning import make_plan
+    >>> engine = HammerEngine(backend=ScriptedBackend(["[]"]))
+    >>> plan = make_plan(engine, [Message.user("joke")], [{"name": "ping", "parameters": {}}], "auto", None, None,
+    ...                  None, None)
+    >>> last_response(drive(engine, run(engine, plan, None))).kind
+    'refusal'
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..agent_turn import after_tool_results, answered_calls, call_key
+from ..backends.base import GenerationSettings
+from ..calls import InvalidToolCall, ToolCall
+from ..errors import HammerError
+from ..events import StreamEvent, TextDelta, ToolCallDelta
+from ..grammar import Grammar
+from ..parsing import items_to_calls, parse_output, parse_stopped_list
+from ..prompt import render_chat
+from ..response import HammerResponse, Usage
+from ..schema_keywords import keyword_violation
+from ..streaming import CallScanner
+from .planning import Plan
+
+if TYPE_CHECKING:
+    from .api import HammerEngine
+
+RefusalMode = Literal["message", "answer", "raise"]
+
+
+class RefusalError(HammerError):
+    """Raised for Hammer's ``[]`` when ``on_refusal="raise"``.
+
+    Example:
+        >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
+        >>> engine = HammerEngine(backend=ScriptedBackend(["[]"]), on_refusal="raise")
+        >>> try:
+        ...     engine.generate([Message.user("Tell me a joke")], tools=[{"name": "ping", "parameters": {}}])
+        ... except RefusalError:
+        ...     print("refused")
+        refused
+    """
+
+
+@dataclass(frozen=True)
+class Fit:
+    """:func:`run` asks its driver for ``max_tokens`` fitted to the context window."""
+
+    prompt: str
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Generate:
+    """:func:`run` asks its driver to start a generation; the reply is its first chunk."""
+
+    prompt: str
+    settings: GenerationSettings
+    grammar: Grammar | None
+
+
+NEXT = object()  # run asks for the next chunk of the running generation
+END = object()  # the driver's reply once the generation has ended
+
+
+def response_of(core: Generator[Any, Any, None]) -> Generator[Any, Any, HammerResponse]:
+    """Run a core, passing its requests to the driver and keeping its events: returns its response."""
+    final: HammerResponse | None = None
+    reply: Any = None
+    while True:
+        try:
+            item = core.send(reply)
+        except StopIteration:
+            assert final is not None
+            return final
+        reply = None
+        if isinstance(item, HammerResponse):
+            final = item
+        elif not isinstance(item, (TextDelta, ToolCallDelta)):
+            reply = yield item
+
+
+def run(engine: HammerEngine, plan: Plan, on_refusal: RefusalMode | None) -> Generator[Any, Any, None]:
+    """The logic of :meth:`~hammer_plugins.HammerEngine.stream`, free of I/O: it yields events for the
+    caller and requests (:class:`Fit`, :class:`Generate`, ``NEXT``) that a driver
+    (:mod:`hammer_plugins.engine.drivers`) answers from the backend, so the sync and the native async
+    paths share every rule."""
+    started = time.perf_counter()
+    if not plan.fitted:  # the native async path counts tokens with an awaited call
+        plan.settings.max_tokens = yield Fit(plan.prompt, plan.settings.max_tokens)
+    ending_turn = plan.tool_choice == "auto" and after_tool_results(plan.messages)
+    if ending_turn and plan.rounds_spent:
+        yield from answer(engine, plan, HammerResponse(kind="text", model=engine.backend.model_name), started)
+        return
+    if plan.tool_choice == "none":
+        yield from answer(engine, plan, HammerResponse(kind="text", model=engine.backend.model_name), started,
+                                prompt=plan.prompt, grammar=plan.grammar)
+        return
+    answered = answered_calls(plan.messages) if ending_turn else frozenset()
+    raw_parts: list[str] = []
+    usage = Usage()
+    finish = "stop"
+    timings: dict[str, float] = {}
+    scanner = CallScanner() if plan.grammar is not None else None
+    streamed: list[ToolCall] = []
+    chunk = yield Generate(plan.prompt, plan.settings, plan.grammar)
+    while chunk is not END:
+        if chunk.text:
+            raw_parts.append(chunk.text)
+            yield TextDelta(chunk.text)
+            for item in scanner.feed(chunk.text) if scanner else []:
+                calls, _ = items_to_calls([item], "")
+                resolved = resolve(plan, calls[0], "") if calls else None
+                if isinstance(resolved, ToolCall) and call_key(resolved) not in answered and (
+                        plan.parallel or not streamed):
+                    streamed.append(resolved)
+                    yield ToolCallDelta(len(streamed) - 1, resolved)
+        if chunk.usage is not None:
+            usage = Usage(prompt_tokens=chunk.usage.prompt_tokens, completion_tokens=chunk.usage.completion_tokens)
+            finish = chunk.finish_reason or "stop"
+            timings = dict(chunk.timings)
+        chunk = yield NEXT
+    raw = "".join(raw_parts)
+    response = parsed_response(engine, plan, raw, usage, finish, timings)
+    if answered:
+        response.tool_calls = [c for c in response.tool_calls if call_key(c) not in answered]
+        if not response.tool_calls and response.kind == "tool_calls":
+            response.kind = "refusal"  # only repeats: nothing more to call
+    if not plan.parallel:
+        response.tool_calls = response.tool_calls[:1]
+    for index, call in enumerate(response.tool_calls[: len(streamed)]):
+        if call_key(call) == call_key(streamed[index]):
+            call.id = streamed[index].id
+    if response.kind == "refusal" and (ending_turn or plan.answer_as is not None):
+        # After tool results, [] means "done": answer from the results, whatever on_refusal says.
+        # With a response format the agent is done too: the answer is the structured one.
+        yield from answer(engine, plan, response.model_copy(update={"kind": "text"}), started)
+        return
+    mode = on_refusal or engine.on_refusal
+    if response.kind == "refusal" and mode == "raise":
+        raise RefusalError(f"the model found no suitable tool (answered '[]'); raw output: {raw!r}")
+    if response.kind == "refusal" and mode == "answer":
+        yield from answer(engine, plan, response, started)
+        return
+    response.timings["engine_total"] = time.perf_counter() - started
+    yield response
+
+def answer(engine: HammerEngine, plan: Plan, base: HammerResponse, started: float, prompt: str | None = None,
+            grammar: Grammar | None = None) -> Generator[Any, Any, None]:
+    """A tool-free pass; its answer (prose, or the JSON of the response format) becomes ``text`` of
+    ``base`` (usage of both passes summed)."""
+    if prompt is None:
+        prompt = render_chat(plan.messages, answer_as=plan.answer_as)
+        grammar = plan.answer_grammar
+    settings = plan.settings.model_copy()
+    settings.max_tokens = yield Fit(prompt, settings.max_tokens)
+    parts: list[str] = []
+    usage = base.usage
+    finish = "stop"
+    timings: dict[str, float] = dict(base.timings)
+    pending = ""  # whitespace held back until more text follows, so deltas add up to the stripped text
+    chunk = yield Generate(prompt, settings, grammar)
+    while chunk is not END:
+        if chunk.text:
+            parts.append(chunk.text)
+            text = pending + chunk.text
+            if not "".join(parts[:-1]).strip():
+                text = text.lstrip()
+            body = text.rstrip()
+            pending = text[len(body):]
+            if body:
+                yield TextDelta(body, channel="prose")
+        if chunk.usage is not None:
+            usage = usage + Usage(prompt_tokens=chunk.usage.prompt_tokens,
+                                  completion_tokens=chunk.usage.completion_tokens)
+            finish = chunk.finish_reason or "stop"
+            timings.update(chunk.timings)
+        chunk = yield NEXT
+    raw = "".join(parts)
+    text = raw.strip()
+    if base.kind == "refusal" and not text:
+        text = engine.refusal_text
+    timings["engine_total"] = time.perf_counter() - started
+    update: dict[str, Any] = {"text": text, "usage": usage, "finish_reason": finish, "timings": timings}
+    if base.kind == "text":
+        update["raw"] = raw
+    yield base.model_copy(update=update)
+
+
+def resolve(plan: Plan, call: ToolCall, raw: str) -> ToolCall | InvalidToolCall:
+    """Unmask a parsed call, check it names a bound tool and its arguments keep the schema keywords
+    the grammar may not express (:func:`~hammer_plugins.schema_keywords.keyword_violation`)."""
+    real: ToolCall | InvalidToolCall = plan.binding.mask.unmask(call) if plan.binding.mask else call
+    if not isinstance(real, ToolCall):
+        return real
+    tool = next((t for t in plan.binding.tools if t.name == real.name), None)
+    if tool is None:
+        return InvalidToolCall(raw=raw, name=real.name, id=real.id,
+                               arguments=json.dumps(real.arguments, ensure_ascii=False, default=str),
+                               reason=f"the model called {real.name!r}, which is not a bound tool")
+    broken = keyword_violation(tool.parameters, real.arguments)
+    if broken is not None:
+        path, keyword, detail = broken
+        return InvalidToolCall(raw=raw, name=real.name, id=real.id,
+                               arguments=json.dumps(real.arguments, ensure_ascii=False, default=str),
+                               reason=f"argument {path!r} breaks the schema keyword {keyword!r}: {detail}")
+    return real
+
+def parsed_response(engine: HammerEngine, plan: Plan, raw: str, usage: Usage, finish: str,
+                    timings: dict[str, float]) -> HammerResponse:
+    parse_started = time.perf_counter()
+    # The loop guard stopped a call list that kept repeating itself, or max_tokens cut it: the
+    # complete calls made so far stand and the cut tail is dropped (see _cut_or_invalid_text).
+    cut = finish == "length" and not timings.get("loop_guard_stop")
+    parsed = parse_stopped_list(raw) if timings.get("loop_guard_stop") or cut else parse_output(raw)
+    if cut and parsed.kind == "tool_calls":
+        timings["length_stop"] = 1
+    calls: list[ToolCall] = []
+    invalid = list(parsed.invalid_tool_calls)
+    for call in parsed.tool_calls:
+        real = resolve(plan, call, raw)
+        (calls if isinstance(real, ToolCall) else invalid).append(real)  # type: ignore[arg-type]
+    kind = parsed.kind
+    if parsed.kind == "tool_calls" and not calls:
+        kind = "invalid"
+    text = parsed.text
+    if kind == "refusal":
+        text = engine.refusal_text
+    if kind == "invalid" and not text.strip():
+        text = cut_or_invalid_text(invalid, finish, plan.settings.max_tokens)
+    response = HammerResponse(
+        kind=kind, tool_calls=calls, invalid_tool_calls=invalid, text=text, raw=raw, usage=usage,
+        finish_reason="tool_calls" if calls and finish == "stop" else finish,
+        model=engine.backend.model_name, timings=timings,
+    )
+    response.timings["parse"] = time.perf_counter() - parse_started
+    return response
+
+
+def last_response(events: Iterator[StreamEvent]) -> HammerResponse:
+    """The :class:`HammerResponse` that ends a stream of events (every stream ends with one)."""
+    final: HammerResponse | None = None
+    for event in events:
+        if isinstance(event, HammerResponse):
+            final = event
+    assert final is not None
+    return final
+
+
+def cut_or_invalid_text(invalid: Sequence[InvalidToolCall], finish: str, max_tokens: int) -> str:
+    """What an answer with no valid call says, so that no agent turn ends with an empty message.
+
+    An agent loop (LangChain's ``create_agent``, LlamaIndex's ``FunctionAgent``) ends its turn on a
+    message without valid calls; the invalid calls ride along but are not shown, so the text names
+    the failure and the fix. Complete calls before a cut are kept (:func:`parsed_response`):
+    this text is for output that has none.
+
+    Example:
+        >>> from hammer_plugins.calls import InvalidToolCall
+        >>> cut_or_invalid_text([InvalidToolCall(raw="[{", name="f", reason="cut")], "length", 30)[:60]
+        'No tool was called: the call to f was cut off at max_tokens='
+    """
+    names = sorted({c.name for c in invalid if c.name})
+    target = f"the call to {', '.join(names)}" if names else "the tool call"
+    if finish == "length":
+        return (f"No tool was called: {target} was cut off at max_tokens={max_tokens} before it was "
+                "complete. Raise max_tokens, or ask for fewer things at once.")
+    reasons = "; ".join(dict.fromkeys(c.reason for c in invalid if c.reason)) or "the output was not a valid call"
+    return f"No tool was called: {target} was not valid ({reasons})."

@@ -1,0 +1,203 @@
+"""The OpenAI Chat Completions wire format, written from the engine's one event stream.
+
+:func:`completion` builds the non-streaming ``chat.completion`` and :class:`ChunkWriter` the
+streamed ``chat.completion.chunk`` s, both from the ``openai`` package's own pydantic types, so what
+goes on the wire is what the SDK parses. The request side (validation, :class:`EngineCall`) is in
+:mod:`hammer_plugins.openai_server.protocol`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage
+from openai.types.chat.chat_completion import Choice
+from openai.types.chat.chat_completion_chunk import Choice as ChunkChoice
+from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall, ChoiceDeltaToolCallFunction
+from openai.types.chat.chat_completion_message_function_tool_call import (
+    ChatCompletionMessageFunctionToolCall,
+    Function,
+)
+from openai.types.completion_usage import CompletionUsage
+
+from ..calls import ToolCall
+from ..encoder import StreamEncoder
+from ..events import StreamEvent
+from ..parsing import structural_characters
+from ..response import HammerResponse
+
+
+# ------------------------------------------------------------------ responses
+def new_completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
+def arguments_json(call: ToolCall) -> str:
+    return json.dumps(call.arguments, ensure_ascii=False)
+
+
+def usage_of(response: HammerResponse) -> CompletionUsage:
+    return CompletionUsage(prompt_tokens=response.usage.prompt_tokens,
+                           completion_tokens=response.usage.completion_tokens,
+                           total_tokens=response.usage.total_tokens)
+
+
+def _finish_reason(response: HammerResponse) -> str:
+    if response.tool_calls:
+        return "tool_calls" if response.finish_reason in ("stop", "tool_calls") else response.finish_reason
+    return "length" if response.finish_reason == "length" else "stop"
+
+
+def content_of(response: HammerResponse) -> str | None:
+    """What a person is shown of ``response``, in every API: its text; for malformed calls, what the model wrote."""
+    if response.kind == "invalid":
+        return response.text or response.raw  # what the model wrote; the reasons are in invalid_tool_calls
+    return response.text or None
+
+
+def _invalid(response: HammerResponse) -> list[dict[str, Any]]:
+    return [{"id": c.id, "name": c.name, "arguments": c.arguments, "reason": c.reason}
+            for c in response.invalid_tool_calls]
+
+
+def completion(response: HammerResponse, model: str, refusal_text: str, completion_id: str | None = None,
+               created: int | None = None) -> ChatCompletion:
+    """The ``chat.completion`` object for one engine answer.
+
+    A refusal (Hammer's ``[]``) has ``content`` = the refusal text (or the answer of
+    ``on_refusal="answer"``), ``refusal`` = the refusal text and ``finish_reason="stop"``. Calls the
+    model made that cannot be executed are listed in the extra field ``message.invalid_tool_calls``.
+
+    Example:
+        >>> from hammer_plugins import HammerResponse, ToolCall
+        >>> r = HammerResponse(kind="tool_calls", tool_calls=[ToolCall(name="f", arguments={"x": 1})],
+        ...                    finish_reason="tool_calls")
+        >>> c = completion(r, "hammer", "Sorry.")
+        >>> c.choices[0].finish_reason, c.choices[0].message.tool_calls[0].function.arguments
+        ('tool_calls', '{"x": 1}')
+    """
+    calls = [ChatCompletionMessageFunctionToolCall(id=c.id, type="function",
+                                                   function=Function(name=c.name, arguments=arguments_json(c)))
+             for c in response.tool_calls]
+    extra: dict[str, Any] = {}
+    if response.invalid_tool_calls:
+        extra["invalid_tool_calls"] = _invalid(response)
+    message = ChatCompletionMessage(role="assistant", content=content_of(response), tool_calls=calls or None,
+                                    refusal=refusal_text if response.kind == "refusal" else None, **extra)
+    return ChatCompletion(id=completion_id or new_completion_id(), object="chat.completion",
+                          created=created or int(time.time()), model=model,
+                          choices=[Choice(index=0, message=message, finish_reason=_finish_reason(response),  # type: ignore[arg-type]
+                                          logprobs=None)],
+                          usage=usage_of(response))
+
+
+def argument_fragments(arguments: str) -> list[str]:
+    """A call's arguments JSON cut into the pieces a stream sends: one top-level member each.
+
+    Example:
+        >>> argument_fragments('{"city": "Paris", "unit": "celsius"}')
+        ['{"city": "Paris"', ', "unit": "celsius"', '}']
+        >>> "".join(argument_fragments('{"a": {"b": [1, 2]}}'))
+        '{"a": {"b": [1, 2]}}'
+    """
+    pieces: list[str] = []
+    depth = 0
+    start = 0
+    for index, char in structural_characters(arguments):
+        if char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+            if depth == 0:
+                if index > start:
+                    pieces.append(arguments[start:index])
+                start = index
+        elif char == "," and depth == 1:
+            pieces.append(arguments[start:index])
+            start = index
+    pieces.append(arguments[start:])
+    return [p for p in pieces if p]
+
+
+class ChunkWriter(StreamEncoder[ChatCompletionChunk]):
+    """Turns the engine's stream events into ``chat.completion.chunk`` objects.
+
+    Each call's first delta carries ``index``, ``id``, ``type`` and ``function.name`` (with empty
+    arguments); its arguments follow as fragments under the same index. Hammer's call syntax itself
+    is never sent as content; prose (``tool_choice="none"``, the answer of ``on_refusal="answer"``,
+    JSON of a ``response_format``) streams as it is generated. What was already sent is the
+    :class:`~hammer_plugins.encoder.StreamEncoder`'s state.
+
+    Example:
+        >>> from hammer_plugins import HammerResponse, ToolCall, ToolCallDelta
+        >>> writer = ChunkWriter("hammer", "Sorry.", include_usage=True)
+        >>> call = ToolCall(name="f", arguments={"x": 1})
+        >>> chunks = writer.start() + writer.event(ToolCallDelta(0, call))
+        >>> chunks += writer.event(HammerResponse(kind="tool_calls", tool_calls=[call], finish_reason="tool_calls"))
+        >>> [c.choices[0].finish_reason if c.choices else "usage" for c in chunks]
+        [None, None, None, None, 'tool_calls', 'usage']
+    """
+
+    def __init__(self, model: str, refusal_text: str, include_usage: bool = False, completion_id: str | None = None,
+                 created: int | None = None) -> None:
+        super().__init__()
+        self.model = model
+        self.refusal_text = refusal_text
+        self.include_usage = include_usage
+        self.id = completion_id or new_completion_id()
+        self.created = created or int(time.time())
+
+    def _chunk(self, delta: ChoiceDelta | None, finish: str | None = None,
+               usage: CompletionUsage | None = None) -> ChatCompletionChunk:
+        choices = [] if delta is None else [ChunkChoice(index=0, delta=delta, finish_reason=finish)]  # type: ignore[arg-type]
+        extra: dict[str, Any] = {"usage": usage} if self.include_usage else {}  # as OpenAI: null until the last chunk
+        return ChatCompletionChunk(id=self.id, object="chat.completion.chunk", created=self.created, model=self.model,
+                                   choices=choices, **extra)
+
+    def start(self) -> list[ChatCompletionChunk]:
+        return [self._chunk(ChoiceDelta(role="assistant", content=""))]
+
+    def event(self, event: StreamEvent) -> list[ChatCompletionChunk]:
+        """The chunks one engine event becomes (often none: Hammer's call syntax is not content)."""
+        return self.feed(event)
+
+    def on_prose(self, text: str) -> list[ChatCompletionChunk]:
+        return [self._chunk(ChoiceDelta(content=text))] if text else []
+
+    def on_call(self, index: int, call: ToolCall) -> list[ChatCompletionChunk]:
+        first = ChoiceDeltaToolCall(index=index, id=call.id, type="function",
+                                    function=ChoiceDeltaToolCallFunction(name=call.name, arguments=""))
+        chunks = [self._chunk(ChoiceDelta(tool_calls=[first]))]
+        for piece in argument_fragments(arguments_json(call)):
+            fragment = ChoiceDeltaToolCall(index=index, function=ChoiceDeltaToolCallFunction(arguments=piece))
+            chunks.append(self._chunk(ChoiceDelta(tool_calls=[fragment])))
+        return chunks
+
+    def on_finish(self, response: HammerResponse) -> list[ChatCompletionChunk]:
+        return self.finish(response)
+
+    def finish(self, response: HammerResponse) -> list[ChatCompletionChunk]:
+        chunks: list[ChatCompletionChunk] = []
+        for _, call in self.unsent_calls(response):  # calls the scanner did not see complete (e.g. unconstrained)
+            self.sent_calls.append(call)
+            chunks += self.on_call(len(self.sent_calls) - 1, call)
+        content = content_of(response)
+        refusal = self.refusal_text if response.kind == "refusal" else None
+        extra: dict[str, Any] = {"invalid_tool_calls": _invalid(response)} if response.invalid_tool_calls else {}
+        if (content and not self.prose) or refusal or extra:
+            chunks.append(self._chunk(ChoiceDelta(content=None if self.prose else content, refusal=refusal, **extra)))
+        chunks.append(self._chunk(ChoiceDelta(), finish=_finish_reason(response)))
+        if self.include_usage:
+            chunks.append(self._chunk(None, usage=usage_of(response)))
+        return chunks
+
+
+def sse(chunk: ChatCompletionChunk) -> bytes:
+    """One server-sent event in OpenAI's framing (``data: {...}`` and a blank line)."""
+    return b"data: " + chunk.model_dump_json(exclude_unset=True).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"

@@ -1,0 +1,108 @@
+"""Names shown to a person are printable, and tools a person cannot tell apart are refused (issue 37, class 7).
+
+:func:`printable` escapes whatever a terminal would act on or not show; :func:`to_tools` (every binding:
+the engine, the server, the adapters, MCP) refuses two names that differ only by invisible or
+compatibility characters, naming both with the invisible characters escaped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import unicodedata
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hammer_plugins import HammerEngine, Message
+from hammer_plugins.backends.scripted import ScriptedBackend
+from hammer_plugins.calls import ToolCall
+from hammer_plugins.cli import _may_run
+from hammer_plugins.display import name_key, printable, printable_json
+from hammer_plugins.errors import SchemaConversionError
+from hammer_plugins.tools import to_tools
+
+ESCAPE_NAME = "time\x1b]0;pwned\x07\x1b[2J\x1b[1;1Hnow"
+
+
+def tool(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+
+
+# ------------------------------------------------------------------ printable
+@pytest.mark.parametrize(("text", "shown"), [
+    (ESCAPE_NAME, "time\\x1b]0;pwned\\x07\\x1b[2J\\x1b[1;1Hnow"),
+    ("a\u200bb", "a\\u200bb"), ("evil\u202etxt.exe", "evil\\u202etxt.exe"), ("csi\x9b31m", "csi\\x9b31m"),
+    ("line\nbreak\ttab\rcr", "line\\x0abreak\\x09tab\\x0dcr"), ("nb\u00a0sp", "nb\\xa0sp"), ("sep\u2028", "sep\\u2028"),
+    ("plane\U000f0000", "plane\\U000f0000"), ("caf\u00e9 \u5929\u6c14 get_time", "caf\u00e9 \u5929\u6c14 get_time"),
+])
+def test_printable_escapes_what_a_terminal_would_act_on_or_not_show(text: str, shown: str) -> None:
+    assert printable(text) == shown
+
+
+def test_a_models_answer_keeps_its_lines() -> None:
+    assert printable("one\n\ttwo\x1b[2J", keep_newlines=True) == "one\n\ttwo\\x1b[2J"
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.text())
+def test_printable_output_is_printable(text: str) -> None:
+    assert printable(text).isprintable()
+    assert all(c.isprintable() or c in "\n\t" for c in printable(text, keep_newlines=True))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.recursive(st.text() | st.integers(), lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8))
+def test_printable_json_is_the_same_json_and_printable(value: Any) -> None:
+    shown = printable_json(json.dumps(value, ensure_ascii=False))
+    assert json.loads(shown) == value and shown.isprintable()
+
+
+# ------------------------------------------------------------------ names a person cannot tell apart
+@pytest.mark.parametrize("twin", [
+    "get_current_time\u200b", "\u200dget_current_time", "get_current_\u00adtime", "get_\u2060current_time",
+    "get_current_time\ufe0f", "\uff47et_current_time", "get_current_time ", "get_current\u3164_time",
+])
+def test_two_tools_a_person_cannot_tell_apart_are_refused_naming_both(twin: str) -> None:
+    with pytest.raises(SchemaConversionError) as caught:
+        to_tools([tool("get_current_time"), tool(twin)])
+    message = str(caught.value)
+    assert repr("get_current_time") in message and repr(twin) in message
+    assert "differ only by invisible or look-alike characters" in message and message.isprintable()
+
+
+def test_names_that_look_different_are_kept() -> None:
+    names = ["get_time", "get_Time", "get_time2", "get time", "gettime", "get_t\u00efme", "\u83b7\u53d6\u65f6\u95f4"]
+    assert [t.name for t in to_tools([tool(n) for n in names])] == names
+
+
+def test_a_name_with_nothing_visible_is_refused() -> None:
+    with pytest.raises(SchemaConversionError, match="no visible character"):
+        to_tools([tool("\u200b\u200c")])
+
+
+def test_the_engine_refuses_them_at_bind_time() -> None:
+    engine = HammerEngine(backend=ScriptedBackend(["[]"]))
+    with pytest.raises(SchemaConversionError, match="differ only by invisible"):
+        engine.generate([Message.user("time?")], tools=[tool("get_current_time"), tool("get_current_time\u200b")])
+
+
+def test_name_key_is_what_a_person_sees() -> None:
+    assert name_key("\ufb01nd") == "find" and name_key("a\u00a0\u00a0b") == "a b"
+    assert name_key("e\u0301") == name_key("\u00e9") == unicodedata.normalize("NFC", "e\u0301")
+
+
+# ------------------------------------------------------------------ hammer chat's confirmation
+def test_the_confirmation_prompt_shows_the_name_escaped(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    asked: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or "n")
+    call = ToolCall(name=ESCAPE_NAME, arguments={})
+    assert not _may_run(argparse.Namespace(yes=False), call, interactive=True)
+    assert asked == ["  run time\\x1b]0;pwned\\x07\\x1b[2J\\x1b[1;1Hnow? [y/N] "]
+    assert not _may_run(argparse.Namespace(yes=False), call, interactive=False)
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "not run: time\\x1b]0;pwned" in err
