@@ -1,20 +1,25 @@
-"""The FastAPI application: ``/v1/chat/completions``, ``/v1/models`` and ``/health`` over one engine.
+"""The FastAPI application: three APIs over one engine, ``/v1/models`` and ``/health``.
 
-Every error is OpenAI's error JSON (``{"error": {"message", "type", "param", "code"}}``), never a
-traceback: the exception is logged on the server. In front of the routes, :class:`Guard` refuses
+``/v1/chat/completions`` (OpenAI Chat Completions), ``/v1/responses`` (OpenAI Responses) and
+``/v1/messages`` (+ ``/count_tokens``, Anthropic Messages) share one route body, ``answer``: a place in
+the queue, the body, the engine call, the client followed; only the parser and the
+:class:`~.encoders.Encoder` differ. Every error is the API's own error JSON (OpenAI's
+``{"error": {"message", "type", "param", "code"}}``, Anthropic's ``{"type": "error", "error": {"type",
+"message"}}`` under ``/v1/messages``), never a traceback: the exception is logged on the server.
+In front of the routes, :class:`Guard` refuses
 what a web page could send: an ``Origin`` not on the allow-list (403; CORS for the ones on it), a
 ``Host`` that is not local on a loopback connection (403: DNS rebinding), a POST body that is not
 ``application/json`` (415: no "simple" cross-origin request gets through). Then
-:class:`~.listener.Admission` checks the bearer key and the announced size from the headers (401 /
-413 before a byte of the body is read), the queue's bound is consulted before the body is read or
-parsed (429), and calls run through :class:`~.worker.EngineWorker` within its bounds (504 past the
-time limit, 503 while shutting down).
+:class:`~.listener.Admission` checks the key (``Authorization: Bearer`` or ``x-api-key``) and the
+announced size from the headers (401 / 413 before a byte of the body is read), the queue's bound is
+consulted before the body is read or parsed (429), and calls run through :class:`~.worker.EngineWorker`
+within its bounds (504 past the time limit, 503 while shutting down).
 
 Example:
     >>> from hammer_plugins import HammerEngine, ScriptedBackend
     >>> app = create_app(HammerEngine(backend=ScriptedBackend([])), model_name="hammer")
-    >>> sorted(r.path for r in app.routes if r.path.startswith("/v1"))
-    ['/v1/chat/completions', '/v1/models', '/v1/models/{name:path}']
+    >>> sorted(r.path for r in app.routes if r.path.startswith("/v1") and "{" not in r.path)
+    ['/v1/chat/completions', '/v1/messages', '/v1/messages/count_tokens', '/v1/models', '/v1/responses']
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import json
 import logging
 import socket
 import time
@@ -39,8 +45,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine import HammerEngine
 from ..response import HammerResponse
+from .encoders import ChatEncoder, Encoder, MessagesEncoder, ResponsesEncoder
 from .listener import Admission
-from .protocol import DONE, APIError, ChunkWriter, completion, engine_error, parse_json, parse_request, sse
+from .messages_api import parse_messages_request
+from .protocol import APIError, EngineCall, engine_error, parse_json, parse_request
+from .responses_api import parse_responses_request
 from .worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT, EngineWorker
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -78,8 +87,9 @@ LOCAL_TLDS = (".localhost", ".local", ".internal")
 """Host names allowed on a loopback connection besides ``localhost``, this machine's name and IP literals."""
 
 
-def error_response(error: APIError, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error.body(), status_code=error.status, headers={**(error.headers or {}), **(headers or {})})
+def error_response(error: APIError, headers: dict[str, str] | None = None, path: str = "") -> JSONResponse:
+    """``error`` as JSON in the shape of the API ``path`` belongs to (OpenAI's, or Anthropic's under /v1/messages)."""
+    return JSONResponse(error.body(path), status_code=error.status, headers={**(error.headers or {}), **(headers or {})})
 
 
 def _pattern(origin: str) -> tuple[str, ...]:
@@ -185,7 +195,7 @@ class Guard:
                                code="origin_not_allowed")
         if refusal is not None:
             log.warning("refused %r %r: %s", scope["method"], scope["path"], refusal.code)  # %r: quoted, one line
-            await error_response(refusal)(scope, receive, send)
+            await error_response(refusal, path=scope["path"])(scope, receive, send)
             return
         cors = self._cors(origin, headers)
         if scope["method"] == "OPTIONS":  # a preflight (allowed origin), or a plain OPTIONS
@@ -197,7 +207,7 @@ class Guard:
                 refusal = APIError(415, f"The request body must be JSON sent as 'Content-Type: application/json' (got "
                                         f"{media or 'no Content-Type'!r}). Fix: add that header (curl: -H "
                                         "'Content-Type: application/json').", code="unsupported_media_type")
-                await error_response(refusal, cors)(scope, receive, send)
+                await error_response(refusal, cors, path=scope["path"])(scope, receive, send)
                 return
         if not cors:
             await self.app(scope, receive, send)
@@ -258,18 +268,19 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> JSONResponse:
-        return error_response(exc)
+        return error_response(exc, path=request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
         message = f"{request.method} {request.url.path}: {exc.detail}"
-        return error_response(APIError(exc.status_code, message, type=kind, code=str(exc.status_code)))
+        return error_response(APIError(exc.status_code, message, type=kind, code=str(exc.status_code)),
+                              path=request.url.path)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %r", request.url.path)
-        return error_response(engine_error(exc))
+        return error_response(engine_error(exc), path=request.url.path)
 
     async def unhealthy() -> str | None:
         reason = worker.stuck()
@@ -309,34 +320,42 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
                            param="model", code="model_not_found")
         return Model(id=model_name, created=started, object="model", owned_by="hammer-plugins").model_dump()
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> Response:
+    async def read_call(request: Request, parse: Callable[[Any], Any]) -> tuple[Any, Any]:
+        """A place in the queue, then the request's JSON decoded and validated by ``parse`` (on a thread when it
+        is large): ``(place, parsed)``, or ``(None, 499 response)`` when the client left while sending."""
         place = worker.reserve()  # the queue's bound first: a flood of bodies gets 429 before any is read or parsed
         try:
             try:
                 raw = await request.body()
             except ClientDisconnect:  # gone, or closed by the listener's body deadline
-                return Response(status_code=499)
+                place.release()
+                return None, Response(status_code=499)
             if len(raw) > PARSE_OFF_LOOP_BYTES:  # decoding megabytes takes a while: /health and streams keep going
-                call = await asyncio.to_thread(lambda: parse_request(parse_json(raw), model_name))
-            else:
-                call = parse_request(parse_json(raw), model_name)
+                return place, await asyncio.to_thread(lambda: parse(parse_json(raw)))
+            return place, parse(parse_json(raw))
+        except BaseException:
+            place.release()
+            raise
+
+    async def answer(request: Request, place: Any, call: EngineCall, encoder: Encoder) -> Response:
+        """Run ``call`` through the worker and answer in ``encoder``'s wire format: every API's one route body."""
+        try:
             events = worker.events(call.messages, call.tools, call.tool_choice, call.options, place=place)
             try:
                 # Waits in the queue; a client that leaves meanwhile takes its request out of it.
                 stream = await _enter_unless_disconnected(request, events)
-            except Exception as exc:  # noqa: BLE001 - the engine refused the call (or the queue is full): an OpenAI error
+            except Exception as exc:  # noqa: BLE001 - the engine refused the call (or the queue is full): an API error
                 raise engine_error(exc) from None
         finally:
             place.release()  # a no-op once the call took it over
         if stream is None:
             return Response(status_code=499)
         if call.stream:
-            writer = ChunkWriter(model_name, engine.refusal_text, include_usage=call.include_usage)
             # sse-starlette, as llama-cpp-python's server and vLLM use: it stops the generator when the
             # client disconnects, and its comment pings keep proxies from closing a stream that is quiet
             # while a long prompt is evaluated (clients ignore comments).
-            return _EventStream(_sse(writer, events, stream), ping=PING_SECONDS, sep="\n", send_timeout=SEND_TIMEOUT_SECONDS,
+            return _EventStream(_sse(encoder, events, stream), ping=PING_SECONDS, sep="\n",
+                                send_timeout=SEND_TIMEOUT_SECONDS,
                                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
         async def collect() -> HammerResponse:
@@ -357,9 +376,54 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
         final = await _unless_disconnected(request, collect())
         if final is None:  # nobody to answer; the generation was stopped
             return Response(status_code=499)
-        body = completion(final, model_name, engine.refusal_text)
         headers = {REFUSAL_HEADER: "true"} if final.kind == "refusal" else {}
-        return Response(body.model_dump_json(exclude_unset=True), media_type="application/json", headers=headers)
+        return Response(json.dumps(encoder.body(final), ensure_ascii=False), media_type="application/json",
+                        headers=headers)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        place, call = await read_call(request, lambda body: parse_request(body, model_name))
+        if place is None:
+            return call
+        return await answer(request, place, call, ChatEncoder(model_name, engine.refusal_text, call.include_usage))
+
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> Response:
+        place, parsed = await read_call(request, lambda body: parse_responses_request(body, model_name))
+        if place is None:
+            return parsed
+        call, meta = parsed
+        return await answer(request, place, call, ResponsesEncoder(meta))
+
+    @app.get("/v1/responses/{response_id}")
+    async def stored_response(response_id: str) -> Response:
+        raise APIError(404, f"No response with id {response_id!r}: this server is stateless and stores no responses.",
+                       param="response_id", code="not_found")
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Response:
+        place, call = await read_call(request, lambda body: parse_messages_request(body, model_name))
+        if place is None:
+            return call
+        return await answer(request, place, call, MessagesEncoder(model_name))
+
+    @app.post("/v1/messages/count_tokens")
+    async def count_tokens(request: Request) -> Response:
+        place, call = await read_call(request,
+                                      lambda body: parse_messages_request(body, model_name, count_only=True))
+        if place is None:
+            return call
+        place.release()  # counting is no generation: it takes no place in the queue
+
+        def count() -> int:
+            prompt = engine.render(call.messages, call.tools, call.tool_choice,
+                                   response_format=call.options.get("response_format"))
+            return engine.count_tokens(prompt)
+
+        try:
+            return JSONResponse({"input_tokens": await asyncio.to_thread(count)})
+        except Exception as exc:  # noqa: BLE001 - an unrenderable request is the client's error, in Anthropic's shape
+            raise engine_error(exc) from None
 
     return app
 
@@ -422,19 +486,20 @@ class _EventStream(EventSourceResponse):
             log.warning("a streaming client read nothing for %g s: its response was given up", self.send_timeout)
 
 
-async def _sse(writer: ChunkWriter, events: Any, stream: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+async def _sse(encoder: Encoder, events: Any, stream: AsyncIterator[Any]) -> AsyncIterator[bytes]:
     """The event stream of one call; a client that disconnects cancels this, which stops the generation."""
     try:
-        for chunk in writer.start():
-            yield sse(chunk)
+        for data in encoder.start():
+            yield data
         async for event in stream:
-            for chunk in writer.event(event):
-                yield sse(chunk)
-    except Exception as exc:  # noqa: BLE001 - the headers are sent: the error goes in the stream, as OpenAI does
+            for data in encoder.event(event):
+                yield data
+    except Exception as exc:  # noqa: BLE001 - the headers are sent: the error goes in the stream, as each API does
         error = engine_error(exc)
         if error.status >= 500:
             log.exception("the engine failed during a streamed request")
-        yield b"data: " + JSONResponse(error.body()).body + b"\n\n"
+        yield encoder.error(error)
     finally:
         await events.__aexit__(None, None, None)
-    yield DONE
+    for data in encoder.end():
+        yield data

@@ -51,7 +51,8 @@ def _finish_reason(response: HammerResponse) -> str:
     return "length" if response.finish_reason == "length" else "stop"
 
 
-def _content(response: HammerResponse) -> str | None:
+def content_of(response: HammerResponse) -> str | None:
+    """What a person is shown of ``response``, in every API: its text; for malformed calls, what the model wrote."""
     if response.kind == "invalid":
         return response.text or response.raw  # what the model wrote; the reasons are in invalid_tool_calls
     return response.text or None
@@ -84,7 +85,7 @@ def completion(response: HammerResponse, model: str, refusal_text: str, completi
     extra: dict[str, Any] = {}
     if response.invalid_tool_calls:
         extra["invalid_tool_calls"] = _invalid(response)
-    message = ChatCompletionMessage(role="assistant", content=_content(response), tool_calls=calls or None,
+    message = ChatCompletionMessage(role="assistant", content=content_of(response), tool_calls=calls or None,
                                     refusal=refusal_text if response.kind == "refusal" else None, **extra)
     return ChatCompletion(id=completion_id or new_completion_id(), object="chat.completion",
                           created=created or int(time.time()), model=model,
@@ -183,7 +184,7 @@ class ChunkWriter(StreamEncoder[ChatCompletionChunk]):
         for _, call in self.unsent_calls(response):  # calls the scanner did not see complete (e.g. unconstrained)
             self.sent_calls.append(call)
             chunks += self.on_call(len(self.sent_calls) - 1, call)
-        content = _content(response)
+        content = content_of(response)
         refusal = self.refusal_text if response.kind == "refusal" else None
         extra: dict[str, Any] = {"invalid_tool_calls": _invalid(response)} if response.invalid_tool_calls else {}
         if (content and not self.prose) or refusal or extra:

@@ -164,7 +164,8 @@ class Admission:
     """ASGI middleware: the body size and the API key, checked from the headers before any body is read.
 
     - ``Content-Length`` over ``limit``: 413 at once, and the connection is closed.
-    - ``Authorization: Bearer <key>`` when ``api_key`` is set (``hmac.compare_digest``), on every path
+    - ``Authorization: Bearer <key>`` (or ``x-api-key: <key>``, Anthropic's header) when ``api_key``
+      is set (``hmac.compare_digest``), on every path
       but ``/health``: else 401 at once. The body (at most ``limit`` bytes, or what arrives within the
       body timeout) is then read and dropped as it comes, never kept, so the client gets to read the
       401 instead of a reset (nginx's "lingering close").
@@ -187,7 +188,10 @@ class Admission:
             return None
         scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
         if scheme.lower() != b"bearer" or not token.strip():
-            return APIError(401, "Missing API key: send it as 'Authorization: Bearer <key>' (the openai SDK's api_key).",
+            token = headers.get(b"x-api-key", b"")  # Anthropic's header (the anthropic SDK, Claude Code)
+        if not token.strip():
+            return APIError(401, "Missing API key: send it as 'Authorization: Bearer <key>' (the openai SDK's api_key) "
+                                 "or 'x-api-key: <key>' (the anthropic SDK's).",
                             type="authentication_error", code="missing_api_key")
         if not hmac.compare_digest(token.strip(), self.api_key):
             return APIError(401, "Incorrect API key provided.", type="authentication_error", code="invalid_api_key")
@@ -203,7 +207,8 @@ class Admission:
         if refusal is None and scope["path"] not in UNAUTHENTICATED_PATHS:
             refusal = self._key_error(headers)
         if refusal is not None:
-            await JSONResponse(refusal.body(), status_code=refusal.status, headers=refusal.headers)(scope, receive, send)
+            await JSONResponse(refusal.body(scope["path"]), status_code=refusal.status,
+                               headers=refusal.headers)(scope, receive, send)
             return
         received = 0
 

@@ -55,7 +55,8 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 
 
 class APIError(Exception):
-    """An error answered in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``.
+    """An error answered in its API's shape: OpenAI's ``{"error": {"message", "type", "param", "code"}}``,
+    or Anthropic's under ``/v1/messages``.
 
     Example:
         >>> APIError(400, "n must be 1", param="n").body()["error"]["type"]
@@ -63,7 +64,8 @@ class APIError(Exception):
     """
 
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",  # noqa: A002
-                 param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None) -> None:
+                 param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None,
+                 anthropic_message: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -71,9 +73,27 @@ class APIError(Exception):
         self.param = param
         self.code = code
         self.headers = headers  # e.g. Retry-After on a 429
+        self.anthropic_message = anthropic_message  # where Anthropic's API words the case differently
 
-    def body(self) -> dict[str, Any]:
+    def body(self, path: str = "") -> dict[str, Any]:
+        """The error JSON in the shape of the API ``path`` belongs to: Anthropic's under ``/v1/messages``
+        (``{"type": "error", "error": {"type", "message"}}``), OpenAI's elsewhere."""
+        if path.startswith(MESSAGES_PATH):
+            message = self.anthropic_message or self.message
+            return {"type": "error", "error": {"type": self.anthropic_type(), "message": message}}
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def anthropic_type(self) -> str:
+        """Anthropic's error ``type`` for this status (``api_error`` for the 5xx it has no name for)."""
+        return ANTHROPIC_ERROR_TYPES.get(self.status, "invalid_request_error" if self.status < 500 else "api_error")
+
+
+MESSAGES_PATH = "/v1/messages"
+"""Routes under this path are Anthropic's Messages API: their errors take Anthropic's shape."""
+
+ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                         404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+                         503: "overloaded_error", 504: "timeout_error"}
 
 
 class StreamOptions(BaseModel):
@@ -526,10 +546,12 @@ def engine_error(exc: Exception) -> APIError:
     if upstream is not None:
         return upstream
     if isinstance(exc, ContextWindowExceededError):
+        # Anthropic's clients read its own words for this case (Claude Code compacts on them).
         return APIError(400, f"This model's maximum context length is {exc.context_window} tokens. However, your "
                              f"messages resulted in {exc.prompt_tokens} tokens and {exc.max_new_tokens} more are "
                              "reserved for the completion. Please reduce the length of the messages or tools, or "
-                             "max_tokens.", param="messages", code="context_length_exceeded")
+                             "max_tokens.", param="messages", code="context_length_exceeded",
+                        anthropic_message=f"prompt is too long: {exc.prompt_tokens} tokens > {exc.context_window} maximum")
     if isinstance(exc, UnknownToolError):
         return APIError(400, str(exc), param="tool_choice", code="invalid_tool_choice")
     if isinstance(exc, SchemaConversionError):

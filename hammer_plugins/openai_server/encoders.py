@@ -1,0 +1,107 @@
+"""One encoder per wire format: the bytes a streamed answer is sent as, and the non-streamed body.
+
+The route of every API does the same work (parse, queue, run the engine, follow the client) in
+:func:`~.app.create_app`'s one ``answer`` function; what differs is only how the engine's events are
+framed, which is this module's :class:`Encoder`: Chat Completions chunks, Responses events or Messages
+events, each a thin shell around its writer (which keeps its state through
+:class:`~.answer_steps.AnswerSteps`).
+
+Example:
+    >>> from hammer_plugins import HammerResponse
+    >>> encoder = ChatEncoder("hammer", "Sorry.", include_usage=False)
+    >>> b"".join(encoder.start() + encoder.event(HammerResponse(kind="text", text="Hi")) + encoder.end()).count(b"data:")
+    4
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..engine import StreamEvent
+from ..response import HammerResponse
+from .messages_api import MessagesWriter, anthropic_error_body, final_message, messages_sse
+from .protocol import DONE, APIError, ChunkWriter, completion, sse
+from .responses_api import ResponsesMeta, ResponsesWriter, final_response, responses_sse
+
+
+class Encoder:
+    """How one API frames an answer. ``start``/``event``/``end`` give SSE bytes; ``body`` the whole answer."""
+
+    def start(self) -> list[bytes]:
+        return []
+
+    def event(self, event: StreamEvent) -> list[bytes]:
+        raise NotImplementedError
+
+    def error(self, error: APIError) -> bytes:
+        """What a stream sends when the engine fails after the headers went out."""
+        raise NotImplementedError
+
+    def end(self) -> list[bytes]:
+        return []
+
+    def body(self, final: HammerResponse) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class ChatEncoder(Encoder):
+    """Chat Completions: ``chat.completion.chunk`` objects, then ``data: [DONE]``."""
+
+    def __init__(self, model: str, refusal_text: str, include_usage: bool) -> None:
+        self.model = model
+        self.refusal_text = refusal_text
+        self.writer = ChunkWriter(model, refusal_text, include_usage=include_usage)
+
+    def start(self) -> list[bytes]:
+        return [sse(c) for c in self.writer.start()]
+
+    def event(self, event: StreamEvent) -> list[bytes]:
+        return [sse(c) for c in self.writer.event(event)]
+
+    def error(self, error: APIError) -> bytes:
+        return b"data: " + json.dumps(error.body()).encode() + b"\n\n"
+
+    def end(self) -> list[bytes]:
+        return [DONE]
+
+    def body(self, final: HammerResponse) -> dict[str, Any]:
+        return completion(final, self.model, self.refusal_text).model_dump(mode="json", exclude_unset=True)
+
+
+class ResponsesEncoder(Encoder):
+    """The Responses API: typed events with ``sequence_number``s, ending in ``response.completed``."""
+
+    def __init__(self, meta: ResponsesMeta) -> None:
+        self.writer = ResponsesWriter(meta)
+
+    def start(self) -> list[bytes]:
+        return [responses_sse(e) for e in self.writer.start()]
+
+    def event(self, event: StreamEvent) -> list[bytes]:
+        return [responses_sse(e) for e in self.writer.event(event)]
+
+    def error(self, error: APIError) -> bytes:
+        return responses_sse(self.writer.error(error))
+
+    def body(self, final: HammerResponse) -> dict[str, Any]:
+        return final_response(self.writer, final)
+
+
+class MessagesEncoder(Encoder):
+    """The Messages API: ``message_start`` ... ``message_stop``; errors as Anthropic's ``error`` event."""
+
+    def __init__(self, model: str) -> None:
+        self.writer = MessagesWriter(model)
+
+    def start(self) -> list[bytes]:
+        return [messages_sse(e) for e in self.writer.start()]
+
+    def event(self, event: StreamEvent) -> list[bytes]:
+        return [messages_sse(e) for e in self.writer.event(event)]
+
+    def error(self, error: APIError) -> bytes:
+        return messages_sse(anthropic_error_body(error))
+
+    def body(self, final: HammerResponse) -> dict[str, Any]:
+        return final_message(self.writer, final)

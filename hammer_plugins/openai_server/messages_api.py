@@ -1,0 +1,298 @@
+"""The Anthropic Messages API (``POST /v1/messages``, ``/v1/messages/count_tokens``) over the same engine call.
+
+As with the Responses API, a request is translated into the Chat Completions body it means and
+validated by :func:`~.protocol.parse_request` (one set of rules and limits for every API): ``system``
+(a string or text blocks, also a ``system`` turn inside ``messages``, as Claude Code sends) becomes
+system messages, ``tool_use`` blocks assistant tool calls, ``tool_result`` blocks tool messages
+(``is_error`` results are marked as errors for the model). :class:`MessagesWriter` encodes the engine's
+events as Anthropic's stream (``message_start``, ``content_block_start`` / ``_delta`` / ``_stop`` with
+``text_delta`` and ``input_json_delta``, ``message_delta``, ``message_stop``); errors are Anthropic's
+``{"type": "error", "error": {"type", "message"}}``.
+
+Rules for what a small local model cannot do (docs/server.md, "The Messages API"): server tools
+(``web_search_*``, ``bash_*``, ``text_editor_*``, ``computer_*``, ``code_execution_*``: any tool with a
+``type`` other than ``custom``) are not offered to the model, and a ``tool_choice`` naming one is a 400;
+images and documents are a 400; ``thinking``, ``cache_control``, ``context_management``, ``metadata``,
+``output_config`` and every unknown field are accepted and ignored; ``max_tokens`` above the context
+is capped to the room the prompt leaves.
+
+Example:
+    >>> call = parse_messages_request({"model": "hammer", "max_tokens": 64, "system": "Be brief.",
+    ...                                "messages": [{"role": "user", "content": "hi"}]}, "hammer")
+    >>> [m.role for m in call.messages], call.options["max_tokens"]
+    (['system', 'user'], 64)
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from ..calls import ToolCall
+from ..encoder import StreamEncoder
+from ..events import StreamEvent
+from ..response import HammerResponse
+from .chat_completions import argument_fragments, arguments_json, content_of
+from .protocol import MESSAGES_PATH, APIError, EngineCall, parse_request
+
+TOOL_ERROR_PREFIX = "Error: "
+"""Put before the text of a ``tool_result`` with ``is_error: true``, so the model reads that the call failed."""
+
+def anthropic_error_body(error: APIError) -> dict[str, Any]:
+    """``error`` in Anthropic's shape; a context overflow in Anthropic's own words.
+
+    Example:
+        >>> anthropic_error_body(APIError(401, "Missing API key."))
+        {'type': 'error', 'error': {'type': 'authentication_error', 'message': 'Missing API key.'}}
+    """
+    return error.body(MESSAGES_PATH)
+
+
+def _require(condition: bool, message: str, param: str) -> None:
+    if not condition:
+        raise APIError(400, f"{param}: {message}", param=param, code="invalid_value")
+
+
+def _block_text(block: Mapping[str, Any], param: str) -> str | None:
+    """A text block's text; None for blocks the model does not read (thinking); a 400 for images and documents."""
+    kind = block.get("type")
+    if kind == "text":
+        _require(isinstance(block.get("text"), str), "text must be a string.", f"{param}.text")
+        return block["text"]
+    if kind in ("thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result",
+                "code_execution_tool_result", "container_upload"):
+        return None
+    raise APIError(400, f"{param}: content blocks of type {kind!r} are not supported by this model (text, tool_use and "
+                        "tool_result only).", param=f"{param}.type", code="unsupported_value")
+
+
+def _text_of(content: Any, param: str) -> str:
+    if isinstance(content, str):
+        return content
+    _require(isinstance(content, list), "must be a string or a list of content blocks.", param)
+    texts = []
+    for j, block in enumerate(content):
+        _require(isinstance(block, Mapping), "must be an object.", f"{param}[{j}]")
+        text = _block_text(block, f"{param}[{j}]")
+        if text is not None:
+            texts.append(text)
+    return "\n\n".join(texts)
+
+
+def _turn(raw: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
+    """One Anthropic message as the Chat Completions messages it holds."""
+    param = f"messages[{index}]"
+    role = raw.get("role")
+    _require(role in ("user", "assistant", "system"), "role must be user or assistant.", f"{param}.role")
+    content = raw.get("content")
+    if isinstance(content, str) or role == "system":
+        return [{"role": role, "content": _text_of(content, f"{param}.content")}]
+    _require(isinstance(content, list), "content must be a string or a list of content blocks.", f"{param}.content")
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for j, block in enumerate(content):
+        where = f"{param}.content[{j}]"
+        _require(isinstance(block, Mapping), "must be an object.", where)
+        kind = block.get("type")
+        if kind == "tool_use" and role == "assistant":
+            _require(isinstance(block.get("id"), str) and isinstance(block.get("name"), str), "needs id and name.", where)
+            arguments = block.get("input") if block.get("input") is not None else {}
+            _require(isinstance(arguments, Mapping), "input must be an object.", f"{where}.input")
+            calls.append({"id": block["id"], "type": "function",
+                          "function": {"name": block["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}})
+        elif kind == "tool_result" and role == "user":
+            _require(isinstance(block.get("tool_use_id"), str), "needs tool_use_id.", f"{where}.tool_use_id")
+            text = _text_of(block.get("content") if block.get("content") is not None else "", f"{where}.content")
+            if block.get("is_error") is True:
+                text = TOOL_ERROR_PREFIX + text
+            results.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
+        else:
+            text = _block_text(block, where)
+            if text is not None:
+                texts.append(text)
+    if role == "assistant":
+        return [{"role": "assistant", "content": "\n\n".join(texts) or None, "tool_calls": calls or None}]
+    return results + ([{"role": "user", "content": "\n\n".join(texts)}] if texts or not results else [])
+
+
+def _tools(raw: Any) -> list[dict[str, Any]]:
+    if raw is None:
+        return []
+    _require(isinstance(raw, list), "must be a list.", "tools")
+    tools = []
+    for i, tool in enumerate(raw):
+        _require(isinstance(tool, Mapping), "must be an object.", f"tools[{i}]")
+        if tool.get("type") not in (None, "custom"):
+            continue  # a server tool (web search, bash, text editor, ...): not offered to the model
+        _require(isinstance(tool.get("name"), str), "needs a name.", f"tools[{i}].name")
+        function = {"name": tool["name"], "description": tool.get("description"),
+                    "parameters": tool.get("input_schema"), "strict": tool.get("strict")}
+        tools.append({"type": "function", "function": {k: v for k, v in function.items() if v is not None}})
+    return tools
+
+
+def _tool_choice(choice: Any, tools: list[dict[str, Any]]) -> tuple[Any, bool | None]:
+    """Anthropic's tool_choice as Chat Completions' (and whether parallel calls are off)."""
+    if choice is None:
+        return None, None
+    _require(isinstance(choice, Mapping), "must be an object such as {\"type\": \"auto\"}.", "tool_choice")
+    parallel = False if choice.get("disable_parallel_tool_use") is True else None
+    kind = choice.get("type")
+    if kind == "tool":
+        names = {t["function"]["name"] for t in tools}
+        if choice.get("name") not in names:
+            raise APIError(400, f"tool_choice names the tool {choice.get('name')!r}, which is not among the tools this "
+                                f"model is offered {sorted(names)} (server tools are not run here).",
+                           param="tool_choice.name", code="invalid_tool_choice")
+        return {"type": "function", "function": {"name": choice["name"]}}, parallel
+    _require(kind in ("auto", "any", "none"), "type must be auto, any, tool or none.", "tool_choice.type")
+    return {"auto": "auto", "any": "required", "none": "none"}[kind], parallel
+
+
+def parse_messages_request(body: Any, served_model: str | list[str], *, count_only: bool = False) -> EngineCall:
+    """Validate a ``/v1/messages`` body (or a ``count_tokens`` one) and map it to an engine call."""
+    if not isinstance(body, Mapping):
+        raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
+    if not count_only:
+        _require(isinstance(body.get("max_tokens"), int) and not isinstance(body.get("max_tokens"), bool)
+                 and body["max_tokens"] >= 1, "max_tokens is required: a positive integer.", "max_tokens")
+    _require(isinstance(body.get("messages"), list) and bool(body.get("messages")), "must be a non-empty list.",
+             "messages")
+    messages: list[dict[str, Any]] = []
+    if body.get("system") is not None:
+        messages.append({"role": "system", "content": _text_of(body["system"], "system")})
+    for index, raw in enumerate(body["messages"]):
+        _require(isinstance(raw, Mapping), "must be an object.", f"messages[{index}]")
+        messages += _turn(raw, index)
+    tools = _tools(body.get("tools"))
+    tool_choice, parallel = _tool_choice(body.get("tool_choice"), tools)
+    if not tools and tool_choice == "required":
+        raise APIError(400, "tool_choice 'any' needs tools, and the request has none this model is offered.",
+                       param="tool_choice", code="invalid_value")
+    chat: dict[str, Any] = {"model": body.get("model"), "messages": messages, "tools": tools or None,
+                            "tool_choice": tool_choice if tools else None, "stream": body.get("stream", False) is True}
+    if not count_only:
+        chat["max_tokens"] = body["max_tokens"]
+    for name in ("temperature", "top_p", "top_k", "mask_names", "on_refusal", "constrained", "seed", "repeat_penalty"):
+        if body.get(name) is not None:
+            chat[name] = body[name]
+    # Agent clients (Codex, the Agents SDK, Claude Code) show whatever comes back: Hammer's [] is answered in
+    # prose by a tool-free pass, as Hammer's own client does, unless the request asks for the refusal text.
+    chat.setdefault("on_refusal", "answer")
+    if body.get("stop_sequences") is not None:
+        chat["stop"] = body["stop_sequences"]
+    if parallel is False:
+        chat["parallel_tool_calls"] = False
+    return parse_request(chat, served_model)
+
+
+def new_message_id() -> str:
+    return f"msg_{uuid.uuid4().hex[:24]}"
+
+
+def _stop_reason(response: HammerResponse) -> str:
+    if response.finish_reason == "length":
+        return "max_tokens"
+    return "tool_use" if response.tool_calls else "end_turn"
+
+
+class MessagesWriter(StreamEncoder[dict[str, Any]]):
+    """Turns the engine's events into Anthropic stream events; :attr:`message` is the answer so far.
+
+    What was already sent is the :class:`~hammer_plugins.encoder.StreamEncoder`'s state; the hooks
+    frame it as content blocks: prose as a ``text`` block of ``text_delta`` s, each call as a
+    ``tool_use`` block whose input streams as ``input_json_delta`` pieces, then ``message_delta`` with
+    the ``stop_reason`` and usage, and ``message_stop``.
+
+    Example:
+        >>> from hammer_plugins import HammerResponse, ToolCall
+        >>> writer = MessagesWriter("hammer")
+        >>> call = ToolCall(name="f", arguments={"x": 1})
+        >>> events = writer.start() + writer.event(HammerResponse(kind="tool_calls", tool_calls=[call],
+        ...                                                       finish_reason="tool_calls"))
+        >>> [e["type"] for e in events]  # doctest: +NORMALIZE_WHITESPACE
+        ['message_start', 'content_block_start', 'content_block_delta', 'content_block_delta', 'content_block_stop',
+         'message_delta', 'message_stop']
+        >>> writer.message["stop_reason"], writer.message["content"][0]["input"]
+        ('tool_use', {'x': 1})
+    """
+
+    def __init__(self, model: str, message_id: str | None = None) -> None:
+        super().__init__()
+        self.message: dict[str, Any] = {"id": message_id or new_message_id(), "type": "message", "role": "assistant",
+                                        "model": model, "content": [], "stop_reason": None, "stop_sequence": None,
+                                        "usage": {"input_tokens": 0, "output_tokens": 0}}
+        self._text_open = False
+
+    def start(self) -> list[dict[str, Any]]:
+        return [{"type": "message_start", "message": json.loads(json.dumps(self.message))}]
+
+    def event(self, event: StreamEvent) -> list[dict[str, Any]]:
+        """The stream events one engine event becomes."""
+        return self.feed(event)
+
+    def on_prose(self, text: str) -> list[dict[str, Any]]:
+        return self._text(text) if text else []
+
+    def on_call(self, index: int, call: ToolCall) -> list[dict[str, Any]]:
+        return self._close_text() + self._call(call)
+
+    def _text(self, delta: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if not self._text_open:
+            self._text_open = True
+            self.message["content"].append({"type": "text", "text": ""})
+            out.append({"type": "content_block_start", "index": len(self.message["content"]) - 1,
+                        "content_block": {"type": "text", "text": ""}})
+        self.message["content"][-1]["text"] += delta
+        out.append({"type": "content_block_delta", "index": len(self.message["content"]) - 1,
+                    "delta": {"type": "text_delta", "text": delta}})
+        return out
+
+    def _close_text(self) -> list[dict[str, Any]]:
+        if not self._text_open:
+            return []
+        self._text_open = False
+        return [{"type": "content_block_stop", "index": len(self.message["content"]) - 1}]
+
+    def _call(self, call: ToolCall) -> list[dict[str, Any]]:
+        block = {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
+        self.message["content"].append(block)
+        index = len(self.message["content"]) - 1
+        out = [{"type": "content_block_start", "index": index,
+                "content_block": {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}}]
+        out += [{"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": p}}
+                for p in argument_fragments(arguments_json(call))]
+        out.append({"type": "content_block_stop", "index": index})
+        return out
+
+    def on_finish(self, response: HammerResponse) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for _, call in self.unsent_calls(response):  # calls no event carried (an unconstrained answer)
+            self.sent_calls.append(call)
+            out += self._close_text() + self._call(call)
+        text = self.unsent_text(content_of(response) or "")
+        out += (self._text(text) if text else []) + self._close_text()
+        stop = _stop_reason(response)
+        usage = {"input_tokens": response.usage.prompt_tokens, "output_tokens": response.usage.completion_tokens}
+        self.message.update(stop_reason=stop, usage=usage)
+        return [*out, {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage},
+                {"type": "message_stop"}]
+
+    @staticmethod
+    def error(error: APIError) -> dict[str, Any]:
+        return anthropic_error_body(error)
+
+
+def messages_sse(event: dict[str, Any]) -> bytes:
+    """One Messages stream event in Anthropic's framing (``event:`` and ``data:`` lines)."""
+    return f"event: {event['type']}\ndata: ".encode() + json.dumps(event, ensure_ascii=False).encode() + b"\n\n"
+
+
+def final_message(writer: MessagesWriter, final: HammerResponse) -> dict[str, Any]:
+    """The non-streamed answer: the writer fed the final engine event alone."""
+    writer.event(final)
+    return writer.message

@@ -1,0 +1,79 @@
+"""Codex CLI (Responses API) and Claude Code (Messages API), installed from npm by scripts/test.sh, each
+pointed at the server on the embedded default model as their docs say to point them at a gateway, and
+each completing one turn without a protocol error.
+
+The server runs with a 32k context: both clients send agent-sized prompts (Codex's instructions and
+tools, Claude Code's 7 kB system text and 12 tools), over the 8k default. What a 0.5B stand-in does
+with them is not the point here (it may call one of their tools, or answer); that the conversation
+goes through both clients' own parsers to a finished turn is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hammer_plugins import HammerEngine
+from hammer_plugins.model_source import cache_dir
+from hammer_plugins.openai_server import BackgroundServer, create_app
+
+pytestmark = pytest.mark.real_model
+
+KEY = "agent-clis-key"
+AGENT_CONTEXT = 32768
+
+
+def npm_binary(name: str) -> str:
+    """A client installed by scripts/test.sh (``npm install --prefix <cache>/npm``); fails, never skips."""
+    path = cache_dir() / "npm" / "node_modules" / ".bin" / name
+    assert path.exists(), f"{path} is missing: scripts/test.sh installs it (npm install --prefix {path.parents[2]})"
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def server(default_model_path: str) -> Iterator[BackgroundServer]:
+    engine = HammerEngine(model_path=default_model_path, n_ctx=AGENT_CONTEXT, max_tokens=256)
+    with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as running:
+        yield running
+
+
+def client_env(home: Path, **extra: str) -> dict[str, str]:
+    """No more environment than the client needs: PATH, a throwaway HOME, its settings."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8", **extra}
+
+
+def test_codex_exec_completes_a_turn(server: BackgroundServer, tmp_path: Path) -> None:
+    provider = (f'model_providers.hammer={{name="hammer", base_url="{server.base_url}", wire_api="responses", '
+                'env_key="HAMMER_KEY"}')
+    done = subprocess.run(
+        [npm_binary("codex"), "exec", "--skip-git-repo-check", "--json", "-c", provider, "-c", "model_provider=hammer",
+         "-m", "hammer", "Say hello in one short sentence."],
+        cwd=tmp_path, env=client_env(tmp_path, CODEX_HOME=str(tmp_path / "codex"), HAMMER_KEY=KEY),
+        capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    kinds = [e.get("type") for e in events]
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "turn.completed" in kinds and "turn.failed" not in kinds and "error" not in kinds, kinds
+    messages = [e["item"].get("text", "") for e in events
+                if e.get("type") == "item.completed" and e["item"].get("type") == "agent_message"]
+    assert messages and messages[-1].strip(), events
+
+
+def test_claude_code_print_completes_a_turn(server: BackgroundServer, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [npm_binary("claude"), "-p", "Say hello in one short sentence.", "--output-format", "json", "--max-turns", "3"],
+        cwd=tmp_path, env=client_env(tmp_path, ANTHROPIC_BASE_URL=server.base_url.removesuffix("/v1"),
+                                     ANTHROPIC_API_KEY=KEY, ANTHROPIC_MODEL="hammer",
+                                     ANTHROPIC_SMALL_FAST_MODEL="hammer", ANTHROPIC_DEFAULT_HAIKU_MODEL="hammer",
+                                     DISABLE_TELEMETRY="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+                                     DISABLE_AUTOUPDATER="1"),
+        capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    result = json.loads(done.stdout)
+    assert result["type"] == "result" and result["is_error"] is False, result
+    assert result["result"].strip(), result

@@ -1,0 +1,262 @@
+"""The Responses and Messages APIs' contract on a scripted engine (no model), checked by the clients' own
+parsers: the openai SDK's ``responses.create`` / ``responses.stream`` (which rebuilds the answer from the
+events and fails on a malformed or out-of-order one) and the anthropic SDK's ``messages.create`` /
+``messages.stream`` (which joins ``input_json_delta`` pieces into the call's input), against a real
+uvicorn on a loopback port; every stream event is also validated against the SDKs' event unions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from anthropic.types import RawMessageStreamEvent
+from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
+
+from hammer_plugins import HammerEngine, ScriptedBackend
+from hammer_plugins.openai_server import BackgroundServer, create_app
+
+KEY = "apis-key"
+REFUSAL = "Sorry, no tool is suitable for your request."
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+RESPONSES_TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather in a city.",
+                    "parameters": WEATHER}]
+ANTHROPIC_TOOLS = [{"name": "get_weather", "description": "Weather in a city.", "input_schema": WEATHER}]
+
+
+def responder(prompt: str) -> str:
+    question = prompt.rsplit("<|im_start|>user\n", 1)[-1]
+    if "18 C" in prompt:  # after the tool's result: the calls pass says done ([]), the answer pass answers
+        return "[]" if "[BEGIN OF AVAILABLE TOOLS]" in prompt else "It is 18 C in Paris."
+    if "Q-TWO" in question:
+        return ('[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+                '{"name": "get_weather", "arguments": {"city": "Rome"}}]')
+    if "Q-NS" in question:
+        return '[{"name": "crm.lookup", "arguments": {"id": 7}}]'
+    if "Q-REFUSE" in question and "[BEGIN OF AVAILABLE TOOLS]" in prompt:
+        return "[]"
+    if "[BEGIN OF AVAILABLE TOOLS]" in prompt:
+        return '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+    return "Hello there, friend."
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[BackgroundServer]:
+    engine = HammerEngine(backend=ScriptedBackend(responder=responder))
+    with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def oai(server: BackgroundServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def claude(server: BackgroundServer) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key=KEY, max_retries=0)
+
+
+def raw_events(server: BackgroundServer, path: str, body: dict[str, Any], headers: dict[str, str]) -> list[dict]:
+    """The data of every SSE event of one streamed request, with its ``event:`` name checked against its type."""
+    events = []
+    with httpx.stream("POST", server.base_url + path, json=body, headers=headers, timeout=30) as reply:
+        assert reply.status_code == 200, reply.read()
+        name = None
+        for line in reply.iter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data = json.loads(line[6:])
+                assert data["type"] == name
+                events.append(data)
+    return events
+
+
+# ------------------------------------------------------------------ Responses
+def test_responses_call_then_second_turn_answers_from_the_result(oai: openai.OpenAI) -> None:
+    first = oai.responses.create(model="hammer", input="What's the weather in Paris?", tools=RESPONSES_TOOLS)
+    assert isinstance(first, Response) and first.status == "completed"
+    [call] = first.output
+    assert call.type == "function_call" and call.name == "get_weather" and json.loads(call.arguments) == {"city": "Paris"}
+    assert call.call_id.startswith("call_") and first.usage.total_tokens > 0 and first.store is False
+    second = oai.responses.create(model="hammer", tools=RESPONSES_TOOLS, input=[
+        {"role": "user", "content": "What's the weather in Paris?"},
+        {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id, "output": "18 C and sunny"}])
+    assert second.output_text == "It is 18 C in Paris." and second.output[0].type == "message"
+
+
+def test_responses_stream_is_what_the_sdk_rebuilds(oai: openai.OpenAI, server: BackgroundServer) -> None:
+    with oai.responses.stream(model="hammer", input="Q-TWO", tools=RESPONSES_TOOLS) as stream:
+        final = stream.get_final_response()
+    assert [json.loads(item.arguments)["city"] for item in final.output] == ["Paris", "Rome"]
+    events = raw_events(server, "/responses", {"model": "hammer", "input": "Q-TWO", "tools": RESPONSES_TOOLS,
+                                               "stream": True}, {"authorization": f"Bearer {KEY}"})
+    adapter = TypeAdapter(ResponseStreamEvent)
+    for event in events:
+        adapter.validate_python(event)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    kinds = [e["type"] for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] == "response.completed"
+    assert kinds.count("response.output_item.added") == kinds.count("response.output_item.done") == 2
+    deltas = "".join(e["delta"] for e in events if e["type"] == "response.function_call_arguments.delta"
+                     and e["output_index"] == 0)
+    assert json.loads(deltas) == {"city": "Paris"}
+
+
+def test_responses_streamed_prose_joins_to_the_output_text(oai: openai.OpenAI) -> None:
+    with oai.responses.stream(model="hammer", input="hello") as stream:
+        deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    assert "".join(deltas) == final.output_text == "Hello there, friend."
+
+
+def test_refusal_is_answered_in_prose_unless_the_refusal_text_is_asked_for(oai: openai.OpenAI,
+                                                                           claude: anthropic.Anthropic) -> None:
+    """Agent clients show what comes back: Hammer's [] gets a tool-free answer by default on both APIs."""
+    assert oai.responses.create(model="hammer", input="Q-REFUSE", tools=RESPONSES_TOOLS).output_text == "Hello there, friend."
+    reply = oai.responses.with_raw_response.create(model="hammer", input="Q-REFUSE", tools=RESPONSES_TOOLS,
+                                                   extra_body={"on_refusal": "message"})
+    assert reply.headers["x-hammer-refusal"] == "true" and reply.parse().output_text == REFUSAL
+    question = [{"role": "user", "content": "Q-REFUSE"}]
+    answer = claude.messages.create(model="hammer", max_tokens=64, tools=ANTHROPIC_TOOLS, messages=question)
+    assert answer.content[0].text == "Hello there, friend." and answer.stop_reason == "end_turn"
+    refusal = claude.messages.create(model="hammer", max_tokens=64, tools=ANTHROPIC_TOOLS, messages=question,
+                                     extra_body={"on_refusal": "message"})
+    assert refusal.content[0].text == REFUSAL
+
+
+def test_responses_namespaces_built_in_tools_and_client_fields(oai: openai.OpenAI) -> None:
+    """What Codex sends: a namespace of functions, a built-in web_search (not offered), reasoning and cache fields."""
+    reply = oai.responses.create(
+        model="hammer", input=[{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Be terse."}]},
+                               {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Q-NS"}]}],
+        tools=[*RESPONSES_TOOLS, {"type": "web_search"},
+               {"type": "namespace", "name": "crm", "description": "CRM", "tools": [
+                   {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {
+                       "id": {"type": "integer"}}, "required": ["id"]}}]}],
+        reasoning={"summary": "auto"}, store=False, include=["reasoning.encrypted_content"], prompt_cache_key="k",
+        extra_body={"client_metadata": {"x": "y"}}, parallel_tool_calls=True, tool_choice="auto")
+    [call] = reply.output
+    assert (call.namespace, call.name, json.loads(call.arguments)) == ("crm", "lookup", {"id": 7})
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"previous_response_id": "resp_1"}, "previous_response_id"),
+    ({"input": [{"type": "item_reference", "id": "x"}]}, "input[0]"),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input[0].content[0].type"),
+    ({"tool_choice": {"type": "web_search"}, "tools": [{"type": "web_search"}]}, "tool_choice"),
+    ({"model": "gpt-5"}, "model"),
+])
+def test_responses_refusals_name_the_field(oai: openai.OpenAI, body: dict[str, Any], param: str) -> None:
+    with pytest.raises(openai.APIStatusError) as caught:
+        oai.responses.create(**{"model": "hammer", "input": "hi", **body})
+    error = caught.value.body
+    assert caught.value.status_code in (400, 404) and error["param"] == param and error["message"]
+
+
+def test_stored_responses_are_not_kept(server: BackgroundServer) -> None:
+    reply = httpx.get(server.base_url + "/responses/resp_1", headers={"authorization": f"Bearer {KEY}"})
+    assert reply.status_code == 404 and "stateless" in reply.json()["error"]["message"]
+
+
+# ------------------------------------------------------------------ Messages
+def test_messages_tool_use_then_tool_result_answer(claude: anthropic.Anthropic) -> None:
+    first = claude.messages.create(model="hammer", max_tokens=64, tools=ANTHROPIC_TOOLS, tool_choice={"type": "any"},
+                                   system=[{"type": "text", "text": "You help."}],
+                                   messages=[{"role": "user", "content": "What's the weather in Paris?"}])
+    assert first.stop_reason == "tool_use"
+    [use] = first.content
+    assert use.type == "tool_use" and use.name == "get_weather" and use.input == {"city": "Paris"}
+    second = claude.messages.create(model="hammer", max_tokens=64, tools=ANTHROPIC_TOOLS, messages=[
+        {"role": "user", "content": "What's the weather in Paris?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": use.id, "name": use.name, "input": use.input}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "18 C, sunny"}]}])
+    assert second.stop_reason == "end_turn" and second.content[0].text == "It is 18 C in Paris."
+    assert second.usage.input_tokens > 0 and second.usage.output_tokens > 0
+
+
+def test_messages_stream_is_what_the_sdk_rebuilds(claude: anthropic.Anthropic, server: BackgroundServer) -> None:
+    with claude.messages.stream(model="hammer", max_tokens=64, tools=ANTHROPIC_TOOLS,
+                                messages=[{"role": "user", "content": "Q-TWO"}]) as stream:
+        final = stream.get_final_message()
+    assert [b.input for b in final.content] == [{"city": "Paris"}, {"city": "Rome"}]
+    assert final.stop_reason == "tool_use" and final.usage.input_tokens > 0
+    events = raw_events(server, "/messages?beta=true", {"model": "hammer", "max_tokens": 64, "stream": True,
+                                                        "messages": [{"role": "user", "content": "hello"}]},
+                        {"x-api-key": KEY})
+    adapter = TypeAdapter(RawMessageStreamEvent)
+    for event in events:
+        adapter.validate_python(event)
+    kinds = [e["type"] for i, e in enumerate(events) if i == 0 or e["type"] != events[i - 1]["type"]]
+    assert kinds == ["message_start", "content_block_start", "content_block_delta", "content_block_stop",
+                     "message_delta", "message_stop"]
+    assert "".join(e["delta"]["text"] for e in events if e["type"] == "content_block_delta") == "Hello there, friend."
+    assert [e["delta"]["stop_reason"] for e in events if e["type"] == "message_delta"] == ["end_turn"]
+
+
+def test_messages_what_claude_code_sends_is_tolerated(claude: anthropic.Anthropic) -> None:
+    """A system turn inside messages, server tools, thinking, context management, an oversized max_tokens."""
+    reply = claude.messages.create(
+        model="hammer", max_tokens=32000, messages=[{"role": "system", "content": "Project rules."},
+                                                    {"role": "user", "content": [{"type": "text", "text": "hello",
+                                                                                  "cache_control": {"type": "ephemeral"}}]}],
+        tools=[{"type": "web_search_20250305", "name": "web_search"}], thinking={"type": "adaptive"},
+        metadata={"user_id": "u"}, timeout=60,
+        extra_body={"context_management": {"edits": []}, "output_config": {"effort": "low"}})
+    assert reply.content[0].text == "Hello there, friend." and reply.stop_reason == "end_turn"
+
+
+def test_messages_errors_are_anthropic_errors(claude: anthropic.Anthropic, server: BackgroundServer) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude.messages.create(model="hammer", max_tokens=64, messages=[{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}]}])
+    assert caught.value.body["type"] == "error" and caught.value.body["error"]["type"] == "invalid_request_error"
+    with pytest.raises(anthropic.AuthenticationError):
+        anthropic.Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key="wrong", max_retries=0).messages.create(
+            model="hammer", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(anthropic.NotFoundError):
+        claude.messages.create(model="claude-x", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+
+
+def test_count_tokens_counts_the_rendered_prompt(claude: anthropic.Anthropic) -> None:
+    small = claude.messages.count_tokens(model="hammer", messages=[{"role": "user", "content": "hi"}])
+    tooled = claude.messages.count_tokens(model="hammer", messages=[{"role": "user", "content": "hi"}],
+                                          tools=ANTHROPIC_TOOLS)
+    assert 0 < small.input_tokens < tooled.input_tokens
+
+
+def test_is_error_results_are_marked_for_the_model() -> None:
+    from hammer_plugins.openai_server.messages_api import parse_messages_request
+
+    call = parse_messages_request({"model": "hammer", "max_tokens": 8, "tools": ANTHROPIC_TOOLS, "messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "X"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": True,
+                                      "content": [{"type": "text", "text": "no such city"}]}]}]}, "hammer")
+    assert call.messages[-1].role == "tool" and call.messages[-1].content == "Error: no such city"
+
+
+def test_a_prompt_over_the_context_is_each_apis_own_error() -> None:
+    """A 400 in each API's words (Claude Code reads Anthropic's "prompt is too long" to compact), and a max_tokens
+    above the context is capped rather than refused."""
+    engine = HammerEngine(backend=ScriptedBackend(responder=responder, context_window=400))
+    with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as small:
+        oai = openai.OpenAI(base_url=small.base_url, api_key=KEY, max_retries=0)
+        claude = anthropic.Anthropic(base_url=small.base_url.removesuffix("/v1"), api_key=KEY, max_retries=0)
+        long = "word " * 2000
+        with pytest.raises(openai.BadRequestError) as caught:
+            oai.responses.create(model="hammer", input=long)
+        assert caught.value.body["code"] == "context_length_exceeded"
+        with pytest.raises(anthropic.BadRequestError) as too_long:
+            claude.messages.create(model="hammer", max_tokens=64, messages=[{"role": "user", "content": long}])
+        assert too_long.value.body["error"]["message"].startswith("prompt is too long: ")
+        capped = claude.messages.create(model="hammer", max_tokens=32000, timeout=60,
+                                        messages=[{"role": "user", "content": "hello"}])
+        assert capped.content[0].text == "Hello there, friend."
