@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 from child_signals import default_signals
+from installed import require
 
 from hammer_plugins.errors import HammerError
 from hammer_plugins.mcp import MCPServer, MCPTimeoutError, parse_env_options, tool_result_text
 
-mcp_types = pytest.importorskip("mcp.types")
+mcp_types = require("mcp.types", "mcp")
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = [sys.executable, str(Path(__file__).with_name("probe_server.py"))]
 SECRETS = {"OPENAI_API_KEY": "sk-test-secret", "AWS_SECRET_ACCESS_KEY": "aws-test-secret",
@@ -197,7 +198,7 @@ async def test_llama_index_mcp_results_reach_the_prompt_as_text() -> None:
 async def test_llama_index_function_agent_prompt_holds_the_mcp_result_text() -> None:
     """A real FunctionAgent on the default model with mcp-server-time: the prompt of the turn after
     the call holds the server's text, not ``meta=None content=[``."""
-    pytest.importorskip("mcp_server_time")
+    require("mcp_server_time", "mcp-server-time")
     from llama_index.core.agent.workflow import FunctionAgent
     from llama_index.llms.hammer import HammerLLM
     from llama_index.tools.mcp import BasicMCPClient, McpToolSpec
@@ -246,6 +247,7 @@ def test_hammer_chat_without_a_terminal_or_yes_runs_no_tool(tmp_path: Path) -> N
 
 
 @pytest.mark.real_model
+@pytest.mark.timeout(1200)  # four generations in a process of its own, 900 s allowed
 def test_hammer_chat_asks_in_a_terminal_and_runs_only_what_the_user_accepts(tmp_path: Path) -> None:
     """stdin is a pseudo-terminal: the first call is refused (n), the second accepted (y)."""
     import pty
