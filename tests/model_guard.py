@@ -99,15 +99,13 @@ def install(monkeypatch: pytest.MonkeyPatch) -> None:
 
     import llama_cpp
 
-    original_llama = llama_cpp.Llama.__init__
-
-    @functools.wraps(original_llama)
-    def llama(self: Any, *args: Any, **kwargs: Any) -> None:
+    # In __new__, before an object exists: a refused half-built Llama would fail again in its __del__.
+    def llama(cls: type, *args: Any, **kwargs: Any) -> Any:
         if _current is not None and not kwargs.get("vocab_only"):
             _refuse(f"llama_cpp.Llama({kwargs.get('model_path', args[0] if args else '')!r})")
-        original_llama(self, *args, **kwargs)
+        return object.__new__(cls)
 
-    monkeypatch.setattr(llama_cpp.Llama, "__init__", llama)
+    monkeypatch.setattr(llama_cpp.Llama, "__new__", staticmethod(llama))
 
     from hammer_plugins.backends.transformers import TransformersBackend
 
