@@ -6,9 +6,9 @@ processes thrashing 2 cores. tests/conftest.py installs these checks once per se
 an unmarked test runs (its fixtures included), and fail it with ``pytest.fail`` (a BaseException, so no
 ``except Exception`` in the code under test swallows it). What counts as running a model:
 
-- in this process: ``llama_cpp.Llama`` with weights (``vocab_only=True`` reads only the tokenizer: allowed),
-  or ``TransformersBackend.load``;
-- a child process given a real model (a ``.gguf`` of 1 MiB or more on its command line: llama-server,
+- in this process: ``llama_cpp.Llama`` on a real model file (``vocab_only=True`` reads only the tokenizer, and
+  a damaged file of a few bytes only tests an error message: both allowed), or ``TransformersBackend.load``;
+- a child process given a real model (a ``.gguf`` of 16 MiB or more on its command line: llama-server,
   llama-cpp-python's server, ``hammer --model-path``), or vLLM (``vllm`` on its command line);
 - a ``hammer`` child left to find the default model by itself: it gets ``$HAMMER_MODEL_PATH`` pointing at a
   file that does not exist, whose name says why, so it stops with a ModelNotFoundError naming this guard.
@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 MODEL_MARKERS = ("real_model", "transformers_model", "vllm")
-MIN_MODEL_BYTES = 1 << 20  # the test suite's stand-in GGUFs are a few bytes; the smallest real model is 98 MB
+MIN_MODEL_BYTES = 16 << 20  # stand-in GGUFs here: a few bytes to 4 MB (a truncated real one); the smallest real model: 98 MB
 GUARD_MODEL_PATH = "/nonexistent/hammer-tests/this-test-runs-a-model-so-mark-it-pytest.mark.real_model.gguf"
 
 _current: str | None = None  # the node id of the unmarked test now running, else None
@@ -101,8 +101,9 @@ def install(monkeypatch: pytest.MonkeyPatch) -> None:
 
     # In __new__, before an object exists: a refused half-built Llama would fail again in its __del__.
     def llama(cls: type, *args: Any, **kwargs: Any) -> Any:
-        if _current is not None and not kwargs.get("vocab_only"):
-            _refuse(f"llama_cpp.Llama({kwargs.get('model_path', args[0] if args else '')!r})")
+        path = str(kwargs.get("model_path", args[0] if args else ""))
+        if _current is not None and not kwargs.get("vocab_only") and _is_model_file(path):
+            _refuse(f"llama_cpp.Llama({path!r})")
         return object.__new__(cls)
 
     monkeypatch.setattr(llama_cpp.Llama, "__new__", staticmethod(llama))

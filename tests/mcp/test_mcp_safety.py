@@ -106,6 +106,7 @@ def test_a_hung_call_is_cancelled_and_the_next_call_answers_at_once() -> None:
 
 
 # ------------------------------------------------------------------------------ shutdown
+@pytest.mark.real_model  # the hammer process loads the default model
 def test_hammer_call_mcp_leaves_no_server_behind(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     result = hammer("call", "What time is it?", "--mcp", probe_command(report), "--max-tokens", "40")
@@ -113,6 +114,7 @@ def test_hammer_call_mcp_leaves_no_server_behind(tmp_path: Path) -> None:
     assert not alive(json.loads(report.read_text())["pid"])
 
 
+@pytest.mark.real_model  # the hammer process loads the default model
 def test_hammer_chat_mcp_leaves_no_server_behind_on_a_normal_end(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     result = hammer("chat", "--mcp", probe_command(report), stdin="\n", timeout=120)
@@ -130,6 +132,7 @@ def test_a_server_is_closed_when_another_fails_to_start(command: str, tmp_path: 
     assert not alive(json.loads(report.read_text())["pid"])
 
 
+@pytest.mark.real_model  # the hammer process loads the default model
 def test_ctrl_c_in_hammer_chat_closes_the_server(tmp_path: Path) -> None:
     """Ctrl-C in a terminal signals the whole foreground process group, so the test does too."""
     report = tmp_path / "report.json"

@@ -15,11 +15,20 @@ from model_guard import GUARD_MODEL_PATH, model_in_command
 REFUSED = pytest.fail.Exception
 
 
-def test_llama_cpp_weights_are_refused() -> None:
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    """A file of a real model's size (sparse: nothing written); the guard refuses before anything reads it."""
+    path = tmp_path / "model.gguf"
+    with path.open("wb") as out:
+        out.truncate(32 << 20)
+    return path
+
+
+def test_llama_cpp_weights_are_refused(model: Path) -> None:
     import llama_cpp
 
-    with pytest.raises(REFUSED, match=r"runs a model \(llama_cpp.Llama\('/any/model.gguf'\)\).*@pytest.mark.real_model"):
-        llama_cpp.Llama(model_path="/any/model.gguf")
+    with pytest.raises(REFUSED, match=r"runs a model \(llama_cpp.Llama\('.*model.gguf'\)\).*@pytest.mark.real_model"):
+        llama_cpp.Llama(model_path=str(model))
 
 
 def test_the_vocabulary_alone_is_allowed(qwen_lltokenizer: object) -> None:
@@ -33,10 +42,7 @@ def test_a_transformers_load_is_refused() -> None:
         TransformersBackend(model="nobody/no-such-model").load()
 
 
-def test_a_process_given_a_real_model_file_is_refused(tmp_path: Path) -> None:
-    model = tmp_path / "model.gguf"
-    with model.open("wb") as out:  # sparse: a real model's size without writing it
-        out.truncate(2 << 20)
+def test_a_process_given_a_real_model_file_is_refused(model: Path, tmp_path: Path) -> None:
     with pytest.raises(REFUSED, match="a child process given .*model.gguf: llama-server"):
         subprocess.run(["llama-server", "-m", str(model)], check=False)
     with pytest.raises(REFUSED, match="vLLM"):
