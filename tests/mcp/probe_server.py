@@ -8,7 +8,8 @@ event loop, as a stuck tool does).
 Run: ``python tests/mcp/probe_server.py [--report FILE] [--linger SECONDS]``. ``--report`` writes
 ``{"pid": ..., "env": [...]}`` to FILE at start, so a test sees the server's process and environment
 without a model calling a tool; ``--linger`` keeps the process alive that long after its stdin
-closes (a server slow to exit, which a client must end itself).
+closes (a server slow to exit, which a client must end itself). ``--test-pid PID`` ends the process once PID
+(the test process) is gone: a killed test run leaves no probe behind, whatever its client did.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import threading
 import time
 
 from mcp.server.fastmcp import FastMCP
@@ -75,11 +77,26 @@ def hang() -> str:
     return "woke up"
 
 
+def _end_with(pid: int) -> None:
+    """Exit at once when process ``pid`` has ended (no /proc entry, or a zombie)."""
+    while True:
+        try:
+            if open(f"/proc/{pid}/stat", encoding="utf-8").read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        except OSError:
+            break
+        time.sleep(0.5)
+    os._exit(0)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--report")
     parser.add_argument("--linger", type=float, default=0.0)
+    parser.add_argument("--test-pid", type=int)
     options = parser.parse_args()
+    if options.test_pid:
+        threading.Thread(target=_end_with, args=(options.test_pid,), daemon=True).start()
     if options.report:
         with open(options.report, "w", encoding="utf-8") as report:
             json.dump({"pid": os.getpid(), "env": sorted(os.environ)}, report)

@@ -28,7 +28,9 @@ from hammer_plugins.mcp import MCPServer, MCPTimeoutError, parse_env_options, to
 
 mcp_types = require("mcp.types", "mcp")
 ROOT = Path(__file__).resolve().parents[2]
-PROBE = [sys.executable, str(Path(__file__).with_name("probe_server.py"))]
+# --test-pid: the probe ends once this test process is gone, however its client fared (a killed pytest leaves
+# no probe lingering); while the tests run, ending it is its client's job.
+PROBE = [sys.executable, str(Path(__file__).with_name("probe_server.py")), "--test-pid", str(os.getpid())]
 SECRETS = {"OPENAI_API_KEY": "sk-test-secret", "AWS_SECRET_ACCESS_KEY": "aws-test-secret",
            "HAMMER_SERVER_API_KEY": "hammer-test-secret"}
 
@@ -92,7 +94,7 @@ def test_a_hung_call_is_cancelled_and_the_next_call_answers_at_once() -> None:
     with MCPServer(PROBE, timeout=3) as server:
         first_pid = int(server.call("process_id"))
         started = time.perf_counter()
-        with pytest.raises(MCPTimeoutError, match=r"'hang' of server .*probe_server.py' did not answer within "
+        with pytest.raises(MCPTimeoutError, match=r"'hang' of server .*probe_server.py[^']*' did not answer within "
                                                   r"3 s; the call was cancelled and the server restarted. Fix"):
             server.call("hang")
         hung = time.perf_counter() - started
