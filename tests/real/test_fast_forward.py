@@ -29,7 +29,7 @@ from hammer_plugins.backends.llama_cpp import LlamaCppBackend
 from hammer_plugins.cli import load_tools_file
 
 # Longer than the suite's 300 s: the first test decodes 27 answers (three backends) in its setup.
-pytestmark = [pytest.mark.real_model, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.real_model, pytest.mark.timeout(1800)]
 
 LOOP_TOKENS = 160
 QUESTIONS: list[tuple[str, str, dict[str, Any]]] = [
