@@ -103,9 +103,11 @@ def test_a_streaming_client_that_goes_away_frees_its_slot(server: BackgroundServ
             seen += '"content"' in line
             if seen == 5:
                 break
-        # Busy while the client reads (one full-suite run saw the slot idle for a moment here, so poll briefly).
+        # Busy while the client reads (one full-suite run saw the slot idle for a moment here, so poll briefly):
+        # without this, an idle slot afterwards would prove nothing.
         deadline = time.monotonic() + 2
-        while not busy_slots(llama) and time.monotonic() < deadline:
+        while not busy_slots(llama):
+            assert time.monotonic() < deadline, "no llama-server slot was busy while the client was still reading"
             time.sleep(0.02)
     free = wait_until_idle(llama, time.perf_counter())
     print(f"\nstreamed client gone -> llama-server slot free: {free:.3f} s")
