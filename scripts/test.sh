@@ -1,10 +1,80 @@
 #!/usr/bin/env bash
-# The whole test suite, real models included. Installs first if needed (see install.sh), then builds
-# llama.cpp's C++ llama-server once for the server tests (cached; see build_llama_server.sh), and installs
-# Codex CLI and Claude Code from npm for the agent-client tests (cached; see install_agent_clis.sh).
+# The test suite. Installs first if needed (see install.sh).
+#
+#   bash scripts/test.sh           the whole suite, real models included (the README's command; CI runs it)
+#   bash scripts/test.sh --fast    only the tests that run no model: the developer loop
+#   bash scripts/test.sh ARGS...   ARGS go to pytest (files, -k, -x, --durations=0, ...)
+#
+# The whole suite runs in two phases: the tests that run no model in parallel on 2 pytest-xdist workers,
+# then the model tests (markers real_model, transformers_model, vllm) serially, after building llama.cpp's
+# C++ llama-server once (cached; see build_llama_server.sh): two llama.cpp processes on 2 cores thrash.
+# Codex CLI and Claude Code come from npm for the agent-client tests (cached; see install_agent_clis.sh).
+# ARGS that choose markers themselves (-m) run as one serial pytest instead. The exit status is the first
+# failing phase's; a phase that selects no test (pytest's 5) fails nothing, unless no phase ran a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+NO_MODEL="not real_model and not transformers_model and not vllm"
+MODEL="real_model or transformers_model or vllm"
+WORKERS="${HAMMER_TEST_WORKERS:-2}"
+
+fast=0
+args=()
+for arg in "$@"; do
+  if [ "$arg" = "--fast" ]; then fast=1; else args+=("$arg"); fi
+done
+chooses_markers=0
+for arg in "${args[@]+"${args[@]}"}"; do
+  case "$arg" in -m|-m*) chooses_markers=1 ;; esac
+done
+
 bash scripts/install.sh
-bash scripts/build_llama_server.sh >/dev/null
-bash scripts/install_agent_clis.sh
-exec "${HAMMER_VENV:-.venv}/bin/python" -m pytest "$@"
+# The agent CLIs first (cached; about 30 s the first time): tests/unit/test_test_script.py runs this script
+# in the no-model phase, which must find them installed rather than install them under its own time limit.
+[ "$fast" = 1 ] || bash scripts/install_agent_clis.sh
+pytest=("${HAMMER_VENV:-.venv}/bin/python" -m pytest)
+
+if [ "$chooses_markers" = 1 ]; then
+  [ "$fast" = 1 ] && { echo "test.sh: --fast chooses markers itself; drop -m or --fast" >&2; exit 4; }
+  bash scripts/build_llama_server.sh >/dev/null
+  exec "${pytest[@]}" "${args[@]}"
+fi
+
+run_phase() {  # run_phase NAME PYTEST-ARGS...: prints nothing itself; returns pytest's status
+  local name="$1"
+  shift
+  echo "test.sh: phase '$name': pytest $*" >&2
+  set +e
+  "${pytest[@]}" "$@"
+  local code=$?
+  set -e
+  return "$code"
+}
+
+codes=()
+run_phase "no model, $WORKERS workers" -n "$WORKERS" -m "$NO_MODEL" "${args[@]+"${args[@]}"}" && codes+=(0) || codes+=($?)
+if [ "$fast" = 0 ]; then
+  interrupted=0
+  case "${codes[0]}" in 2|3|4) interrupted=1 ;; esac
+  for arg in "${args[@]+"${args[@]}"}"; do
+    case "$arg" in -x|--exitfirst) [ "${codes[0]}" = 1 ] && interrupted=1 ;; esac
+  done
+  if [ "$interrupted" = 0 ]; then
+    bash scripts/build_llama_server.sh >/dev/null
+    run_phase "models, serially" -m "$MODEL" "${args[@]+"${args[@]}"}" && codes+=(0) || codes+=($?)
+  fi
+fi
+
+status=0
+ran=0
+for code in "${codes[@]}"; do
+  case "$code" in
+    0) ran=1 ;;
+    5) ;;  # that phase selected no test: nothing failed
+    *) [ "$status" = 0 ] && status="$code" ;;
+  esac
+done
+if [ "$status" = 0 ] && [ "$ran" = 0 ]; then
+  status=5  # no phase ran a test, as pytest says for one run
+fi
+echo "test.sh: phase exit codes ${codes[*]} -> $status" >&2
+exit "$status"

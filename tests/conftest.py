@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+import child_signals
+import hypothesis_profiles
+import model_guard
 import pytest
 
 # The tests never see the Hugging Face cache of the machine they run on: a Hammer model pulled
@@ -18,6 +22,34 @@ os.environ["HAMMER_PREFIX_CACHE_DIR"] = tempfile.mkdtemp(prefix="hammer-tests-kv
 
 from hammer_plugins import HammerEngine  # noqa: E402
 from hammer_plugins.demo_tools import DEMO_TOOLS
+
+_TEMPORARY = [os.environ["HF_HUB_CACHE"], os.environ["HAMMER_PREFIX_CACHE_DIR"]]  # removed when the session ends
+hypothesis_profiles.register()
+
+
+_PATCHES = pytest.StashKey[pytest.MonkeyPatch]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_PATCHES] = patches = pytest.MonkeyPatch()
+    model_guard.install(patches)
+    child_signals.die_with_the_tests(patches)  # a killed pytest leaves no child running (workers included)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    config.stash[_PATCHES].undo()
+    for folder in _TEMPORARY:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test without a model marker fails if it (or a fixture it starts) runs a model: tests/model_guard.py."""
+    stop = model_guard.guarding(item)
+    try:
+        yield
+    finally:
+        stop()
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +83,28 @@ def qwen_lltokenizer(default_model_path: str) -> Iterator[Any]:
     # The tokenizer calls back into llama.cpp's vocabulary: keep the model alive while it is used.
     yield llguidance.llamacpp.lltokenizer_from_vocab(vocab)
     del llama
+
+
+@pytest.fixture
+def hammer_main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``hammer ARGS`` in this process (``hammer_plugins.cli.main``: the console script's parser, commands and
+    exit status, without an interpreter start and its imports): ``run(*args, stdin="")`` gives a
+    ``CompletedProcess`` with the exit status, stdout and stderr. A test of the process itself (signals, the
+    console script's early exit) starts one instead."""
+    import io
+    import subprocess
+    import sys
+
+    from hammer_plugins import cli
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        capsys.readouterr()
+        code = cli.main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["hammer", *args], code, out, err)
+
+    return run
 
 
 class LoopTicker:

@@ -19,7 +19,8 @@ from shared_data import load_example
 
 from hammer_plugins.demo_tools import get_weather, send_email
 
-pytestmark = pytest.mark.real_model
+# Longer than the suite's 300 s: agent examples took up to 155 s each on CI's fresh machine.
+pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]
 
 AGENT = load_example("langchain_agent.py")
 

@@ -13,6 +13,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama_index_agent.
 
 
 @pytest.mark.real_model
+@pytest.mark.timeout(600)  # the example's process has 400 s
 def test_agent_example_calls_the_tools_and_reports_their_results(default_model_path: str) -> None:
     run = subprocess.run([sys.executable, str(EXAMPLE), "--model-path", default_model_path],
                          capture_output=True, text=True, timeout=400, check=True)

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 from shared_data import load_example
 
-pytest.importorskip("mcp_server_time")
+require("mcp_server_time", "mcp-server-time")
 
-pytestmark = pytest.mark.real_model
+# Longer than the suite's 300 s: `hammer` processes of their own with a 300 s limit each.
+pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = load_example("mcp_agent.py")
 TIME_SERVER = f"{sys.executable} -m mcp_server_time --local-timezone UTC"

@@ -24,13 +24,17 @@ import pytest
 from child_signals import default_signals
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
+from installed import require
 
 from hammer_plugins.errors import HammerError
 from hammer_plugins.mcp import MCPServer, MCPTimeoutError, _split_result_str, parse_env_options, tool_result_text
 
-mcp_types = pytest.importorskip("mcp.types")
+mcp_types = require("mcp.types", "mcp")
 ROOT = Path(__file__).resolve().parents[2]
-PROBE = [sys.executable, str(Path(__file__).with_name("probe_server.py"))]
+# --test-pid: the probe ends once this test process is gone, however its client fared (a killed pytest leaves
+# no probe lingering); while the tests run, ending it is its client's job.
+PROBE = [sys.executable, str(Path(__file__).with_name("probe_server.py")), "--test-pid", str(os.getpid())]
 SECRETS = {"OPENAI_API_KEY": "sk-test-secret", "AWS_SECRET_ACCESS_KEY": "aws-test-secret",
            "HAMMER_SERVER_API_KEY": "hammer-test-secret"}
 
@@ -94,7 +98,7 @@ def test_a_hung_call_is_cancelled_and_the_next_call_answers_at_once() -> None:
     with MCPServer(PROBE, timeout=3) as server:
         first_pid = int(server.call("process_id"))
         started = time.perf_counter()
-        with pytest.raises(MCPTimeoutError, match=r"'hang' of server .*probe_server.py' did not answer within "
+        with pytest.raises(MCPTimeoutError, match=r"'hang' of server .*probe_server.py[^']*' did not answer within "
                                                   r"3 s; the call was cancelled and the server restarted. Fix"):
             server.call("hang")
         hung = time.perf_counter() - started
@@ -108,6 +112,7 @@ def test_a_hung_call_is_cancelled_and_the_next_call_answers_at_once() -> None:
 
 
 # ------------------------------------------------------------------------------ shutdown
+@pytest.mark.real_model  # the hammer process loads the default model
 def test_hammer_call_mcp_leaves_no_server_behind(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     result = hammer("call", "What time is it?", "--mcp", probe_command(report), "--max-tokens", "40")
@@ -115,6 +120,7 @@ def test_hammer_call_mcp_leaves_no_server_behind(tmp_path: Path) -> None:
     assert not alive(json.loads(report.read_text())["pid"])
 
 
+@pytest.mark.real_model  # the hammer process loads the default model
 def test_hammer_chat_mcp_leaves_no_server_behind_on_a_normal_end(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     result = hammer("chat", "--mcp", probe_command(report), stdin="\n", timeout=120)
@@ -132,6 +138,7 @@ def test_a_server_is_closed_when_another_fails_to_start(command: str, tmp_path: 
     assert not alive(json.loads(report.read_text())["pid"])
 
 
+@pytest.mark.real_model  # the hammer process loads the default model
 def test_ctrl_c_in_hammer_chat_closes_the_server(tmp_path: Path) -> None:
     """Ctrl-C in a terminal signals the whole foreground process group, so the test does too."""
     report = tmp_path / "report.json"
@@ -171,7 +178,7 @@ PIECES = ["meta=", "None", " ", "content=[", "[", "]", "] structuredContent=", "
           " isError=False", "TextContent(type='text', text='a')", "x", "{'k': 1}"]
 
 
-@settings(max_examples=500, deadline=None, derandomize=True)
+@settings(max_examples=examples(500), deadline=None, derandomize=True)
 @given(st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
 def test_the_result_is_split_as_the_old_regex_split_it(text: str) -> None:
     old = OLD_RESULT_STR.fullmatch(text)
@@ -228,7 +235,7 @@ async def test_llama_index_mcp_results_reach_the_prompt_as_text() -> None:
 async def test_llama_index_function_agent_prompt_holds_the_mcp_result_text() -> None:
     """A real FunctionAgent on the default model with mcp-server-time: the prompt of the turn after
     the call holds the server's text, not ``meta=None content=[``."""
-    pytest.importorskip("mcp_server_time")
+    require("mcp_server_time", "mcp-server-time")
     from llama_index.core.agent.workflow import FunctionAgent
     from llama_index.llms.hammer import HammerLLM
     from llama_index.tools.mcp import BasicMCPClient, McpToolSpec
@@ -303,6 +310,7 @@ def test_hammer_chat_without_a_terminal_or_yes_runs_no_tool(tmp_path: Path) -> N
 
 
 @pytest.mark.real_model
+@pytest.mark.timeout(1200)  # four generations in a process of its own, 900 s allowed
 def test_hammer_chat_asks_in_a_terminal_and_runs_only_what_the_user_accepts(tmp_path: Path) -> None:
     """stdin is a pseudo-terminal: the first call is refused (n), the second accepted (y)."""
     import pty

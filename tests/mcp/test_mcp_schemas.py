@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 
 from hammer_plugins import HammerEngine, Message
 from hammer_plugins.grammar import build_grammar
 from hammer_plugins.mcp import MCPServer, result_text
 from hammer_plugins.tools import Tool, to_tool
 
-pytest.importorskip("mcp")
+require("mcp")
 SERVER = [sys.executable, str(Path(__file__).with_name("schema_server.py"))]
 SHIP = "Ship a 2 kg parcel to Ada Lovelace at 12 Rue de Rivoli, Paris."
 TAG = "Tag photo IMG_0042 with place Rome and season summer."

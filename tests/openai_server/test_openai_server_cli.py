@@ -12,9 +12,8 @@ from openai_server_helpers import hammer_serve
 from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.tools import to_tools
 
-pytestmark = pytest.mark.real_model
 
-
+@pytest.mark.real_model
 def test_hammer_serve_openai_answers_the_sdk_and_stops_on_ctrl_c(default_model_path: str) -> None:
     env = {"HAMMER_SERVER_API_KEY": "cli-key", "HAMMER_MODEL_PATH": default_model_path}
     with hammer_serve(["--openai", "--n-ctx", "4096", "--alias", "hammer-cli"], env, startup=120) as served:

@@ -26,6 +26,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from raw_clients import never_reading
 
 from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, ScriptedBackend
@@ -609,7 +610,7 @@ GARBAGE = (st.binary(max_size=200) | JSON_VALUES.map(lambda v: json.dumps(v).enc
            | REQUESTS.map(lambda v: json.dumps(v).encode()))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
 @given(payload=GARBAGE)
 def test_garbage_never_gets_a_5xx(server: BackgroundServer, payload: bytes) -> None:
     reply = post(server, payload)

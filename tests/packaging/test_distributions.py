@@ -19,6 +19,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import pytest
 from built_dists import DISTRIBUTIONS, ROOT, VERSION, clean_venv, wheel_path
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -294,6 +295,7 @@ def _run(python: Path, script: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.timeout(900)  # a fresh venv installed from the index: pip alone has 600 s
 def test_langchain_hammer_alone(dist: Path, tmp_path: Path) -> None:
     python = _clean_install(tmp_path, dist, ["hammer-plugins", "langchain-hammer"])
     found = _run(python, LANGCHAIN_CALL)
@@ -301,6 +303,7 @@ def test_langchain_hammer_alone(dist: Path, tmp_path: Path) -> None:
     assert found["absent"] == ["llama_index.core", "langchain", "langgraph", "hammer_evals"]
 
 
+@pytest.mark.timeout(900)  # a fresh venv installed from the index: pip alone has 600 s
 def test_llama_index_llms_hammer_alone(dist: Path, tmp_path: Path) -> None:
     python = _clean_install(tmp_path, dist, ["hammer-plugins", "llama-index-llms-hammer"])
     found = _run(python, LLAMA_INDEX_CALL)

@@ -11,9 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hammer_evals.academic.data import load_set
 from hammer_evals.academic.metrics import parse_answer
 from hammer_evals.datasets import academic_dir
+
+# Longer than the suite's 300 s: its `hammer eval` process may take 900 s on CI's fresh machine.
+pytestmark = [pytest.mark.real_model, pytest.mark.timeout(900)]
 
 
 def test_the_cli_runs_the_model_with_and_without_inference_masking(tmp_path: Path) -> None:

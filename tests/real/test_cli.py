@@ -1,4 +1,6 @@
-"""The `hammer` command, run as a user runs it, on the embedded default model."""
+"""The `hammer` command on the embedded default model: the README's command as a user runs it (a process of
+its own), the others through the same entry point in this process (``hammer_plugins.cli.main``: the same
+parser, commands and exit status, without an interpreter start and imports for each)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,18 +17,22 @@ ROOT = Path(__file__).resolve().parents[2]
 HAMMER = [sys.executable, "-m", "hammer_plugins.cli"]
 
 
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HAMMER, *args], input=stdin, capture_output=True, text=True, timeout=300, cwd=ROOT)
+@pytest.fixture
+def run(hammer_main: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.chdir(ROOT)  # examples/tools.json, as in the README
+    return hammer_main
 
 
 def test_call_with_the_demo_tools_and_no_other_argument() -> None:
-    result = run("call", "What's the weather in Paris?")
+    """The README's command, as its own process (the console script's path: it ends the process at once)."""
+    result = subprocess.run([*HAMMER, "call", "What's the weather in Paris?"], capture_output=True, text=True,
+                            timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     calls = json.loads(result.stdout)
     assert calls == [{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}]
 
 
-def test_call_with_a_tools_file_and_masking() -> None:
+def test_call_with_a_tools_file_and_masking(run: Any) -> None:
     result = run("call", "Email bob@x.com saying hi", "--tools", "examples/tools.json", "--mask-names", "-v")
     assert result.returncode == 0, result.stderr
     calls = json.loads(result.stdout)
@@ -33,13 +40,13 @@ def test_call_with_a_tools_file_and_masking() -> None:
     assert "prompt +" in result.stderr  # -v reports usage and timings
 
 
-def test_call_refusal_prints_an_empty_list() -> None:
+def test_call_refusal_prints_an_empty_list(run: Any) -> None:
     result = run("call", "Write a poem about the sea")
     assert result.returncode == 0
     assert result.stdout.strip() == "[]" and "refusal:" in result.stderr
 
 
-def test_chat_runs_python_tools_over_several_turns() -> None:
+def test_chat_runs_python_tools_over_several_turns(run: Any) -> None:
     result = run("chat", "--tools", "examples/tools.py", "--yes", "--max-tokens", "80",
                  stdin="What is 17 * 23?\nHow many days between 2024-01-01 and 2024-03-01?\n")
     assert result.returncode == 0, result.stderr
@@ -50,7 +57,7 @@ def test_chat_runs_python_tools_over_several_turns() -> None:
     assert "391" in answers[0] and "60" in answers[1]  # answered from the tools' results
 
 
-def test_info_names_model_backend_and_versions() -> None:
+def test_info_names_model_backend_and_versions(run: Any) -> None:
     result = run("info")
     assert result.returncode == 0, result.stderr
     facts = json.loads(result.stdout)
@@ -66,7 +73,7 @@ def test_info_names_model_backend_and_versions() -> None:
         (["call", "hi", "--tool-choice", "get_time"], "not among the bound tools"),
     ],
 )
-def test_bad_input_gets_a_clear_error_not_a_traceback(args: list[str], message: str) -> None:
+def test_bad_input_gets_a_clear_error_not_a_traceback(run: Any, args: list[str], message: str) -> None:
     result = run(*args)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr

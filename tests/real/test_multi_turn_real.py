@@ -3,9 +3,12 @@ two turns, the calls executed on bfcl-eval's simulator and judged by its checker
 
 from __future__ import annotations
 
+import pytest
 from langchain_hammer import ChatHammer
 
 from hammer_evals.bfcl.multi_turn import chat_hammer_agent, load_entries, run_entry
+
+pytestmark = pytest.mark.real_model
 
 
 def test_chat_hammer_drives_a_multi_turn_entry(default_model_path: str) -> None:

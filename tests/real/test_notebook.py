@@ -17,6 +17,7 @@ def test_the_notebook_is_stored_without_outputs() -> None:
 
 
 @pytest.mark.real_model
+@pytest.mark.timeout(900)  # every cell may take 600 s
 def test_the_notebook_runs_top_to_bottom(tmp_path: Path) -> None:
     from nbclient import NotebookClient
 

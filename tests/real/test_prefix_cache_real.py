@@ -17,6 +17,8 @@ from hammer_plugins import HammerEngine, Message
 from hammer_plugins.backends.llama_cpp import LlamaCppBackend
 from hammer_plugins.prefix_cache import PrefixCache
 
+pytestmark = pytest.mark.real_model
+
 QUESTIONS = [
     "What's the weather in Paris?",
     "What is 23 * 47?",

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from installed import require
 
 from hammer_plugins import HammerEngine, Message, ScriptedBackend, ToolCall
 from hammer_plugins.backends.llama_cpp import LlamaCppBackend
@@ -65,8 +66,8 @@ def llama_backend(default_model_path: str) -> Any:
 
 @pytest.fixture(scope="module")
 def hf_tokenizer(default_model_path: str) -> Any:
-    transformers = pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
+    transformers = require("transformers")
+    require("gguf")
     from pathlib import Path
 
     path = Path(default_model_path)

@@ -20,7 +20,8 @@ from hammer_plugins import HammerEngine, Message, ModelNotFoundError
 from hammer_plugins.backends.transformers import TransformersBackend
 from hammer_plugins.demo_tools import get_weather, send_email
 
-pytestmark = pytest.mark.transformers_model
+# Longer than the suite's 300 s: the GGUF is dequantized on first use, and a process loads it again.
+pytestmark = [pytest.mark.transformers_model, pytest.mark.timeout(900)]
 TOOLS: list[Any] = [get_weather, send_email]
 
 

@@ -102,18 +102,21 @@ def test_a_child_that_keeps_dying_is_restarted_with_backoff_then_given_up(
     assert server._failures == 4 and server.restarts <= 3
     assert any(r.levelno == logging.ERROR and "gave up" in r.getMessage() for r in caplog.records)
     assert server.process is not None and server.process.poll() is not None  # nothing left running
-    time.sleep(0.5)
-    assert "gave up" in str(server.health_problem())  # it stays: /health keeps answering 503
+    # The supervisor returned: nothing can start a child any more, so /health keeps answering 503.
+    assert server._supervisor is not None
+    server._supervisor.join(timeout=10)
+    assert not server._supervisor.is_alive() and "gave up" in str(server.health_problem())
 
 
 def test_stop_restarts_nothing_and_leaves_no_child(fake_binary: str, gguf: Path) -> None:
     server = LlamaServer(gguf, binary=fake_binary, supervise=True, restart_backoff=(0.05, 0.1))
     with server:
         pid = server.process.pid if server.process else 0
-        assert alive(pid)
-    time.sleep(0.5)  # several back-offs: a restart would have happened by now
+        assert alive(pid) and server._supervisor is not None and server._supervisor.is_alive()
+    # stop() returned only once the supervisor had: no thread is left that could start a child, now or later.
+    assert not server._supervisor.is_alive()
     assert server.process is not None and server.process.pid == pid and not alive(pid)
-    assert server.restarts == 0 and not (server._supervisor and server._supervisor.is_alive())
+    assert server.restarts == 0
     assert "stopped" in str(server.health_problem())
 
 

@@ -45,6 +45,7 @@ def ask(engine: HammerEngine, question: str, tools: list[Any], **kwargs: Any) ->
     return engine.generate([Message.user(question)], tools=tools, **kwargs)
 
 
+@pytest.mark.real_model
 @pytest.mark.parametrize("key", [None, "not-the-key"], ids=["no key", "wrong key"])
 def test_the_key_given_to_the_launcher_is_enforced(cpp_server: LlamaServer, key: str | None) -> None:
     # The key reaches llama-server through its environment (never its command line): a wrong variable name
@@ -60,6 +61,7 @@ def test_the_key_given_to_the_launcher_is_enforced(cpp_server: LlamaServer, key:
     assert ok.status_code == 200
 
 
+@pytest.mark.real_model
 def test_discovery_knows_llama_server_its_grammar_field_and_the_slot_window(cpp_backend: OpenAICompatibleBackend) -> None:
     cpp_backend.load()
     assert cpp_backend.server_kind == "llama_server"
@@ -69,6 +71,7 @@ def test_discovery_knows_llama_server_its_grammar_field_and_the_slot_window(cpp_
     assert cpp_backend.info()["context_window_source"] == "server"
 
 
+@pytest.mark.real_model
 def test_token_counts_come_from_its_tokenizer(cpp_backend: OpenAICompatibleBackend, default_model_path: str) -> None:
     import llama_cpp
 
@@ -81,6 +84,7 @@ def test_token_counts_come_from_its_tokenizer(cpp_backend: OpenAICompatibleBacke
     ("What's the weather in Paris?", "get_weather", "city", "Paris"),
     ("What is 23 * 47?", "calculate", "expression", "23 * 47"),
 ])
+@pytest.mark.real_model
 def test_questions_get_the_right_call(cpp_backend: OpenAICompatibleBackend, demo_tools: list[Any], question: str,
                                       name: str, argument: str, value: str) -> None:
     out = ask(HammerEngine(backend=cpp_backend, max_tokens=96), question, demo_tools)
@@ -89,6 +93,7 @@ def test_questions_get_the_right_call(cpp_backend: OpenAICompatibleBackend, demo
     assert re.sub(r"\s", "", str(out.tool_calls[0].arguments[argument])) == re.sub(r"\s", "", value)
 
 
+@pytest.mark.real_model
 def test_the_server_applies_the_grammar(cpp_backend: OpenAICompatibleBackend, demo_tools: list[Any]) -> None:
     """A forced tool is called under the grammar; the same greedy request without it answers otherwise."""
     out = ask(HammerEngine(backend=cpp_backend, max_tokens=96), "Tell me a joke", demo_tools, tool_choice="send_email")
@@ -98,11 +103,13 @@ def test_the_server_applies_the_grammar(cpp_backend: OpenAICompatibleBackend, de
     assert loose.raw != out.raw
 
 
+@pytest.mark.real_model
 def test_an_unrelated_question_is_refused(cpp_backend: OpenAICompatibleBackend, demo_tools: list[Any]) -> None:
     out = ask(HammerEngine(backend=cpp_backend, max_tokens=96), "Write a poem about the sea", demo_tools)
     assert out.kind == "refusal" and not out.tool_calls
 
 
+@pytest.mark.real_model
 def test_a_repeated_tools_prefix_comes_from_the_slots_cache(cpp_backend: OpenAICompatibleBackend,
                                                            demo_tools: list[Any]) -> None:
     """The second question with the same tools evaluates only what follows the shared prefix."""
@@ -113,6 +120,7 @@ def test_a_repeated_tools_prefix_comes_from_the_slots_cache(cpp_backend: OpenAIC
     assert again.timings["prompt_evaluated_tokens"] <= 0.1 * again.usage.prompt_tokens
 
 
+@pytest.mark.real_model
 async def test_concurrent_conversations_are_each_answered_once_with_their_own_answer(
         cpp_backend: OpenAICompatibleBackend, demo_tools: list[Any]) -> None:
     """Eight requests on four slots: each answer names its own number, and the server sent eight completions."""
@@ -127,6 +135,7 @@ async def test_concurrent_conversations_are_each_answered_once_with_their_own_an
     assert cpp_backend.stats.peak_in_flight >= SLOTS
 
 
+@pytest.mark.real_model
 def test_a_prompt_over_a_slots_window_is_a_context_error(cpp_backend: OpenAICompatibleBackend,
                                                           demo_tools: list[Any]) -> None:
     from hammer_plugins.errors import ContextWindowExceededError
@@ -139,6 +148,7 @@ def test_a_prompt_over_a_slots_window_is_a_context_error(cpp_backend: OpenAIComp
 LONG = [Message.user("Write a long story about a dragon who learns to read.")]
 
 
+@pytest.mark.real_model
 def test_a_server_killed_mid_stream_then_restarted(default_model_path: str) -> None:
     """A crash mid-answer is an error carrying the partial text; down is 'unavailable'; a restart serves again."""
     server = LlamaServer(default_model_path, n_ctx=2048, parallel=1, model_alias=MODEL)
@@ -168,6 +178,7 @@ def test_no_binary_is_an_error_that_says_how_to_build_one(monkeypatch: pytest.Mo
         find_llama_server()
 
 
+@pytest.mark.real_model
 def test_hammer_serve_runs_the_server_the_tests_use(default_model_path: str) -> None:
     """``hammer serve --print-command`` shows the slots, the per-slot window and the binary it found."""
     done = subprocess.run([sys.executable, "-m", "hammer_plugins.cli", "serve", "--model-path", default_model_path,
@@ -180,6 +191,7 @@ def test_hammer_serve_runs_the_server_the_tests_use(default_model_path: str) -> 
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
 
 
+@pytest.mark.real_model
 def test_the_serving_example_answers_each_question_with_its_own_call(default_model_path: str) -> None:
     """examples/serve_and_connect.py: llama-server started, ChatHammer's abatch over four questions at once."""
     from shared_data import load_example

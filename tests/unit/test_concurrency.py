@@ -8,6 +8,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from hammer_evals.concurrency import effective_concurrency, run_concurrently
 from hammer_plugins import HammerEngine, ScriptedBackend
@@ -20,7 +21,7 @@ def test_one_at_a_time_keeps_the_order_and_the_thread() -> None:
     assert set(seen) == {threading.get_ident()}
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(items=st.lists(st.integers(0, 1000), max_size=30), concurrency=st.integers(1, 6))
 def test_every_item_once_and_never_more_than_n_in_flight(items: list[int], concurrency: int) -> None:
     lock = threading.Lock()
@@ -67,7 +68,7 @@ def test_a_local_backend_runs_one_at_a_time(capsys: pytest.CaptureFixture[str]) 
         effective_concurrency(None, 0)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(n=st.integers(0, 40), concurrency=st.integers(2, 5))
 def test_each_worker_takes_a_contiguous_run_in_order(n: int, concurrency: int) -> None:
     """Neighbours in a prefix-sorted schedule stay on one worker, hence on one server slot."""

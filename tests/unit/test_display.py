@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from hammer_plugins import HammerEngine, Message
 from hammer_plugins.backends.scripted import ScriptedBackend
@@ -46,14 +47,14 @@ def test_a_models_answer_keeps_its_lines() -> None:
     assert printable("one\n\ttwo\x1b[2J", keep_newlines=True) == "one\n\ttwo\\x1b[2J"
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=examples(300), deadline=None, derandomize=True)
 @given(st.text())
 def test_printable_output_is_printable(text: str) -> None:
     assert printable(text).isprintable()
     assert all(c.isprintable() or c in "\n\t" for c in printable(text, keep_newlines=True))
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=examples(300), deadline=None, derandomize=True)
 @given(st.recursive(st.text() | st.integers(), lambda inner: st.lists(inner, max_size=3)
                     | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8))
 def test_printable_json_is_the_same_json_and_printable(value: Any) -> None:

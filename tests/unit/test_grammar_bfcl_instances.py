@@ -26,12 +26,13 @@ from typing import Any
 import jsonschema
 import pytest
 from grammar_oracles import LlamaCppGrammar, lark_accepts_each
+from installed import require
 
 from hammer_plugins import Tool
 from hammer_plugins.errors import SchemaConversionError
 from hammer_plugins.grammar import build_grammar
 
-bfcl = pytest.importorskip("hammer_evals.bfcl.bfcl")
+bfcl = require("hammer_evals.bfcl.bfcl", "hammer-evals")
 
 SEED = 24
 MIN_CASES = 2000

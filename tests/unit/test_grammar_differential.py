@@ -25,6 +25,7 @@ import pytest
 from grammar_oracles import LlamaCppGrammar, lark_accepts
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from hammer_plugins import Tool
 from hammer_plugins.grammar import build_grammar
@@ -33,7 +34,7 @@ from hammer_plugins.tools import to_json_schema
 # Enough generated cases in CI (the issue asks for at least a thousand): valid and invalid together.
 VALID_EXAMPLES = 600
 INVALID_EXAMPLES = 500
-CASES = settings(max_examples=VALID_EXAMPLES, deadline=None, derandomize=True,
+CASES = settings(max_examples=examples(VALID_EXAMPLES), deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
 
 WORD = st.text(alphabet=string.ascii_letters + string.digits + "_.", min_size=1, max_size=10)
@@ -266,7 +267,7 @@ def invalid_answers(draw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return specs, calls, broken
 
 
-@settings(CASES, max_examples=INVALID_EXAMPLES)
+@settings(CASES, max_examples=examples(INVALID_EXAMPLES))
 @given(case=invalid_answers())
 def test_every_broken_call_is_refused(case: Any, qwen_lltokenizer: Any, llama_cpp_grammar: LlamaCppGrammar) -> None:
     specs, calls, broken = case

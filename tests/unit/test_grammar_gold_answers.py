@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 from grammar_oracles import lark_accepts, mask_accepts
+from installed import require
 from shared_data import academic_dir
 
 from hammer_plugins import Tool
@@ -23,7 +24,7 @@ from hammer_plugins.grammar import build_grammar
 from hammer_plugins.token_mask import LoopGuard
 from hammer_plugins.tools import to_json_schema, to_tools
 
-academic = pytest.importorskip("hammer_evals.academic")
+academic = require("hammer_evals.academic", "hammer-evals")
 
 WELL_TYPED = {"apibank_l1": 347, "apibank_l2": 110, "toolalpaca": 103, "sealtool": 239}  # 799 in all
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from grammar_oracles import mask_accepts, mask_refuses_at
+from installed import require
 from shared_data import academic_dir
 
 from hammer_plugins import Tool
@@ -151,11 +152,9 @@ def test_lists_that_do_not_count_are_left_open(calls: list[dict[str, Any]]) -> N
 # Every gold call list ------------------------------------------------------------------------------
 
 def _bfcl_lists() -> list[tuple[str, list[dict[str, Any]]]]:
-    bfcl = pytest.importorskip("hammer_evals.bfcl.bfcl")
-    try:
-        base = bfcl.data_dir() / "possible_answer"
-    except ModuleNotFoundError:
-        pytest.skip("bfcl-eval is not installed")
+    bfcl = require("hammer_evals.bfcl.bfcl", "hammer-evals")
+    require("bfcl_eval", "bfcl-eval")
+    base = bfcl.data_dir() / "possible_answer"
     out = []
     for path in sorted(base.glob("BFCL_v4_*.json")):
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -179,7 +178,7 @@ def _bfcl_lists() -> list[tuple[str, list[dict[str, Any]]]]:
 
 
 def _academic_lists() -> list[tuple[str, list[dict[str, Any]]]]:
-    academic = pytest.importorskip("hammer_evals.academic")
+    academic = require("hammer_evals.academic", "hammer-evals")
     return [(entry.key, entry.gold) for name in academic.SETS for entry in academic.load_set(academic_dir(), name)]
 
 

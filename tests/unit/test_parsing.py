@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from hammer_plugins import parse_output
 from hammer_plugins.parsing import ParsedOutput
@@ -93,7 +94,7 @@ def consistent(out: ParsedOutput, text: str) -> None:
     assert len({c.id for c in out.tool_calls + out.invalid_tool_calls}) == len(out.tool_calls) + len(out.invalid_tool_calls)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.text())
 def test_fuzz_any_text_gives_a_consistent_result(text: str) -> None:
     consistent(parse_output(text), text)
@@ -115,7 +116,7 @@ def _layout(calls: list[dict[str, object]], style: int) -> str:
     return body if style < 2 else ("```\n" if style == 2 else "```json\n") + body + "\n```"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_calls, st.integers(0, 3), _prose)
 def test_fuzz_every_layout_of_a_call_list_parses_back_to_it(calls: list[dict[str, object]], style: int, prose: str) -> None:
     text = prose + _layout(calls, style)
@@ -128,7 +129,7 @@ def test_fuzz_every_layout_of_a_call_list_parses_back_to_it(calls: list[dict[str
         assert out.kind == "refusal"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_calls.filter(bool), st.integers(0, 3), st.data())
 def test_fuzz_a_cut_answer_never_invents_a_call(calls: list[dict[str, object]], style: int, data: st.DataObject) -> None:
     text = _layout(calls, style)

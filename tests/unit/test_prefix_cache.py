@@ -11,13 +11,14 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from hammer_plugins.prefix_cache import PrefixCache
 
 tokens_st = st.lists(st.integers(min_value=0, max_value=200_000), min_size=1, max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(runtime=st.text(max_size=30), tokens=tokens_st, other=tokens_st, state=st.binary(max_size=2000))
 def test_a_state_comes_back_only_for_its_runtime_and_tokens(tmp_path_factory, runtime, tokens, other, state) -> None:
     cache = PrefixCache(tmp_path_factory.mktemp("kv"))
@@ -28,7 +29,7 @@ def test_a_state_comes_back_only_for_its_runtime_and_tokens(tmp_path_factory, ru
         assert cache.load(runtime, other) is None
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(state=st.binary(min_size=1, max_size=500), cut=st.integers(min_value=0), flip=st.integers(min_value=0))
 def test_a_damaged_file_is_a_miss_and_is_removed(tmp_path_factory, state, cut, flip) -> None:
     cache = PrefixCache(tmp_path_factory.mktemp("kv"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from hammer_plugins.backends.prompt_lookup import PromptLookup
 
@@ -18,7 +19,7 @@ def brute_force(tokens: list[int], ngram: int, k: int) -> list[int]:
     return []
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(prompt=st.lists(st.integers(0, 4), max_size=40), generated=st.lists(st.integers(0, 4), max_size=20),
        ngram=st.integers(1, 4), k=st.integers(0, 6))
 def test_drafts_match_a_brute_force_search(prompt: list[int], generated: list[int], ngram: int, k: int) -> None:

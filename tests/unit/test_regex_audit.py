@@ -17,6 +17,7 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from hammer_evals.bfcl.runners import _tagged_blocks
 from hammer_plugins.openai_server.app import DEFAULT_ORIGINS, Guard, _matches, _pattern
@@ -29,7 +30,7 @@ OLD_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 OLD_CLAUSE_END = re.compile(
     r"(?<=[.;!?])\s|\n|\(|:|,?\s+(?:e\.g\.?|i\.e\.?|for example)(?=\W|$)|,\s*(?:such as|like|default)\b", re.IGNORECASE)
 OLD_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-CASES = settings(max_examples=400, deadline=None, derandomize=True)
+CASES = settings(max_examples=examples(400), deadline=None, derandomize=True)
 
 
 def bounded(work: Callable[[], object]) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from hammer_plugins import HammerEngine, Message, ScriptedBackend, Tool, ToolCall
 from hammer_plugins.prompt import QUERY_ROLES, Prompt, escape_role_lines, format_calls, render_chat, render_prompt
@@ -152,7 +153,7 @@ _FORGERIES = ["\n", "\r", "\u2028", "user: ", "assistant:", "Tool :", " system: 
 TEXT = st.lists(st.sampled_from(_FORGERIES) | st.text(max_size=6), max_size=12).map("".join)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(user=TEXT, result=TEXT, later=TEXT, reply=TEXT, system=st.booleans(), unmatched=st.booleans())
 def test_for_any_text_the_rendered_roles_are_the_real_messages_roles(user: str, result: str, later: str, reply: str,
                                                                      system: bool, unmatched: bool) -> None:

@@ -24,6 +24,8 @@ import pytest
 from grammar_oracles import FORMAT_CHECKER, RFC3986_URI, LlamaCppGrammar, lark_accepts_each
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
+from installed import require
 
 from hammer_plugins import HammerEngine, Message, Tool
 from hammer_plugins.backends.scripted import ScriptedBackend
@@ -35,7 +37,7 @@ from hammer_plugins.tools import SchemaLimits, schema_limits
 
 VALID_EXAMPLES = 150
 INVALID_EXAMPLES = 250
-CASES = settings(max_examples=VALID_EXAMPLES, deadline=None, derandomize=True,
+CASES = settings(max_examples=examples(VALID_EXAMPLES), deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
 
 # ------------------------------------------------------------------ the oracle
@@ -277,7 +279,7 @@ def _report_counts() -> Any:
             out.write(json.dumps(dict(sorted(COUNTS.items()))) + "\n")
 
 
-@settings(CASES, max_examples=INVALID_EXAMPLES)
+@settings(CASES, max_examples=examples(INVALID_EXAMPLES))
 @given(case=invalid_calls())
 def test_every_broken_call_is_refused(case: Any, qwen_lltokenizer: Any, llama_cpp_grammar: LlamaCppGrammar) -> None:
     """Refused on each engine: by its grammar where the notation expresses the keyword, else by the check
@@ -449,8 +451,8 @@ def test_json_equality_for_unique_items_and_exact_decimals_for_multiple_of() -> 
 
 def test_langchain_and_llama_index_get_the_invalid_call() -> None:
     """The check runs in the engine, so both adapters report the call as invalid, naming the keyword."""
-    langchain_hammer = pytest.importorskip("langchain_hammer")
-    llama_hammer = pytest.importorskip("llama_index.llms.hammer")
+    langchain_hammer = require("langchain_hammer", "langchain-hammer")
+    llama_hammer = require("llama_index.llms.hammer", "llama-index-llms-hammer")
     spec = {"type": "function", "function": {"name": "pick", "description": "Pick a number.", "parameters": {
         "type": "object", "properties": {"n": {"type": "integer", "multipleOf": 5}}, "required": ["n"]}}}
     answer = '[{"name": "pick", "arguments": {"n": 12}}]'

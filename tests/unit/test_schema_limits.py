@@ -20,6 +20,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from hammer_plugins import HammerEngine, Message, ScriptedBackend, Tool
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings, Usage
@@ -36,7 +37,7 @@ MAX_STEPS = 3 * SchemaLimits().max_schema_nodes
 # unbounded expansion takes (depth 20 ran past 20 s before the budget existed).
 BACKSTOP_SECONDS = 10.0
 MEMORY_BYTES = 64 * 2**20
-HYPO = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+HYPO = settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def refused(parameters: Any, *, response_format: bool = False, memory: bool = False) -> SchemaConversionError:
@@ -239,7 +240,7 @@ SCHEMAISH = st.recursive(
     max_leaves=15)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schema=SCHEMAISH, response_format=st.booleans())
 def test_any_schema_shaped_input_is_an_answer_or_a_schema_error(schema: dict[str, Any], response_format: bool) -> None:
     """Whatever the shape, the engine answers or raises SchemaConversionError: nothing else escapes."""

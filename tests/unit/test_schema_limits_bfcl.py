@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
+from installed import require
 
 from hammer_plugins import Tool
 from hammer_plugins.errors import SchemaConversionError, SchemaLimitError
 from hammer_plugins.grammar import build_grammar
 from hammer_plugins.tools import SchemaLimits, fresh_budget
 
-bfcl = pytest.importorskip("hammer_evals.bfcl.bfcl")
+bfcl = require("hammer_evals.bfcl.bfcl", "hammer-evals")
 
 
 def tool_sets() -> list[tuple[str, list[dict[str, Any]]]]:

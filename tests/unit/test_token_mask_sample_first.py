@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from installed import require
 
 from hammer_plugins import Tool
 from hammer_plugins.grammar import build_grammar
@@ -81,7 +82,7 @@ def test_allows_takes_the_end_token_only_where_the_answer_is_complete() -> None:
 
 def test_transformers_pick_is_the_masked_choice() -> None:
     """The transformers backend's sample-first pick, against the mask applied first (no model needed)."""
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     import llguidance
 
     from hammer_plugins.backends.base import GenerationSettings

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pydantic import BaseModel, Field
 
 from hammer_plugins.call_stream import CallStream
@@ -268,7 +269,7 @@ _NAMES = st.sampled_from(["write_note", "get_weather", "rm", "write_note ", "", 
 _ARGS = st.dictionaries(st.sampled_from(["text", "name", "arguments"]), st.text(max_size=8) | st.integers(), max_size=3)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(items=st.lists(st.tuples(_NAMES, _ARGS), max_size=4), step=st.integers(1, 7),
        offered=st.sets(st.sampled_from(["write_note", "get_weather"])))
 def test_whatever_the_model_writes_only_offered_names_become_calls(items: list[tuple[str, dict[str, Any]]],

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from child_signals import default_signals
+from child_signals import default_signals, kill_group_with_the_tests
 from vllm_server import VllmServer
 
 from hammer_plugins._vllm_command import cpu_command, hammer_flags, minimal_environment
@@ -88,6 +88,7 @@ def vllm_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     with log.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=log.parent,
                                    start_new_session=True, preexec_fn=default_signals)
+    watchdog = kill_group_with_the_tests(process.pid)  # vLLM's engine core too, should this test process be killed
     server = VllmServer(root=f"http://127.0.0.1:{port}", api_key=key, model=SERVED_NAME, log=log, process=process)
     try:
         while True:
@@ -108,6 +109,7 @@ def vllm_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
         yield server
     finally:
         _stop(process)
+        watchdog.wait(timeout=10)  # it ends within a second of the group
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

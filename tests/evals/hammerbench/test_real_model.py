@@ -23,7 +23,8 @@ from hammer_plugins import HammerEngine, Message
 from hammer_plugins.slot_filling import SlotFiller
 from hammer_plugins.snapshots import dump_history, load_history
 
-pytestmark = pytest.mark.real_model
+# Longer than the suite's 300 s: the evaluation end to end took 144 s on CI's fresh machine.
+pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]
 
 
 def test_slot_filling_turns_on_a_hammerbench_conversation(llama_engine: HammerEngine, hb_data: Path) -> None:
@@ -98,14 +99,17 @@ async def test_async_slot_filling_matches_the_sync_step_and_leaves_the_loop_free
     assert ticker.ticks >= 5  # the model ran off the event loop
 
 
+@pytest.mark.timeout(900)  # its process has 900 s; 358 s on CI's fresh machine with two conversations a file
 def test_the_cli_runs_on_the_shipped_data_with_no_data_folder(tmp_path: Path) -> None:
-    """``hammer eval hammerbench --limit`` on a fresh install: no --data, the copy inside the package."""
+    """``hammer eval hammerbench --limit`` on a fresh install: no --data, the copy inside the package. One
+    conversation a file: that is the proof (it was 2, 358 s on CI's fresh machine; scoring is checked
+    above and in tests/evals/hammerbench without a model)."""
     out = tmp_path / "results"
     command = [sys.executable, "-m", "hammer_plugins.cli", "eval", "hammerbench", "--files", "IS", "ST_Perfect",
-               "--limit", "2", "--threads", "2", "--no-progress", "--output", str(out)]
+               "--limit", "1", "--threads", "2", "--no-progress", "--output", str(out)]
     env = {k: v for k, v in os.environ.items() if k != "HAMMERBENCH_DATA"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
     assert set(results["per_type"]) == {"IS", "Perfect"}, results
-    assert len((out / "predictions.jsonl").read_text().splitlines()) == 4
+    assert len((out / "predictions.jsonl").read_text().splitlines()) == 2
