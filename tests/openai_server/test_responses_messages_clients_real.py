@@ -16,7 +16,7 @@ import pytest
 from hammer_plugins import HammerEngine
 from hammer_plugins.openai_server import BackgroundServer, create_app
 
-pytestmark = pytest.mark.real_model
+pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]  # agent loops: several model calls each
 
 KEY = "apis-clients-key"
 QUESTION = "What's the weather in Paris?"

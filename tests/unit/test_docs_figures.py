@@ -94,6 +94,11 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
         '"--shutdown-grace", type=float, default=5.0',
     ),
     ("docs/server.md", "15", "(`: ping`) every 15 s", "hammer_plugins/openai_server/app.py", "PING_SECONDS = 15"),
+    ("docs/server.md", "10", "listener's `--header-timeout` (10 s)", "hammer_plugins/serve.py",
+     '"--header-timeout", type=float, default=10.0'),
+    ("docs/server.md", "30", "`--body-timeout` (30 s)", "hammer_plugins/serve.py", '"--body-timeout", type=float, default=30.0'),
+    ("docs/server.md", "5", "`--idle-timeout` (5 s)", "hammer_plugins/serve.py", '"--idle-timeout", type=int, default=5'),
+    ("README.md", "300", "Every test has a 300 s limit", "pyproject.toml", "timeout = 300"),
     (
         "docs/server.md",
         "0.2",
