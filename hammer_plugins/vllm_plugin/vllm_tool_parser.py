@@ -114,25 +114,57 @@ from vllm.sampling_params import StructuredOutputsParams  # noqa: E402
 logger = init_logger(__name__)
 
 
+NAMESPACE_JOIN = "__"
+"""How vLLM names a Responses namespace's function for the chat template (``ns__name``, its
+``get_function_tools``): the grammar and the offered names use the same."""
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump(exclude_none=True) if hasattr(value, "model_dump") else value
+
+
+def _function_specs(request: Any) -> list[dict[str, Any]]:
+    """The request's function tools as ``{"name", "description", "parameters"}``, whichever request it is:
+    a chat request's ``{"type": "function", "function": {...}}``, a Responses request's flat ``FunctionTool``
+    and its namespaces' functions (``ns__name``, as vLLM's template sees them); built-in tools are left out."""
+    specs: list[dict[str, Any]] = []
+    for raw in request.tools or []:
+        tool = _plain(raw)
+        if not isinstance(tool, dict):
+            continue
+        if isinstance(tool.get("function"), dict):
+            specs.append(tool["function"])
+        elif tool.get("type", "function") == "function" and isinstance(tool.get("name"), str):
+            specs.append({k: tool[k] for k in ("name", "description", "parameters") if tool.get(k) is not None})
+        elif tool.get("type") == "namespace":
+            for inner in tool.get("tools") or []:
+                if isinstance(inner, dict) and inner.get("type", "function") == "function" and inner.get("name"):
+                    specs.append({**{k: inner[k] for k in ("description", "parameters") if inner.get(k) is not None},
+                                  "name": f"{tool.get('name')}{NAMESPACE_JOIN}{inner['name']}"})
+    return specs
+
+
 def _tool_specs(request: Any) -> list[HammerTool]:
     """The request's tools as the engine's Tool (the grammar's input)."""
-    tools = []
-    for tool in request.tools or []:
-        spec = tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else dict(tool)
-        tools.append(HammerTool.from_openai(spec))
-    return tools
+    return [HammerTool.from_openai({"type": "function", "function": spec}) for spec in _function_specs(request)]
 
 
 def _forced_name(request: Any) -> str | None:
-    """The tool a named ``tool_choice`` asks for (an object with ``function.name``), else None."""
-    choice = request.tool_choice
-    function = getattr(choice, "function", None)
-    if function is None and isinstance(choice, dict):
-        function = choice.get("function")
-    name = getattr(function, "name", None) if function is not None else None
-    if name is None and isinstance(function, dict):
-        name = function.get("name")
+    """The tool a named ``tool_choice`` asks for, else None: chat's ``{"function": {"name"}}`` or the
+    Responses API's ``{"type": "function", "name"}``."""
+    choice = _plain(request.tool_choice)
+    if not isinstance(choice, dict):
+        return None
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    if name is None and choice.get("type") == "function":
+        name = choice.get("name")
     return name if isinstance(name, str) else None
+
+
+def _is_responses(request: Any) -> bool:
+    """A Responses API request (``input`` and ``text``, no ``messages``)."""
+    return not hasattr(request, "messages") and hasattr(request, "input")
 
 
 def _answering(request: Any) -> bool:
@@ -141,6 +173,10 @@ def _answering(request: Any) -> bool:
     that leaves the choice to the model: then the model answers in prose, with no grammar and no
     call parsing. Under a required or named ``tool_choice`` the grammar still holds it to a call."""
     messages = getattr(request, "messages", None) or []
+    if _is_responses(request):  # its last input item: a function_call_output is the tool's turn
+        items = request.input if isinstance(request.input, list) else []
+        messages = [{"role": "tool"} if _plain(i).get("type") == "function_call_output" else _plain(i)
+                    for i in items if isinstance(_plain(i), dict)]
     last = messages[-1] if messages else None
     role = last.get("role") if isinstance(last, dict) else getattr(last, "role", None)
     mode = (getattr(request, "chat_template_kwargs", None) or {}).get("hammer_after_tools") or "answer"
@@ -175,6 +211,10 @@ class HammerToolParser(ToolParser):
             return request
         if getattr(request, "structured_outputs", None) is not None or getattr(request, "response_format", None):
             return request  # the caller constrains the answer itself
+        text = _plain(getattr(request, "text", None))
+        text_format = text.get("format") if isinstance(text, dict) else None
+        if isinstance(text_format, dict) and text_format.get("type") not in (None, "text"):
+            return request  # a Responses request's text.format: the caller constrains the answer itself
         if _answering(request):
             return request  # the answer after tool results is prose: no call grammar
         # Hammer's answer is always a call list (the format block of its prompt says so): under "auto"
@@ -189,7 +229,12 @@ class HammerToolParser(ToolParser):
             logger.warning("hammer: no grammar for tool_choice=%r (%s); the answer is not constrained", choice, exc)
             return request
         request.structured_outputs = StructuredOutputsParams(grammar=grammar.gbnf)
-        request.response_format = None
+        # In place (vLLM keeps the request object, not what this returns). A Responses request has no
+        # response_format; its text.format must not be set beside structured_outputs (vLLM refuses both).
+        if _is_responses(request):
+            request.text = None
+        else:
+            request.response_format = None
         return request
 
     # -------------------------------------------------------------- complete
@@ -266,14 +311,7 @@ def offered_names(request: Any) -> frozenset[str]:
     none under ``"none"``."""
     if request.tool_choice == "none":
         return frozenset()
-    names = set()
-    for tool in request.tools or []:
-        function = getattr(tool, "function", None)
-        if function is None and isinstance(tool, dict):
-            function = tool.get("function", tool)
-        name = getattr(function, "name", None) if not isinstance(function, dict) else function.get("name")
-        if isinstance(name, str):
-            names.add(name)
+    names = {spec["name"] for spec in _function_specs(request) if isinstance(spec.get("name"), str)}
     forced = _forced_name(request)
     if forced is not None:
         return frozenset({forced} & names)

@@ -289,3 +289,56 @@ def test_whatever_the_model_writes_only_offered_names_become_calls(items: list[t
     assert set(names.values()) <= offered
     expected = [(n.strip(), json.dumps(a, ensure_ascii=False)) for n, a in items if n.strip() in offered]
     assert [(names[i], arguments[i]) for i in sorted(arguments)] == expected
+
+
+# ----------------------------------------------------------------- a Responses API request (issue 39, part 5)
+class _ResponsesRequest(BaseModel):
+    """vLLM's ResponsesRequest as the parser reads it: flat function tools, namespaces, built-in tools,
+    ``tool_choice`` objects with ``name``, ``input`` items, ``text.format``; no ``messages``."""
+
+    input: Any
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    tool_choice: Any = "auto"
+    parallel_tool_calls: bool | None = True
+    structured_outputs: Any = None
+    text: Any = None
+
+
+RESPONSES_TOOLS = [
+    {"type": "function", "name": "send", "parameters": {"type": "object", "properties": {"text": {"type": "string"}}}},
+    {"type": "namespace", "name": "crm", "description": "CRM", "tools": [
+        {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}}}]},
+    {"type": "web_search"},
+]
+
+
+def test_a_responses_request_is_constrained_and_its_offered_names_are_read(parser_module: types.ModuleType) -> None:
+    """vLLM hands adjust_request a ResponsesRequest too (when it runs the tool parser for /v1/responses): the
+    grammar is built from its flat tools and namespaces (``crm__lookup``, vLLM's name for the template), set in
+    place with ``text`` cleared (vLLM refuses both), and a ``tool_choice`` object with ``name`` is honoured."""
+    parser = parser_module.HammerToolParser(tokenizer=None)
+    request = _ResponsesRequest(input="hi", tools=RESPONSES_TOOLS, text={"format": {"type": "text"}})
+    assert parser.adjust_request(request) is request
+    grammar = request.structured_outputs["grammar"]
+    assert '\\"send\\"' in grammar and '\\"crm__lookup\\"' in grammar and "web_search" not in grammar
+    assert request.text is None
+    assert parser_module.offered_names(request) == frozenset({"send", "crm__lookup"})
+    named = _ResponsesRequest(input="hi", tools=RESPONSES_TOOLS, tool_choice={"type": "function", "name": "send"})
+    assert parser_module.offered_names(named) == frozenset({"send"})
+    parser.adjust_request(named)
+    assert "crm__lookup" not in named.structured_outputs["grammar"]
+
+
+def test_a_responses_request_after_a_tool_result_or_with_a_text_format_is_left_alone(
+        parser_module: types.ModuleType) -> None:
+    parser = parser_module.HammerToolParser(tokenizer=None)
+    answered = _ResponsesRequest(tools=RESPONSES_TOOLS, input=[
+        {"type": "message", "role": "user", "content": "send hi"},
+        {"type": "function_call", "call_id": "c1", "name": "send", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "sent"}])
+    parser.adjust_request(answered)
+    assert answered.structured_outputs is None  # the answer after tool results is prose (hammer.jinja's rule)
+    schema = {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}}
+    formatted = _ResponsesRequest(input="hi", tools=RESPONSES_TOOLS, text=schema)
+    parser.adjust_request(formatted)
+    assert formatted.structured_outputs is None and formatted.text == schema
