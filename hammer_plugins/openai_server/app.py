@@ -45,11 +45,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine import HammerEngine
 from ..response import HammerResponse
-from .encoders import ChatEncoder, Encoder, MessagesEncoder, ResponsesEncoder
+from .encoders import ChatEncoder, Encoder, TypedEventEncoder
 from .listener import Admission
-from .messages_api import parse_messages_request
+from .messages_api import MessagesWriter, parse_messages_request
 from .protocol import APIError, EngineCall, engine_error, parse_json, parse_request
-from .responses_api import parse_responses_request
+from .responses_api import ResponsesWriter, parse_responses_request
 from .worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT, EngineWorker
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -393,7 +393,7 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
         if place is None:
             return parsed
         call, meta = parsed
-        return await answer(request, place, call, ResponsesEncoder(meta))
+        return await answer(request, place, call, TypedEventEncoder(ResponsesWriter(meta)))
 
     @app.get("/v1/responses/{response_id}")
     async def stored_response(response_id: str) -> Response:
@@ -405,7 +405,7 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
         place, call = await read_call(request, lambda body: parse_messages_request(body, model_name))
         if place is None:
             return call
-        return await answer(request, place, call, MessagesEncoder(model_name))
+        return await answer(request, place, call, TypedEventEncoder(MessagesWriter(model_name)))
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:

@@ -2,8 +2,8 @@
 
 The route of every API does the same work (parse, queue, run the engine, follow the client) in
 :func:`~.app.create_app`'s one ``answer`` function; what differs is only how the engine's events are
-framed, which is this module's :class:`Encoder`: Chat Completions chunks, Responses events or Messages
-events, each a thin shell around its writer (which keeps its state through
+framed, which is this module's :class:`Encoder`: Chat Completions chunks, or the typed events of the
+Responses and Messages APIs, each a thin shell around its writer (which keeps its state through
 :class:`~.answer_steps.AnswerSteps`).
 
 Example:
@@ -20,9 +20,9 @@ from typing import Any
 
 from ..engine import StreamEvent
 from ..response import HammerResponse
-from .messages_api import MessagesWriter, anthropic_error_body, final_message, messages_sse
+from .messages_api import MessagesWriter
 from .protocol import DONE, APIError, ChunkWriter, completion, sse
-from .responses_api import ResponsesMeta, ResponsesWriter, final_response, responses_sse
+from .responses_api import ResponsesWriter
 
 
 class Encoder:
@@ -69,39 +69,27 @@ class ChatEncoder(Encoder):
         return completion(final, self.model, self.refusal_text).model_dump(mode="json", exclude_unset=True)
 
 
-class ResponsesEncoder(Encoder):
-    """The Responses API: typed events with ``sequence_number``s, ending in ``response.completed``."""
-
-    def __init__(self, meta: ResponsesMeta) -> None:
-        self.writer = ResponsesWriter(meta)
-
-    def start(self) -> list[bytes]:
-        return [responses_sse(e) for e in self.writer.start()]
-
-    def event(self, event: StreamEvent) -> list[bytes]:
-        return [responses_sse(e) for e in self.writer.event(event)]
-
-    def error(self, error: APIError) -> bytes:
-        return responses_sse(self.writer.error(error))
-
-    def body(self, final: HammerResponse) -> dict[str, Any]:
-        return final_response(self.writer, final)
+def typed_sse(event: dict[str, Any]) -> bytes:
+    """One typed stream event (the Responses and Messages APIs) in its framing: ``event:`` and ``data:`` lines."""
+    return f"event: {event['type']}\ndata: ".encode() + json.dumps(event, ensure_ascii=False).encode() + b"\n\n"
 
 
-class MessagesEncoder(Encoder):
-    """The Messages API: ``message_start`` ... ``message_stop``; errors as Anthropic's ``error`` event."""
+class TypedEventEncoder(Encoder):
+    """The Responses and Messages APIs: their writer's typed events as SSE, and for a non-streamed request
+    the writer's object (``response`` / ``message``) once it has been fed the final answer."""
 
-    def __init__(self, model: str) -> None:
-        self.writer = MessagesWriter(model)
+    def __init__(self, writer: ResponsesWriter | MessagesWriter) -> None:
+        self.writer = writer
 
     def start(self) -> list[bytes]:
-        return [messages_sse(e) for e in self.writer.start()]
+        return [typed_sse(e) for e in self.writer.start()]
 
     def event(self, event: StreamEvent) -> list[bytes]:
-        return [messages_sse(e) for e in self.writer.event(event)]
+        return [typed_sse(e) for e in self.writer.event(event)]
 
     def error(self, error: APIError) -> bytes:
-        return messages_sse(anthropic_error_body(error))
+        return typed_sse(self.writer.error(error))
 
     def body(self, final: HammerResponse) -> dict[str, Any]:
-        return final_message(self.writer, final)
+        self.writer.event(final)
+        return self.writer.answer

@@ -227,6 +227,11 @@ class MessagesWriter(StreamEncoder[dict[str, Any]]):
                                         "usage": {"input_tokens": 0, "output_tokens": 0}}
         self._text_open = False
 
+    @property
+    def answer(self) -> dict[str, Any]:
+        """The ``message`` object so far (the non-streamed answer, once fed the final event)."""
+        return self.message
+
     def start(self) -> list[dict[str, Any]]:
         return [{"type": "message_start", "message": json.loads(json.dumps(self.message))}]
 
@@ -285,14 +290,3 @@ class MessagesWriter(StreamEncoder[dict[str, Any]]):
     @staticmethod
     def error(error: APIError) -> dict[str, Any]:
         return anthropic_error_body(error)
-
-
-def messages_sse(event: dict[str, Any]) -> bytes:
-    """One Messages stream event in Anthropic's framing (``event:`` and ``data:`` lines)."""
-    return f"event: {event['type']}\ndata: ".encode() + json.dumps(event, ensure_ascii=False).encode() + b"\n\n"
-
-
-def final_message(writer: MessagesWriter, final: HammerResponse) -> dict[str, Any]:
-    """The non-streamed answer: the writer fed the final engine event alone."""
-    writer.event(final)
-    return writer.message

@@ -300,6 +300,11 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
         self.sequence += 1
         return event
 
+    @property
+    def answer(self) -> dict[str, Any]:
+        """The ``response`` object so far (the non-streamed answer, once fed the final event)."""
+        return self.response
+
     def _snapshot(self) -> dict[str, Any]:
         return json.loads(json.dumps(self.response))  # the state at this event, not a live view
 
@@ -390,14 +395,3 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
     def error(self, error: APIError) -> dict[str, Any]:
         """The ``error`` event a stream ends with when the engine fails after the headers went out."""
         return self._event("error", code=error.code, message=error.message, param=error.param)
-
-
-def responses_sse(event: dict[str, Any]) -> bytes:
-    """One Responses stream event in OpenAI's framing (``event:`` and ``data:`` lines)."""
-    return f"event: {event['type']}\ndata: ".encode() + json.dumps(event, ensure_ascii=False).encode() + b"\n\n"
-
-
-def final_response(writer: ResponsesWriter, final: HammerResponse) -> dict[str, Any]:
-    """The non-streamed answer: the writer fed the final engine event alone."""
-    writer.event(final)
-    return writer.response

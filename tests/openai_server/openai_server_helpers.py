@@ -39,3 +39,37 @@ def assert_each_got_its_own_answer(answers: dict[int, Any], numbers: list[int]) 
         assert json.loads(calls[0].function.arguments)["expression"].replace(" ", "") == f"{number}*7"
     ids = [c.id for calls in answers.values() for c in calls]
     assert len(set(ids)) == len(ids)
+
+
+# ------------------------------------------------------------------ the real clients' tool and agent
+CLIENTS_KEY = "clients-key"
+QUESTION = "What's the weather in Paris?"
+RESULT = "It is 18 C and sunny in {city}."
+
+
+def weather_tool() -> tuple[Any, list[str]]:
+    """The tool every client gets (a plain function, as users write them), and the cities it was called with."""
+    cities: list[str] = []
+
+    def get_weather(city: str) -> str:
+        """Get the current weather in a city."""
+        cities.append(city)
+        return RESULT.format(city=city)
+
+    return get_weather, cities
+
+
+def assert_create_agent_answers_from_the_tool(llm: Any) -> None:
+    """LangChain's ``create_agent`` over ``llm`` with the weather tool: the tool runs once for Paris, and the last
+    message is an answer in words that uses its result."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import StructuredTool
+
+    get_weather, cities = weather_tool()
+    messages = create_agent(llm, [StructuredTool.from_function(get_weather)]).invoke(
+        {"messages": [("user", QUESTION)]})["messages"]
+    assert cities == ["Paris"]
+    assert [m.content for m in messages if isinstance(m, ToolMessage)] == [RESULT.format(city="Paris")]
+    final = messages[-1]
+    assert isinstance(final, AIMessage) and not final.tool_calls and "18" in final.text

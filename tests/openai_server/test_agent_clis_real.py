@@ -48,6 +48,7 @@ def client_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def test_codex_exec_completes_a_turn(server: BackgroundServer, tmp_path: Path) -> None:
+    (tmp_path / "codex").mkdir()  # Codex refuses a CODEX_HOME that does not exist
     provider = (f'model_providers.hammer={{name="hammer", base_url="{server.base_url}", wire_api="responses", '
                 'env_key="HAMMER_KEY"}')
     done = subprocess.run(
@@ -62,6 +63,7 @@ def test_codex_exec_completes_a_turn(server: BackgroundServer, tmp_path: Path) -
     messages = [e["item"].get("text", "") for e in events
                 if e.get("type") == "item.completed" and e["item"].get("type") == "agent_message"]
     assert messages and messages[-1].strip(), events
+    print(f"\ncodex: {len(events)} events, last agent message {messages[-1]!r}")
 
 
 def test_claude_code_print_completes_a_turn(server: BackgroundServer, tmp_path: Path) -> None:
@@ -77,3 +79,4 @@ def test_claude_code_print_completes_a_turn(server: BackgroundServer, tmp_path: 
     result = json.loads(done.stdout)
     assert result["type"] == "result" and result["is_error"] is False, result
     assert result["result"].strip(), result
+    print(f"\nclaude: {result['num_turns']} turns, result {result['result']!r}")

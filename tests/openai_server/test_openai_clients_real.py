@@ -10,19 +10,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from openai_server_helpers import CLIENTS_KEY, QUESTION, RESULT, assert_create_agent_answers_from_the_tool, weather_tool
 
 from hammer_plugins import HammerEngine
 from hammer_plugins.openai_server import BackgroundServer, create_app
 
 pytestmark = pytest.mark.real_model
 
-KEY = "clients-key"
-QUESTION = "What's the weather in Paris?"
-RESULT = "It is 18 C and sunny in {city}."
+KEY = CLIENTS_KEY
 
 
 @pytest.fixture(scope="module")
@@ -31,32 +30,11 @@ def server(llama_engine: HammerEngine) -> Iterator[BackgroundServer]:
         yield running
 
 
-def weather_tool() -> tuple[Callable[[str], str], list[str]]:
-    """The tool every client gets (a plain function, as users write them), and the cities it was called with."""
-    cities: list[str] = []
-
-    def get_weather(city: str) -> str:
-        """Get the current weather in a city."""
-        cities.append(city)
-        return RESULT.format(city=city)
-
-    return get_weather, cities
-
-
 def test_langchain_create_agent_over_chat_openai_runs_the_tool(server: BackgroundServer) -> None:
-    from langchain.agents import create_agent
-    from langchain_core.messages import AIMessage, ToolMessage
-    from langchain_core.tools import StructuredTool
     from langchain_openai import ChatOpenAI
 
-    get_weather, cities = weather_tool()
-    tool = StructuredTool.from_function(get_weather)
-    llm = ChatOpenAI(model="hammer", base_url=server.base_url, api_key=KEY, temperature=0, max_retries=0, timeout=300)
-    messages = create_agent(llm, [tool]).invoke({"messages": [("user", QUESTION)]})["messages"]
-    assert cities == ["Paris"]
-    assert [m.content for m in messages if isinstance(m, ToolMessage)] == [RESULT.format(city="Paris")]
-    final = messages[-1]
-    assert isinstance(final, AIMessage) and not final.tool_calls and "18" in final.text
+    assert_create_agent_answers_from_the_tool(
+        ChatOpenAI(model="hammer", base_url=server.base_url, api_key=KEY, temperature=0, max_retries=0, timeout=300))
 
 
 async def test_llamaindex_function_agent_over_openai_like_runs_the_tool(server: BackgroundServer) -> None:

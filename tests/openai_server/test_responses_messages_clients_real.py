@@ -9,18 +9,17 @@ tool with the right argument and answers from its result."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
+from openai_server_helpers import CLIENTS_KEY, QUESTION, RESULT, assert_create_agent_answers_from_the_tool, weather_tool
 
 from hammer_plugins import HammerEngine
 from hammer_plugins.openai_server import BackgroundServer, create_app
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]  # agent loops: several model calls each
 
-KEY = "apis-clients-key"
-QUESTION = "What's the weather in Paris?"
-RESULT = "It is 18 C and sunny in {city}."
+KEY = CLIENTS_KEY
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "description": "The city"}},
            "required": ["city"]}
 
@@ -29,17 +28,6 @@ WEATHER = {"type": "object", "properties": {"city": {"type": "string", "descript
 def server(llama_engine: HammerEngine) -> Iterator[BackgroundServer]:
     with BackgroundServer(create_app(llama_engine, model_name="hammer", api_key=KEY)) as running:
         yield running
-
-
-def weather_tool() -> tuple[Callable[[str], str], list[str]]:
-    cities: list[str] = []
-
-    def get_weather(city: str) -> str:
-        """Get the current weather in a city."""
-        cities.append(city)
-        return RESULT.format(city=city)
-
-    return get_weather, cities
 
 
 # ------------------------------------------------------------------ the Responses API
@@ -95,20 +83,11 @@ async def test_openai_agents_sdk_default_model_runs_the_tool(server: BackgroundS
 
 
 def test_langchain_create_agent_over_chat_openai_responses_api(server: BackgroundServer) -> None:
-    from langchain.agents import create_agent
-    from langchain_core.messages import AIMessage, ToolMessage
-    from langchain_core.tools import StructuredTool
     from langchain_openai import ChatOpenAI
 
-    get_weather, cities = weather_tool()
-    llm = ChatOpenAI(model="hammer", base_url=server.base_url, api_key=KEY, temperature=0, max_retries=0, timeout=300,
-                     use_responses_api=True)
-    messages = create_agent(llm, [StructuredTool.from_function(get_weather)]).invoke(
-        {"messages": [("user", QUESTION)]})["messages"]
-    assert cities == ["Paris"]
-    assert [m.content for m in messages if isinstance(m, ToolMessage)] == [RESULT.format(city="Paris")]
-    final = messages[-1]
-    assert isinstance(final, AIMessage) and not final.tool_calls and "18" in final.text
+    assert_create_agent_answers_from_the_tool(
+        ChatOpenAI(model="hammer", base_url=server.base_url, api_key=KEY, temperature=0, max_retries=0, timeout=300,
+                   use_responses_api=True))
 
 
 async def test_llamaindex_openai_responses_runs_the_tool(server: BackgroundServer) -> None:
@@ -150,20 +129,11 @@ def test_anthropic_sdk_messages_plain_streamed_tool_result_and_any(server: Backg
 
 
 def test_langchain_create_agent_over_chat_anthropic(server: BackgroundServer) -> None:
-    from langchain.agents import create_agent
     from langchain_anthropic import ChatAnthropic
-    from langchain_core.messages import AIMessage, ToolMessage
-    from langchain_core.tools import StructuredTool
 
-    get_weather, cities = weather_tool()
-    llm = ChatAnthropic(model="hammer", base_url=server.base_url.removesuffix("/v1"), api_key=KEY, temperature=0,
-                        max_retries=0, timeout=300, max_tokens=256)
-    messages = create_agent(llm, [StructuredTool.from_function(get_weather)]).invoke(
-        {"messages": [("user", QUESTION)]})["messages"]
-    assert cities == ["Paris"]
-    assert [m.content for m in messages if isinstance(m, ToolMessage)] == [RESULT.format(city="Paris")]
-    final = messages[-1]
-    assert isinstance(final, AIMessage) and not final.tool_calls and "18" in final.text
+    assert_create_agent_answers_from_the_tool(
+        ChatAnthropic(model="hammer", base_url=server.base_url.removesuffix("/v1"), api_key=KEY, temperature=0,
+                      max_retries=0, timeout=300, max_tokens=256))
 
 
 # ------------------------------------------------------------------ strict and parallel_tool_calls, every API
