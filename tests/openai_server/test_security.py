@@ -656,7 +656,8 @@ def gate_process(tmp_path: Any, **options: Any) -> Iterator[tuple[subprocess.Pop
     launcher = tmp_path / "serve_gate.py"
     launcher.write_text(SERVE_GATE)
     # The tests' folder for the launcher's imports, before the path this process has (the code under test)
-    path = os.pathsep.join(filter(None, [os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH")]))
+    here = os.path.dirname(os.path.abspath(__file__))  # and tests/ itself, for the shared test modules
+    path = os.pathsep.join(filter(None, [here, os.path.dirname(here), os.environ.get("PYTHONPATH")]))
     process = subprocess.Popen([sys.executable, str(launcher), str(port), json.dumps(options)], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": path})
     url = f"http://127.0.0.1:{port}"

@@ -27,6 +27,10 @@ from built_dists import ROOT, clean_venv, install, wheel_path
 
 from hammer_plugins.model_source import cache_dir
 
+# real_model: the bench case runs the default model, and every case runs `hammer` processes, which the model
+# guard of the no-model phase points at no model; clean venvs from the index take minutes each.
+pytestmark = [pytest.mark.real_model, pytest.mark.timeout(900)]
+
 BFCL_STEP = re.search(r"pip install --no-deps (bfcl-eval==\S+)", (ROOT / "evals" / "README.md").read_text()).group(1)
 
 

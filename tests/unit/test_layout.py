@@ -159,7 +159,7 @@ LAYERS: tuple[frozenset[str], ...] = (
                "_vllm_command", "display", "linear_regex"}),
     # pure rules over them: tools and schemas, prompt, grammar, parsing, the stream's events and encoders
     frozenset({"tools", "schema_keywords", "parsing", "snapshots", "response", "prompt", "masking", "grammar",
-               "token_mask", "agent_turn", "tool_choice", "events", "encoder", "model_source", "model_store",
+               "token_mask", "agent_turn", "tool_choice", "events", "encoder", "call_stream", "model_source", "model_store",
                "prefix_cache", "slot_filling"}),
     # the runtimes behind the interface, and the thread bridge of the local ones
     frozenset({"backends", "bridge"}),
