@@ -98,8 +98,12 @@ class _Job:
             self.loop.call_soon_threadsafe(self._signal)
 
     def _signal(self) -> None:
-        if not self.stopped.done():
-            self.stopped.set_result(None)
+        if self.stopped.done():
+            # Signalled once already. A second cancel (the request leaving after the watchdog fired) would
+            # interrupt the producer's own clean-up, the close of the backend's HTTP stream, and llama-server
+            # would go on generating for nobody.
+            return
+        self.stopped.set_result(None)
         if self.producer is not None:  # whether or not the request still reads: the backend's stream is closed
             self.producer.cancel()
 
@@ -382,6 +386,8 @@ class EngineWorker:
                 queue.put_nowait((_DONE, None))
 
         job.producer = asyncio.ensure_future(produce())
+        if job.stopped.done():  # stopped before its producer existed (e.g. the watchdog of a long planning)
+            job.producer.cancel()
         try:
             yield await self._first(job, queue)
         finally:
