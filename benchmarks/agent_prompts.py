@@ -144,6 +144,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--backend", default="llama_cpp", choices=["llama_cpp", "llama-server"])
     parser.add_argument("--n-ctx", type=int, default=32768)
+    parser.add_argument("--apis", default="messages,responses", help="which APIs, comma-separated")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     serve = ["--openai", "--backend", args.backend, "--n-ctx", str(args.n_ctx), "--api-key", KEY, "--time-limit", "3600"]
@@ -151,6 +152,8 @@ def main() -> int:
     with hammer_serve(serve, env={}, startup=900) as server:
         for round_ in range(args.rounds):
             for api, path, build in (("messages", "/messages", messages_body), ("responses", "/responses", responses_body)):
+                if api not in args.apis.split(","):
+                    continue
                 body = build(f"r{round_}{api[0]}")
                 ttft1, total1, events = stream(server.base_url, path, body)
                 body2 = second_turn(api, body, events)
@@ -164,7 +167,7 @@ def main() -> int:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     summary = {}
-    for api in ("messages", "responses"):
+    for api in args.apis.split(","):
         mine = [r for r in rows if r["api"] == api]
         t1 = statistics.median(r["turn1_ttft_s"] for r in mine)
         t2 = statistics.median(r["turn2_ttft_s"] for r in mine)
