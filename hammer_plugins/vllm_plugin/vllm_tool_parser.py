@@ -66,6 +66,10 @@ def _load_hammer_plugins() -> None:
     if not (here / "parsing.py").is_file():
         raise ImportError(f"{__file__} needs the hammer_plugins package. Fix: pip install hammer-plugins in vLLM's "
                           "environment, or pass the vllm_tool_parser.py inside an installed hammer_plugins folder")
+    if importlib.util.find_spec("re2") is None:  # the package's one requirement vLLM does not bring
+        raise ImportError("the hammer tool parser needs google-re2 (hammer_plugins checks schema patterns in linear "
+                          "time). Fix: pip install 'google-re2>=1.1,<2' in vLLM's environment, or pip install "
+                          "hammer-plugins there")
     package = types.ModuleType("hammer_plugins")
     package.__path__ = [str(here)]
     package.__file__ = str(here / "__init__.py")
