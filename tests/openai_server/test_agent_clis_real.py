@@ -6,6 +6,14 @@ The server runs with a 32k context: both clients send agent-sized prompts (Codex
 tools, Claude Code's 7 kB system text and 12 tools), over the 8k default. What a 0.5B stand-in does
 with them is not the point here (it may call one of their tools, or answer); that the conversation
 goes through both clients' own parsers to a finished turn is.
+
+Both run against the server in front of llama.cpp's llama-server (``hammer serve --openai --backend
+llama-server``), as docs/server.md advises for agent clients: they resend the whole prompt on every
+turn, and the answer after a tool result is a tool-free prompt. The in-process backend keeps one KV
+sequence, so it evaluates the tools prompt again after each answer pass (turn 3 at 1.06x of turn 1 in
+docs/benchmarks/agent-prompts/llama_cpp_rounds1.json); llama-server's slots keep both (0.031x in
+llama_server_messages_rounds1.json). In process, Claude Code's turn ran past the 900 s limit in CI and
+on this machine; on llama-server it took 94 s.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from hammer_plugins import HammerEngine
+from hammer_plugins.backends.server import LlamaServer, OpenAICompatibleBackend
 from hammer_plugins.model_source import cache_dir
 from hammer_plugins.openai_server import BackgroundServer, create_app
 
@@ -37,9 +46,14 @@ def npm_binary(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def server(default_model_path: str) -> Iterator[BackgroundServer]:
-    engine = HammerEngine(model_path=default_model_path, n_ctx=AGENT_CONTEXT, max_tokens=256)
-    with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as running:
-        yield running
+    """The API in front of llama-server with two slots: a client's small side requests (a title, a quota
+    check) take the other slot instead of evicting its main prompt."""
+    with LlamaServer(default_model_path, n_ctx=AGENT_CONTEXT, parallel=2, model_alias="hammer", api_key="inner") as llama:
+        backend = OpenAICompatibleBackend(llama.base_url, model="hammer", api_key="inner", timeout=1200, trust_env=False)
+        engine = HammerEngine(backend=backend, n_ctx=AGENT_CONTEXT, max_tokens=256)
+        with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY, slots=2, time_limit=1200)) as running:
+            yield running
+        backend.close()
 
 
 def client_env(home: Path, **extra: str) -> dict[str, str]:
