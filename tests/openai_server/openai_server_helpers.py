@@ -1,5 +1,5 @@
 """What several OpenAI-server test modules do alike: run ``hammer serve --openai`` as a process until
-Ctrl-C, and ask one arithmetic question per client from many clients at once."""
+Ctrl-C, ask one arithmetic question per client from many clients at once, and read a stream's SSE events."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import json
 import threading
 from typing import Any
 
+import httpx
 from openai import OpenAI
+from pydantic import TypeAdapter
 from serve_process import ServeProcess, hammer_serve
 
-__all__ = ["ServeProcess", "ask_at_once", "assert_each_got_its_own_answer", "hammer_serve"]
+__all__ = ["ServeProcess", "ask_at_once", "assert_each_got_its_own_answer", "hammer_serve", "raw_events"]
 
 
 def ask_at_once(base_url: str, key: str, numbers: list[int], tools: list[dict[str, Any]]) -> dict[int, Any]:
@@ -73,3 +75,24 @@ def assert_create_agent_answers_from_the_tool(llm: Any) -> None:
     assert [m.content for m in messages if isinstance(m, ToolMessage)] == [RESULT.format(city="Paris")]
     final = messages[-1]
     assert isinstance(final, AIMessage) and not final.tool_calls and "18" in final.text
+
+
+def raw_events(server: Any, path: str, body: dict[str, Any], headers: dict[str, str],
+               union: Any = None) -> list[dict[str, Any]]:
+    """The data of every SSE event of one streamed request to ``server`` (a ``BackgroundServer``), each
+    checked to carry its ``event:`` name as its type and, given an SDK's event union, valid under it."""
+    adapter = TypeAdapter(union) if union is not None else None
+    events = []
+    with httpx.stream("POST", server.base_url + path, json=body, headers=headers, timeout=30) as reply:
+        assert reply.status_code == 200, reply.read()
+        name = None
+        for line in reply.iter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data = json.loads(line[6:])
+                assert data["type"] == name
+                if adapter is not None:
+                    adapter.validate_python(data)
+                events.append(data)
+    return events

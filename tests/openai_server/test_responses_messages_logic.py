@@ -16,6 +16,7 @@ import openai
 import pytest
 from anthropic.types import RawMessageStreamEvent
 from openai.types.responses import Response, ResponseStreamEvent
+from openai_server_helpers import raw_events
 from pydantic import TypeAdapter
 
 from hammer_plugins import HammerEngine, ScriptedBackend
@@ -50,32 +51,6 @@ def server() -> Iterator[BackgroundServer]:
     engine = HammerEngine(backend=ScriptedBackend(responder=responder))
     with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def oai(server: BackgroundServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0)
-
-
-@pytest.fixture(scope="module")
-def claude(server: BackgroundServer) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key=KEY, max_retries=0)
-
-
-def raw_events(server: BackgroundServer, path: str, body: dict[str, Any], headers: dict[str, str]) -> list[dict]:
-    """The data of every SSE event of one streamed request, with its ``event:`` name checked against its type."""
-    events = []
-    with httpx.stream("POST", server.base_url + path, json=body, headers=headers, timeout=30) as reply:
-        assert reply.status_code == 200, reply.read()
-        name = None
-        for line in reply.iter_lines():
-            if line.startswith("event: "):
-                name = line[7:]
-            elif line.startswith("data: "):
-                data = json.loads(line[6:])
-                assert data["type"] == name
-                events.append(data)
-    return events
 
 
 # ------------------------------------------------------------------ Responses

@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import anthropic
-import httpx
 import jsonschema
 import llguidance
 import openai
 import pytest
 from anthropic.types import RawMessageStreamEvent
 from openai.types.responses import ResponseStreamEvent
-from pydantic import BaseModel, TypeAdapter
+from openai_server_helpers import raw_events
+from pydantic import BaseModel
 
 from hammer_plugins import HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings, Usage
@@ -132,36 +132,6 @@ def backend() -> ObedientBackend:
 def server(backend: ObedientBackend) -> Iterator[BackgroundServer]:
     with BackgroundServer(create_app(HammerEngine(backend=backend), model_name="hammer", api_key=KEY)) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def oai(server: BackgroundServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0)
-
-
-@pytest.fixture(scope="module")
-def claude(server: BackgroundServer) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key=KEY, max_retries=0)
-
-
-def raw_events(
-    server: BackgroundServer, path: str, body: dict[str, Any], headers: dict[str, str], union: Any
-) -> list[dict[str, Any]]:
-    """The data of every SSE event of one streamed request, each validated against the SDK's event union."""
-    events = []
-    adapter = TypeAdapter(union)
-    with httpx.stream("POST", server.base_url + path, json=body, headers=headers, timeout=30) as reply:
-        assert reply.status_code == 200, reply.read()
-        name = None
-        for line in reply.iter_lines():
-            if line.startswith("event: "):
-                name = line[7:]
-            elif line.startswith("data: "):
-                data = json.loads(line[6:])
-                assert data["type"] == name
-                adapter.validate_python(data)
-                events.append(data)
-    return events
 
 
 def responses_events(server: BackgroundServer, **body: Any) -> list[dict[str, Any]]:
