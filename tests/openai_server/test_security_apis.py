@@ -81,6 +81,8 @@ CASES: list[tuple[str, Callable[[str], Any], str]] = [
     ("nested over 64 deep", lambda api: request(api, tool_schema=nested(40)), "invalid_json"),
     ("900-deep arguments in the history", deep_arguments, "deep"),
     ("Infinity", lambda api: request(api, temperature=float("inf")), "invalid_json"),
+    # A number that overflows to infinity when read (json's float() of 1e999), which no JSON constant names.
+    ("1e999", lambda api: json.dumps(request(api, temperature="BIG")).replace('"BIG"', "1e999").encode(), "invalid_json"),
     ("a null text part", lambda api: request(api, text=text_part(api, None)), "text"),
     ("an object as a text part", lambda api: request(api, text=text_part(api, {"a": 1})), "text"),
     ("a backtracking pattern", lambda api: request(api, tool_schema={"type": "object", "properties": {
