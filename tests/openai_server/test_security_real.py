@@ -33,6 +33,10 @@ TOOLS = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
 JSON = {"content-type": "application/json"}
 STORY = {"model": "hammer", "tool_choice": "none", "max_tokens": 300, "messages": [
     {"role": "user", "content": "Write a long story about a lighthouse keeper, at least 300 words."}]}
+# Longer than any grace or limit here: 2,000 tokens take over a minute on 2 cores, so it is still being written
+# when a test stops it (a 300-token story sometimes ended within the 5 s shutdown grace, and answered 200).
+ESSAY = {**STORY, "max_tokens": 2000, "messages": [
+    {"role": "user", "content": "Write a very long essay, at least 1500 words, about the history of Rome."}]}
 QUESTION = {"model": "hammer", "tools": TOOLS, "messages": [{"role": "user", "content": "What's the weather in Paris?"}]}
 
 
@@ -136,10 +140,8 @@ def test_a_client_that_stops_reading_is_stopped_at_the_time_limit(llama_engine: 
     with the old worker, stopped at 3.41 s too). test_security.py's FLOOD case, which does fill them, is
     the one that turns red without the watchdog."""
     limit = 3.0
-    essay = {**STORY, "max_tokens": 2000, "messages": [
-        {"role": "user", "content": "Write a very long essay, at least 1500 words, about the history of Rome."}]}
     with BackgroundServer(create_app(llama_engine, model_name="hammer", time_limit=limit)) as limited:
-        client = never_reading(limited.url, essay)
+        client = never_reading(limited.url, ESSAY)
         sent = time.monotonic()
         try:
             wait_for(limited.url, "running", 1, seconds=limit)  # busy first: the essay is being written
@@ -241,7 +243,7 @@ def test_hammer_serve_sigterm_with_a_full_queue_exits_within_15_s(default_model_
         answers: list[Any] = []
         threads = []
         for _ in range(6):  # one running, four waiting, one refused
-            threads.append(background(url, STORY, answers))
+            threads.append(background(url, ESSAY, answers))
             time.sleep(0.1)
         wait_for(url, "waiting", 4)
         children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(process.pid)], capture_output=True,
