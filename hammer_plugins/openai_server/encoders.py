@@ -3,8 +3,8 @@
 The route of every API does the same work (parse, queue, run the engine, follow the client) in
 :func:`~.app.create_app`'s one ``answer`` function; what differs is only how the engine's events are
 framed, which is this module's :class:`Encoder`: Chat Completions chunks, or the typed events of the
-Responses and Messages APIs, each a thin shell around its writer (which keeps its state through
-:class:`~.answer_steps.AnswerSteps`).
+Responses and Messages APIs, each a thin shell around its writer (a
+:class:`~hammer_plugins.encoder.StreamEncoder`, which keeps the "already sent" state once).
 
 Example:
     >>> from hammer_plugins import HammerResponse

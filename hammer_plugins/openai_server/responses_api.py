@@ -187,12 +187,23 @@ def _messages(request: Mapping[str, Any], meta: ResponsesMeta) -> list[dict[str,
         elif kind == "function_call_output":
             output = item.get("output")
             text = output if isinstance(output, str) else _texts(output, f"{param}.output")
-            _require(isinstance(item.get("call_id"), str), f"{param} needs call_id.", f"{param}.call_id")
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) and isinstance(item.get("name"), str):
+                # Codex CLI sends outputs that no call asked for, named instead (name "goal_objective",
+                # namespace "agent"). No call of the assistant's is made up for them (that would put words in
+                # its turn): the client's text comes as a user turn that says whose output it is.
+                name = item["name"]
+                if isinstance(item.get("namespace"), str):
+                    name = f"{item['namespace']}{NAMESPACE_SEPARATOR}{name}"
+                messages.append({"role": "user", "content": f"(output of {name}) {text}"})
+                continue
+            _require(isinstance(call_id, str), f"{param} needs call_id (or, for an output no call asked for, name).",
+                     f"{param}.call_id")
             for message in reversed(messages):  # results close the assistant turn they answer
                 if message["role"] == "assistant":
                     message["_answered"] = True
                     break
-            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": text})
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
         elif kind == "item_reference":
             raise APIError(400, f"{param} is an item_reference, but this server stores nothing (it is stateless). Fix: "
                                 "send the items themselves.", param=param, code="unsupported_value")

@@ -15,10 +15,12 @@ in docs/benchmarks/agent-prompts/llama_cpp_rounds1.json); llama-server's slots k
 llama_server_messages_rounds1.json). In process, Claude Code's turn ran past the 900 s limit in CI and
 on this machine; on llama-server it took 94 s.
 
-Codex runs in process: on llama-server the loop guard does not run (llama-server decodes the grammar
-itself), and with some working folders the stand-in answers Codex's prompt with a call list that
-repeats get_goal, create_goal, update_goal until max_tokens, which Codex reports as a failed turn
-("Incomplete response returned, reason: max_output_tokens"); in process the guard closes that list.
+Codex runs in process, where it has passed every run. On llama-server, with some working folders, the
+stand-in answered Codex's prompt with a call list repeating get_goal, create_goal, update_goal until
+max_tokens, which Codex reported as a failed turn ("Incomplete response returned, reason:
+max_output_tokens"): llama-server decodes the grammar itself, and the loop guard ran only inside the
+local runtimes. The server backend now runs its call-list part on the streamed answer
+(hammer_plugins/backends/server/loop_cut.py; tests/server/test_server_sansio.py).
 """
 
 from __future__ import annotations

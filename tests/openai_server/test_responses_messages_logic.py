@@ -128,12 +128,25 @@ def test_responses_namespaces_built_in_tools_and_client_fields(oai: openai.OpenA
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input[0].content[0].type"),
     ({"tool_choice": {"type": "web_search"}, "tools": [{"type": "web_search"}]}, "tool_choice"),
     ({"model": "gpt-5"}, "model"),
+    ({"input": [{"role": "user", "content": "hi"}, {"type": "function_call_output", "output": "x"}]}, "input[1].call_id"),
 ])
 def test_responses_refusals_name_the_field(oai: openai.OpenAI, body: dict[str, Any], param: str) -> None:
     with pytest.raises(openai.APIStatusError) as caught:
         oai.responses.create(**{"model": "hammer", "input": "hi", **body})
     error = caught.value.body
     assert caught.value.status_code in (400, 404) and error["param"] == param and error["message"]
+
+
+def test_an_output_no_call_asked_for_is_a_user_turn_naming_it() -> None:
+    """Codex CLI sends a function_call_output with a name and namespace and no call_id (its goal's objective):
+    the text reaches the model as a user turn saying whose output it is; no assistant call is made up."""
+    from hammer_plugins.openai_server.responses_api import ResponsesMeta, _messages
+
+    request = {"input": [{"role": "user", "content": "Say hello."},
+                         {"type": "function_call_output", "name": "goal_objective", "namespace": "agent",
+                          "output": "Be brief."}]}
+    assert _messages(request, ResponsesMeta(model="hammer")) == [
+        {"role": "user", "content": "Say hello."}, {"role": "user", "content": "(output of agent.goal_objective) Be brief."}]
 
 
 def test_stored_responses_are_not_kept(server: BackgroundServer) -> None:

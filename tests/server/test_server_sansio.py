@@ -7,6 +7,7 @@ against httpx's MockTransport, so each rule, written once in a core, is seen to 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hammer_plugins import ContextWindowExceededError
+from hammer_plugins import ContextWindowExceededError, HammerEngine, Message
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings
 from hammer_plugins.backends.server import OpenAICompatibleBackend
 from hammer_plugins.backends.server.sansio import _Read, _Send, _Sleep
@@ -194,3 +195,66 @@ def test_token_counts_are_asked_once_whichever_driver_asks() -> None:
 
     assert asyncio.run(twice()) == [7, 7] and backend.count_tokens("hello") == 7
     assert len(counted) == 1 and '"input":"hello"' in counted[0].replace(" ", "")
+
+
+# ------------------------------------------------------------------ the loop guard, for a server that decodes
+GOAL_TOOLS = [{"name": "get_goal", "description": "The goal.", "parameters": {"type": "object", "properties": {}}},
+              {"name": "update_goal", "description": "Update the goal.", "parameters": {
+                  "type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]}}]
+
+
+class CountedBody(Body):
+    """A :class:`Body` that counts the parts the backend read before it closed the stream."""
+
+    def __init__(self, parts: list[bytes]) -> None:
+        super().__init__(parts)
+        self.read = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for part in self.parts:
+            self.read += 1
+            yield part
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            self.read += 1
+            yield part
+
+
+def streamed(texts: list[str]) -> list[bytes]:
+    chunks = [{"choices": [{"index": 0, "text": text, "finish_reason": None}]} for text in texts]
+    chunks.append({"choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
+    return [b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks] + [b"data: [DONE]\n\n"]
+
+
+def decoding_server(body: Body) -> Mocked:
+    """A server that applies the grammar itself (llama-server's protocol, trusted without a probe)."""
+    return Mocked([httpx.Response(200, headers=SSE, stream=body)], grammar_protocol="llama_cpp", verify_grammar=False)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_call_list_that_repeats_is_stopped_and_its_calls_kept(mode: str) -> None:
+    """What the stand-in wrote for Codex CLI's prompt on llama-server: two calls over and over until
+    max_tokens. The backend stops reading at the first repeat (the server stops generating once the
+    stream closes) and the engine keeps the calls, as with a local runtime's loop guard."""
+    loop = ['{"name": "get_goal", "arguments": {}},\n', '{"name": "update_goal", "arguments": {"status": "complete"}},\n']
+    parts = streamed(["```json\n[\n", *loop * 40])
+    body = CountedBody(parts)
+    engine = HammerEngine(backend=decoding_server(body), max_tokens=2000)
+    question = [Message.user("Say hello.")]
+    out = engine.generate(question, tools=GOAL_TOOLS) if mode == "sync" else asyncio.run(
+        engine.agenerate(question, tools=GOAL_TOOLS))
+    assert out.kind == "tool_calls" and [c.name for c in out.tool_calls][:2] == ["get_goal", "update_goal"]
+    assert out.finish_reason == "tool_calls" and out.timings.get("loop_guard_stop") == 1
+    assert body.closed and body.read <= 5 < len(parts)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_call_list_without_a_repeat_streams_to_its_end(mode: str) -> None:
+    parts = streamed(['[{"name": "get_goal", "arguments": {}}, ', '{"name": "update_goal", "arguments": '
+                      '{"status": "complete"}}]'])
+    engine = HammerEngine(backend=decoding_server(CountedBody(parts)))
+    question = [Message.user("Say hello.")]
+    out = engine.generate(question, tools=GOAL_TOOLS) if mode == "sync" else asyncio.run(
+        engine.agenerate(question, tools=GOAL_TOOLS))
+    assert [c.name for c in out.tool_calls] == ["get_goal", "update_goal"] and "loop_guard_stop" not in out.timings

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     import httpx
 
 from .dialects import ServerDialect, dialect_for
+from .loop_cut import ListLoopCut, acut_list_loops, cut_list_loops
 from .sansio import _DONE, _T, _advance, _Core, _keep_result, _Lines, _Read, _Send, _Setup, _Sleep
 from .settings import ASSUMED_CONTEXT_WINDOW, GrammarProtocol, ServerBackendSettings, ServerKind, ServerStats
 from .wire import (
@@ -647,14 +648,25 @@ class OpenAICompatibleBackend(Runtime):
         """Stream the answer. No lock: the server schedules concurrent requests (threads share one pool).
 
         ``cancel``, once set, ends the stream at the next chunk with :class:`GenerationCancelled`; as when
-        the caller closes the iterator, the response is closed, so the server stops generating.
+        the caller closes the iterator, the response is closed, so the server stops generating. A
+        constrained call list that starts repeating its calls is stopped there (:mod:`.loop_cut`).
         """
-        return self._drive(self._generate(prompt, settings, grammar), cancel)
+        chunks = self._drive(self._generate(prompt, settings, grammar), cancel)
+        cut = self._loop_cut(prompt, settings, grammar)
+        return chunks if cut is None else cut_list_loops(chunks, cut)
 
     def astream(self, prompt: str, settings: GenerationSettings,
                 grammar: Grammar | None = None) -> AsyncIterator[GenerationChunk]:
         """Native async :meth:`stream`: runs on the event loop, concurrently with other calls."""
-        return self._adrive(self._generate(prompt, settings, grammar))
+        chunks = self._adrive(self._generate(prompt, settings, grammar))
+        cut = self._loop_cut(prompt, settings, grammar)
+        return chunks if cut is None else acut_list_loops(chunks, cut)
+
+    def _loop_cut(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> ListLoopCut | None:
+        """The loop guard a local runtime runs while decoding, for a server that decodes the grammar itself."""
+        if grammar is None or not settings.loop_guard:
+            return None
+        return ListLoopCut(self._cached_count(wire_text(prompt)))
 
     def _generate(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> _Core[None]:
         """The core of :meth:`stream` and :meth:`astream`: the one-off setup if still due, then the completion."""
