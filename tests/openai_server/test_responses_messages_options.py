@@ -20,6 +20,7 @@ import llguidance
 import openai
 import pytest
 from anthropic.types import RawMessageStreamEvent
+from grammar_oracles import lark_accepts
 from openai.types.responses import ResponseStreamEvent
 from openai_server_helpers import raw_events
 from pydantic import BaseModel
@@ -68,14 +69,6 @@ class _ByteVocabulary:
 BYTES = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteVocabulary()))
 
 
-def accepts(grammar: Grammar, text: str) -> bool:
-    """Whether constrained decoding under ``grammar`` could write ``text`` as a whole answer."""
-    matcher = llguidance.LLMatcher(BYTES, llguidance.grammar_from("lark", grammar.lark), log_level=0)
-    assert not matcher.is_error(), matcher.get_error()
-    tokens = BYTES.tokenize_str(text)
-    return matcher.try_consume_tokens(tokens) == len(tokens) and not matcher.is_error() and matcher.is_accepting()
-
-
 class ObedientBackend(ScriptedBackend):
     """A scripted model that keeps to the grammar and the stop strings it is given (module docstring)."""
 
@@ -88,7 +81,7 @@ class ObedientBackend(ScriptedBackend):
         self.grammars.append(grammar)
         self.settings.append(settings)
         wanted = self._answers(prompt)
-        answer = next((a for a in wanted if grammar is None or accepts(grammar, a)), None)
+        answer = next((a for a in wanted if grammar is None or lark_accepts(BYTES, grammar, a)), None)
         assert answer is not None, f"no scripted answer fits the grammar: {wanted}"
         words = answer.split(" ")
         pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
