@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from . import linear_regex
-from .display import name_key
+from .display import check_names_apart
 from .errors import SchemaConversionError, SchemaLimitError
 
 JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
@@ -841,21 +841,7 @@ def to_tools(objs: Iterable[Any] | None) -> list[Tool]:
     """Convert a sequence of tool descriptions; names must be unique."""
     with _budget():
         tools = [to_tool(o) for o in (objs or [])]
-    names: set[str] = set()
-    seen: dict[str, str] = {}  # what a person sees of each name -> the name
-    for tool in tools:
-        if tool.name in names:
-            raise SchemaConversionError(tool.name, "name", "two tools share this name", "give every tool a unique name")
-        key = name_key(tool.name)
-        if not key:
-            raise SchemaConversionError(tool.name, "name", "the name has no visible character",
-                                        "name the tool with letters, digits or _")
-        if key in seen:  # the error's repr() shows the invisible characters as escapes
-            raise SchemaConversionError(tool.name, "name", f"the names {seen[key]!r} and {tool.name!r} differ only by "
-                                        "invisible or look-alike characters, so a person cannot tell the tools apart",
-                                        "rename one of them (or remove the invisible characters)")
-        seen[key] = tool.name
-        names.add(tool.name)
+    check_names_apart([tool.name for tool in tools])
     return tools
 
 

@@ -10,7 +10,8 @@ Run: ``python tests/mcp/probe_server.py [--report FILE] [--linger SECONDS]``. ``
 without a model calling a tool; ``--linger`` keeps the process alive that long after its stdin
 closes (a server slow to exit, which a client must end itself). ``--hostile escape`` adds a tool whose name
 holds terminal escape sequences (it retitles the terminal and clears the screen when printed raw);
-``--hostile lookalike`` adds ``get_current_time`` and ``get_current_time`` with a zero-width space.
+``--hostile lookalike`` adds ``get_current_time`` and ``get_current_time`` with a zero-width space;
+``--hostile cyrillic`` adds it and ``gеt_current_time`` with a Cyrillic ``е``.
 ``--test-pid PID`` ends the process once PID (the test process) is gone: a killed test run leaves no
 probe behind, whatever its client did.
 """
@@ -86,7 +87,8 @@ def current_time() -> str:
 
 
 HOSTILE_NAMES = {"escape": ["time\x1b]0;pwned\x07\x1b[2J\x1b[1;1Hnow"],
-                 "lookalike": ["get_current_time", "get_current_time\u200b"]}
+                 "lookalike": ["get_current_time", "get_current_time\u200b"],
+                 "cyrillic": ["get_current_time", "g\u0435t_current_time"]}
 
 
 def _end_with(pid: int) -> None:

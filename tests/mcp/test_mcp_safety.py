@@ -287,6 +287,12 @@ def test_hammer_chat_refuses_an_mcp_servers_look_alike_tool_names() -> None:
     assert "\u200b" not in result.stderr
 
 
+def test_hammer_chat_refuses_an_mcp_tool_name_with_a_letter_of_another_script() -> None:
+    result = hostile_chat("cyrillic")
+    assert result.returncode == 2 and "you>" not in result.stdout
+    assert "U+0435 CYRILLIC SMALL LETTER IE looks like the ASCII 'e'" in result.stderr, result.stderr
+
+
 # ------------------------------------------------------------------------------ confirmation
 NOTE = "Save the note 'buy milk'."
 

@@ -89,6 +89,8 @@ CASES: list[tuple[str, Callable[[str], Any], str]] = [
         "s": {"type": "string", "pattern": "(?=a)(a+)+b"}}}), "invalid_tool_schema"),
     ("look-alike tool names", lambda api: request(api, tool_names=("get_current_time", "get_current_time\u200b")),
      "invalid_tool_schema"),
+    ("a look-alike from another script", lambda api: request(api, tool_names=("get_current_time", "g\u0435t_current_time")),
+     "invalid_tool_schema"),
     ("a $ref bomb", lambda api: request(api, tool_schema=REF_BOMB), "invalid_tool_schema"),
 ]
 
