@@ -53,9 +53,10 @@ from .errors import (
 from .messages import Message
 from .parsing import ParsedOutput, parse_output
 from .response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
+from .schema_limits import SchemaLimits
 from .slot_filling import SlotFiller, SlotFillingStep
 from .snapshots import Snapshot, SnapshotMessage
-from .tools import SchemaLimits, Tool, to_tool, to_tools
+from .tools import Tool, to_tool, to_tools
 
 if TYPE_CHECKING:
     from .backends.server import OpenAICompatibleBackend

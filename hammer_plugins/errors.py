@@ -91,10 +91,10 @@ class SchemaLimitError(SchemaConversionError):
     once ``$ref`` is inlined, its nesting depth, an enum's size, the grammar's size or build time.
 
     Checked while the work is done, so an oversized request is refused before it costs much memory
-    or time (see :class:`hammer_plugins.tools.SchemaLimits`).
+    or time (see :class:`hammer_plugins.schema_limits.SchemaLimits`).
 
     Attributes:
-        limit: the :class:`~hammer_plugins.tools.SchemaLimits` field that was exceeded.
+        limit: the :class:`~hammer_plugins.schema_limits.SchemaLimits` field that was exceeded.
         value: how far the request went (at least; counting stops at the limit).
         maximum: the limit's value.
 

@@ -26,7 +26,7 @@ pinning it is what keeps the grammar small and every step's choice narrow; optio
 be skipped. Objects without ``properties`` (a Python ``dict``), arrays without ``items`` and
 parameters without a type take any JSON value of their kind. Strings are JSON strings in any
 spelling JSON allows (raw UTF-8 or any escape), enum and const strings included (``"Zürich"``,
-``"Z\\u00fcrich"``, ``"\\u00DCber"``, surrogate pairs; :class:`_Str`); tool and argument names
+``"Z\\u00fcrich"``, ``"\\u00DCber"``, surrogate pairs; :class:`Str`); tool and argument names
 accept escapes for every character but printable ASCII other than ``"``, ``\\`` and ``/`` (so
 ``json.dumps`` with ``ensure_ascii`` either way is accepted, and an ASCII name stays one literal).
 Integers are written without a
@@ -71,15 +71,42 @@ Example:
 
 from __future__ import annotations
 
-import json
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, Union
+from typing import Any
 
-from .errors import SchemaConversionError, SchemaLimitError, UnknownToolError
+from .errors import SchemaConversionError, UnknownToolError
+from .grammar_notation import (
+    GBNF_CHAR,
+    INTEGER,
+    LARK_CHAR,
+    MAX_BOUND_DIGITS,
+    NULL,
+    NUMBER,
+    OBJECT,
+    STRING,
+    UNCHECKED_FORMATS,
+    VALUE,
+    WS,
+    Expr,
+    Grammar,
+    Lex,
+    Lit,
+    Ref,
+    Rep,
+    Seq,
+    alt,
+    between,
+    comma,
+    const,
+    enum,
+    lit,
+    opt,
+    render_rules,
+    seq,
+    string,
+)
+from .json_schema import json_type, normalize_parameters, normalize_schema
 from .schema_keywords import (
     FORMATS,
     Unsupported,
@@ -91,440 +118,18 @@ from .schema_keywords import (
     to_lark,
     warn_once,
 )
-from .tools import Tool, current_limits, fresh_budget, json_type
-
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-
-# ------------------------------------------------------------------ expressions
-
-
-@dataclass(frozen=True)
-class _Lit:
-    text: str
-
-
-@dataclass(frozen=True)
-class _Ref:
-    name: str
-
-
-@dataclass(frozen=True)
-class _Seq:
-    items: tuple[_Expr, ...]
-
-
-@dataclass(frozen=True)
-class _Alt:
-    items: tuple[_Expr, ...]
-
-
-@dataclass(frozen=True)
-class _Rep:
-    item: _Expr
-    low: int
-    high: int | None
-
-
-@dataclass(frozen=True)
-class _Str:
-    """One JSON string lexeme: any of ``values``, each in every spelling JSON allows (raw UTF-8, the
-    short escapes, ``\\u`` escapes in either case, surrogate pairs), or with ``plain_raw`` the
-    printable ASCII characters other than ``"``, ``\\`` and ``/`` only raw (names: see :func:`_string`)."""
-
-    values: tuple[str, ...]
-    plain_raw: bool = False
-
-
-@dataclass(frozen=True)
-class _Lex:
-    """One JSON value lexeme with its own text in each notation: ``lark`` a terminal's right side
-    (regexes, ``&`` intersecting them), ``gbnf`` a rule's right side (a bounded string, a pattern, a
-    format, an integer range: :mod:`hammer_plugins.schema_keywords`)."""
-
-    lark: str
-    gbnf: str
-
-
-_Expr = Union[_Lit, _Ref, _Seq, _Alt, _Rep, _Str, _Lex]  # noqa: UP007 - a runtime alias on Python 3.10
-
-
-def _seq(*items: _Expr) -> _Expr:
-    flat: list[_Expr] = []
-    for item in items:
-        flat.extend(item.items if isinstance(item, _Seq) else (item,))
-    return flat[0] if len(flat) == 1 else _Seq(tuple(flat))
-
-
-def _alt(*items: _Expr) -> _Expr:
-    unique = tuple(dict.fromkeys(items))
-    return unique[0] if len(unique) == 1 else _Alt(unique)
-
-
-def _opt(item: _Expr) -> _Expr:
-    return _Rep(item, 0, 1)
-
-
-WS = _Ref("ws")
-_STRING, _INTEGER, _NUMBER = _Ref("string"), _Ref("integer"), _Ref("number")
-_BOOLEAN, _NULL, _VALUE, _OBJECT = _Ref("boolean"), _Lit("null"), _Ref("value"), _Ref("object")
-
-
-def _lit(text: str) -> _Lit:
-    return _Lit(text)
-
-
-def _plain(char: str) -> bool:
-    """A character every JSON writer leaves as it is (printable ASCII but ``"``, ``\\`` and ``/``)."""
-    return " " <= char <= "~" and char not in '"\\/'
-
-
-def _string(text: str, names: bool = False) -> _Expr:
-    """A JSON string holding ``text`` in any spelling JSON allows.
-
-    ``names`` (tool and argument names): printable ASCII other than ``"``, ``\\`` and ``/`` is matched
-    raw only, every other character in any spelling (so ``json.dumps`` with ``ensure_ascii`` either
-    way is accepted), which keeps an ASCII name one literal: every step's choice stays narrow.
-    """
-    if names and all(_plain(c) for c in text):
-        return _Lit(json.dumps(text))
-    return _Str((text,), plain_raw=names)
-
-
-def _const(value: Any) -> _Expr:
-    """A JSON value equal to ``value`` (an enum or const member), in any spelling and layout JSON allows
-    for it: strings with any escapes, arrays and objects with whitespace; a float that is a whole
-    number also as that integer (JSON Schema compares numbers by value)."""
-    if isinstance(value, str):
-        return _string(value)
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return _alt(_Lit(json.dumps(value)), _Lit(str(int(value))))
-    if isinstance(value, list):
-        if not value:
-            return _seq(_lit("["), WS, _lit("]"))
-        return _seq(_lit("["), WS, _const(value[0]), *(_comma(_const(v)) for v in value[1:]), WS, _lit("]"))
-    if isinstance(value, Mapping):
-        members = [_between(_string(str(k)), _lit(":"), _const(v)) for k, v in value.items()]
-        if not members:
-            return _seq(_lit("{"), WS, _lit("}"))
-        return _seq(_lit("{"), WS, members[0], *(_comma(m) for m in members[1:]), WS, _lit("}"))
-    return _Lit(json.dumps(value))
-
-
-def _enum(values: Sequence[Any]) -> _Expr:
-    """Any member of an enum: its strings as one lexeme (:class:`_Str`), the others as :func:`_const`."""
-    strings = tuple(dict.fromkeys(v for v in values if isinstance(v, str)))
-    others = [_const(v) for v in values if not isinstance(v, str)]
-    return _alt(*([_Str(strings)] if strings else []), *others)
-
-
-def _comma(item: _Expr) -> _Expr:
-    """``, item`` with optional whitespace around the comma."""
-    return _seq(WS, _lit(","), WS, item)
-
-
-def _between(*parts: _Expr) -> _Expr:
-    """``parts`` with optional whitespace between each pair."""
-    out: list[_Expr] = []
-    for index, part in enumerate(parts):
-        if index:
-            out.append(WS)
-        out.append(part)
-    return _seq(*out)
-
-
-# The atoms: JSON's values, with the bounds the module docstring states. Each notation writes them
-# its own way (lexemes in Lark); every other rule comes from the expression tree.
-_ATOM_RULES: dict[str, _Expr] = {
-    "value": _alt(_OBJECT, _Ref("array"), _STRING, _NUMBER, _BOOLEAN, _NULL),
-    "object": _seq(_lit("{"), WS, _opt(_seq(_between(_STRING, _lit(":"), _VALUE),
-                                            _Rep(_comma(_between(_STRING, _lit(":"), _VALUE)), 0, None))),
-                   WS, _lit("}")),
-    "array": _seq(_lit("["), WS, _opt(_seq(_VALUE, _Rep(_comma(_VALUE), 0, None))), WS, _lit("]")),
-    "boolean": _alt(_lit("true"), _lit("false")),
-}
-_GBNF_ATOMS = {
-    "ws": "ws ::= [ \\t\\n]{0,64}",
-    "string": 'string ::= "\\"" char* "\\""\nchar ::= [^"\\\\\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} )',
-    "integer": 'integer ::= "-"? ( "0" | [1-9] [0-9]* )',
-    "number": 'number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?',
-}
-_LARK_ATOMS = {
-    "ws": "ws: WS?\nWS: /[ \\t\\n]{1,64}/",
-    "string": 'STRING: /"(\\\\(["\\\\\\/bfnrt]|u[0-9a-fA-F]{4})|[^"\\\\\\x00-\\x1F])*"/',
-    "integer": "INTEGER: /-?(0|[1-9][0-9]*)/",
-    "number": "NUMBER: /-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][-+]?[0-9]+)?/",
-}
-_LARK_TERMINALS = {"string": "STRING", "integer": "INTEGER", "number": "NUMBER"}
-# One character of a JSON string as JSON Schema counts them (a code point: a surrogate pair's two
-# escapes are one character; a lone surrogate is not written), for minLength/maxLength.
-_LARK_CHAR = ('(?:\\\\(?:["\\\\\\/bfnrt]|u(?:[0-9a-cA-CeEfF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}'
-              '|[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2}))|[^"\\\\\\x00-\\x1F])')
-_GBNF_HEX = "[0-9a-fA-F]"
-_GBNF_CHAR = (f'( [^"\\\\\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" ( [0-9a-cA-CeEfF] {_GBNF_HEX}{{3}} '
-              f'| [dD] [0-7] {_GBNF_HEX}{{2}} | [dD] [89abAB] {_GBNF_HEX}{{2}} "\\\\u" [dD] [c-fC-F] {_GBNF_HEX}{{2}} ) ) )')
-# Formats that name a meaning, not a text the grammar could check (no warning when they are left free).
-_UNCHECKED_FORMATS = frozenset({"password", "binary", "byte", "int32", "int64", "float", "double", "multiline",
-                                "textarea", "text"})
-# Integer bounds with more digits than this are left to the check after decoding.
-_MAX_BOUND_DIGITS = 40
-
-
-# ------------------------------------------------------------------ notations
-
-
-def _escape(text: str) -> str:
-    """The body of a string literal, escaped the way both notations read it."""
-    out: list[str] = []
-    for char in text:
-        if char in '"\\':
-            out.append("\\" + char)
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\r":
-            out.append("\\r")
-        elif char == "\t":
-            out.append("\\t")
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\x{ord(char):02x}")
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
-
-
-def _utf16_units(char: str) -> list[str]:
-    """The ``\\u`` escape digits of a character: one unit, or a surrogate pair beyond the BMP."""
-    code = ord(char)
-    if code < 0x10000:
-        return [f"{code:04x}"]
-    code -= 0x10000
-    return [f"{0xD800 + (code >> 10):04x}", f"{0xDC00 + (code & 0x3FF):04x}"]
-
-
-def _spellings(char: str, plain_raw: bool) -> tuple[str | None, str | None, list[list[str]]]:
-    """How JSON may write ``char`` inside a string: raw (or None), the letter of its short escape (or
-    None), and its ``\\u`` escape as hex digits per UTF-16 unit (empty when ``plain_raw`` keeps it raw)."""
-    if plain_raw and _plain(char):
-        return char, None, []
-    raw = char if char not in '"\\' and ord(char) >= 0x20 else None
-    return raw, _SHORT_ESCAPES.get(char), [list(unit) for unit in _utf16_units(char)]
-
-
-def _lark_spelling(text: str, plain_raw: bool) -> str:
-    """A regex (llguidance's syntax) of every spelling of the string body ``text``."""
-    def lit(char: str) -> str:
-        return char if char.isascii() and char.isalnum() else f"\\x{{{ord(char):X}}}"
-
-    def hexdigit(digit: str) -> str:
-        return f"[{digit}{digit.upper()}]" if digit.isalpha() else digit
-
-    out = []
-    for char in text:
-        raw, short, units = _spellings(char, plain_raw)
-        options = [lit(raw)] if raw is not None else []
-        if short is not None:
-            options.append("\\\\" + lit(short))
-        if units:
-            options.append("".join("\\\\u" + "".join(hexdigit(d) for d in unit) for unit in units))
-        out.append(options[0] if len(options) == 1 else f"(?:{'|'.join(options)})")
-    return "".join(out)
-
-
-def _gbnf_spelling(text: str, plain_raw: bool) -> str:
-    """A GBNF sequence of every spelling of the string body ``text`` (``""`` for the empty string)."""
-    def hexdigit(digit: str) -> str:
-        return f"[{digit}{digit.upper()}]" if digit.isalpha() else f'"{digit}"'
-
-    out, run = [], ""  # run: characters that can only be written raw, kept as one literal
-    for char in text:
-        raw, short, units = _spellings(char, plain_raw)
-        if raw is not None and short is None and not units:
-            run += raw
-            continue
-        if run:
-            out, run = [*out, f'"{_escape(run)}"'], ""
-        options = [f'"{_escape(raw)}"'] if raw is not None else []
-        if short is not None:
-            options.append(f'"{_escape(chr(92) + short)}"')
-        options.append(" ".join(f'"\\\\u" {" ".join(hexdigit(d) for d in unit)}' for unit in units))
-        out.append(f"( {' | '.join(options)} )")
-    return " ".join([*out, f'"{_escape(run)}"'] if run else out)
-
-
-def _write(expr: _Expr, name_of: Mapping[Any, str], nested: bool = False) -> str:
-    if isinstance(expr, _Lit):
-        return f'"{_escape(expr.text)}"'
-    if isinstance(expr, _Ref):
-        return name_of.get(expr.name, expr.name)
-    if isinstance(expr, (_Str, _Lex)):
-        return name_of[expr]
-    if isinstance(expr, _Rep):
-        inner = _write(expr.item, name_of, nested=True)
-        suffix = {(0, 1): "?", (0, None): "*", (1, None): "+"}.get((expr.low, expr.high))
-        if suffix is None:
-            suffix = f"{{{expr.low},{'' if expr.high is None else expr.high}}}"
-        return inner + suffix
-    joiner = " " if isinstance(expr, _Seq) else " | "
-    parts = [_write(item, name_of, nested=True) for item in expr.items]
-    text = joiner.join(parts)
-    return f"( {text} )" if nested and len(parts) > 1 else text
-
-
-def _references(expr: _Expr) -> set[str]:
-    if isinstance(expr, _Ref):
-        return {expr.name}
-    if isinstance(expr, _Rep):
-        return _references(expr.item)
-    if isinstance(expr, (_Seq, _Alt)):
-        return set().union(*(_references(item) for item in expr.items))
-    return set()
-
-
-def _string_lexemes(expr: _Expr) -> dict[Any, None]:
-    """The :class:`_Str` and :class:`_Lex` lexemes in ``expr``, in order of appearance."""
-    if isinstance(expr, (_Str, _Lex)):
-        return {expr: None}
-    if isinstance(expr, _Rep):
-        return _string_lexemes(expr.item)
-    if isinstance(expr, (_Seq, _Alt)):
-        return {s: None for item in expr.items for s in _string_lexemes(item)}
-    return {}
-
-
-@dataclass(frozen=True)
-class Grammar:
-    """One grammar of an answer, in the two notations constrained decoders read.
-
-    ``lark`` is for llguidance (the local backends), ``gbnf`` for llama.cpp's notation (servers).
-
-    Example:
-        >>> grammar = build_json_grammar(None)
-        >>> "start: ws object" in grammar.lark, "root ::= ws object" in grammar.gbnf
-        (True, True)
-    """
-
-    gbnf: str
-    lark: str
-
-
-def _render(rules: Mapping[str, _Expr], tool: str = "<tools>") -> Grammar:
-    """Both notations of ``rules`` (``root`` first), with the atoms they reach."""
-    needed: set[str] = set()
-    frontier = set().union(*(_references(e) for e in rules.values())) - set(rules)
-    while frontier:
-        name = frontier.pop()
-        needed.add(name)
-        frontier |= _references(_ATOM_RULES[name]) if name in _ATOM_RULES else set()
-        frontier -= needed
-    composite = {**rules, **{n: _ATOM_RULES[n] for n in _ATOM_RULES if n in needed}}
-    found = list({s: None for expr in composite.values() for s in _string_lexemes(expr)})
-    strings = [s for s in found if isinstance(s, _Str)]
-    lexes = [s for s in found if isinstance(s, _Lex)]
-    size = _Size(tool)
-    gbnf_names: dict[Any, str] = {**{s: f"str-{i}" for i, s in enumerate(strings)},
-                                  **{x: f"lex-{i}" for i, x in enumerate(lexes)}}
-    gbnf = [size(f"{name} ::= {_write(expr, gbnf_names)}") for name, expr in composite.items()]
-    gbnf += [size(f'{gbnf_names[s]} ::= "\\"" ( {" | ".join(_gbnf_spelling(v, s.plain_raw) or chr(34) * 2 for v in s.values)} )'
-                  ' "\\""') for s in strings]
-    gbnf += [size(f"{gbnf_names[x]} ::= {x.gbnf}") for x in lexes]
-    gbnf += [_GBNF_ATOMS[n] for n in _GBNF_ATOMS if n in needed]
-    lark_names: dict[Any, str] = {**_LARK_TERMINALS, "root": "start", **{s: f"STR_{i}" for i, s in enumerate(strings)},
-                                  **{x: f"LEX_{i}" for i, x in enumerate(lexes)}}
-    lark = [size(f"{lark_names.get(name, name)}: {_write(expr, lark_names)}") for name, expr in composite.items()]
-    lark += [size(f'{lark_names[s]}: /"(?:{"|".join(_lark_spelling(v, s.plain_raw) for v in s.values)})"/')
-             for s in strings]
-    lark += [size(f"{lark_names[x]}: {x.lark}") for x in lexes]
-    lark += [_LARK_ATOMS[n] for n in _LARK_ATOMS if n in needed]
-    return Grammar(gbnf="\n".join(gbnf) + "\n", lark="\n".join(lark) + "\n")
-
-
-class _Size:
-    """Counts the grammar's characters as its lines are written, and the time spent: over
-    ``max_grammar_bytes`` or ``max_build_seconds`` (:class:`~hammer_plugins.tools.SchemaLimits`), the
-    build stops there."""
-
-    def __init__(self, tool: str) -> None:
-        self.tool = tool
-        self.total = 0
-        self.limits = current_limits()
-
-    def __call__(self, line: str) -> str:
-        self.total += len(line) + 1
-        if self.total > self.limits.max_grammar_bytes:
-            raise SchemaLimitError(self.tool, "<grammar>", "max_grammar_bytes", self.total, self.limits.max_grammar_bytes,
-                                   "the grammar's size (characters, both notations)",
-                                   "bind fewer tools or shorter enums")
-        from .tools import _BUDGET
-
-        budget = _BUDGET.get()
-        if budget is not None:
-            budget.tick(self.tool, "<grammar>")
-        return line
-
-
-class SizedCache(Generic[_K, _V]):
-    """A thread-safe LRU cache bounded by entries AND by a size the caller states for each entry (in
-    characters or bytes): the oldest entries go until both fit; an entry larger than the whole bound
-    is not kept.
-
-    Example:
-        >>> cache = SizedCache(max_entries=10, max_size=100)
-        >>> cache.put("a", "x" * 60, 60); cache.put("b", "y" * 60, 60)
-        >>> cache.get("a") is None, cache.get("b") is not None, cache.size
-        (True, True, 60)
-    """
-
-    def __init__(self, max_entries: int, max_size: int) -> None:
-        self.max_entries = max_entries
-        self.max_size = max_size
-        self.size = 0
-        self._items: OrderedDict[_K, tuple[_V, int]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def get(self, key: _K) -> _V | None:
-        with self._lock:
-            found = self._items.get(key)
-            if found is None:
-                return None
-            self._items.move_to_end(key)
-            return found[0]
-
-    def put(self, key: _K, value: _V, size: int) -> None:
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.size -= old[1]
-            if size > self.max_size:
-                return
-            self._items[key] = (value, size)
-            self.size += size
-            while len(self._items) > self.max_entries or self.size > self.max_size:
-                _, (_, dropped) = self._items.popitem(last=False)
-                self.size -= dropped
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.size = 0
-
+from .schema_limits import active_budget, current_limits, fresh_budget
+from .tools import Tool
 
 # ------------------------------------------------------------------ schemas to rules
 
 
 class _Builder:
     def __init__(self, tool: str, prefix: str) -> None:
-        from .tools import _BUDGET
-
         self.tool = tool
         self.prefix = prefix
-        self.budget = _BUDGET.get()
-        self.rules: dict[str, _Expr] = {}
+        self.budget = active_budget()
+        self.rules: dict[str, Expr] = {}
         self._counter = 0
 
     def warn(self, path: str, keyword: str, why: str) -> None:
@@ -537,49 +142,49 @@ class _Builder:
         clean = re.sub(r"[^a-zA-Z0-9]+", "-", hint).strip("-").lower() or "r"
         return f"{self.prefix}-{clean[:40]}-{self._counter}"
 
-    def add(self, name: str, body: _Expr) -> _Ref:
+    def add(self, name: str, body: Expr) -> Ref:
         self.rules[name] = body
-        return _Ref(name)
+        return Ref(name)
 
-    def value(self, schema: Mapping[str, Any], path: str) -> _Expr:
+    def value(self, schema: Mapping[str, Any], path: str) -> Expr:
         """An expression matching values of ``schema``."""
         if self.budget is not None:
             self.budget.tick(self.tool, path)
         if "const" in schema:
-            return _const(schema["const"])
+            return const(schema["const"])
         if "enum" in schema:
             if json_type(str(schema.get("type"))) == "array" and not any(isinstance(v, list) for v in schema["enum"]):
                 # An array whose enum lists item values (BFCL's ``metrics``: gold ``["view"]``): the items' enum.
                 items = schema.get("items") if isinstance(schema.get("items"), Mapping) else {}
                 rest = {k: v for k, v in schema.items() if k != "enum"}
                 return self.value({**rest, "items": {**items, "enum": schema["enum"]}}, path)
-            return _enum(schema["enum"])
+            return enum(schema["enum"])
         for key in ("anyOf", "oneOf"):
             if key in schema:
-                return _alt(*(self.value(s, f"{path}.{key}") for s in schema[key]))
+                return alt(*(self.value(s, f"{path}.{key}") for s in schema[key]))
         stype = schema.get("type")
         named = stype if isinstance(stype, list) else [stype] if stype else []
         types = [json_type(t) for t in named]
         if None in types:  # "any" among them
-            return _VALUE
+            return VALUE
         if schema.get("nullable") and "null" not in types and types:
             types = [*types, "null"]
         if not types:
-            return _VALUE
+            return VALUE
         if len(types) > 1:
-            return _alt(*(self.value({**schema, "type": t, "nullable": False}, path) for t in types))
+            return alt(*(self.value({**schema, "type": t, "nullable": False}, path) for t in types))
         kind = types[0]
         if kind == "string":
             return self.string(schema, path)
         if kind in ("integer", "number"):
             return self.number(kind, schema, path)
         if kind == "boolean":
-            return _Ref(kind)
+            return Ref(kind)
         if kind == "null":
-            return _NULL
+            return NULL
         if kind == "array":
             items = schema.get("items")
-            item = self.value(items, f"{path}[]") if isinstance(items, Mapping) and items else _VALUE
+            item = self.value(items, f"{path}[]") if isinstance(items, Mapping) and items else VALUE
             low = int(schema.get("minItems", 0) or 0)  # checked when the tool was converted
             high = self.count_bound(schema, "maxItems", path)
             self.post_checked(schema, path, "uniqueItems", schema.get("uniqueItems") is True,
@@ -587,18 +192,18 @@ class _Builder:
             if high is not None and high < low:
                 raise SchemaConversionError(self.tool, path, f"minItems {low} is above maxItems {high}",
                                             "fix the bounds")
-            more = _comma(item)
+            more = comma(item)
             if high == 0:
-                body = _seq(_lit("["), WS, _lit("]"))
+                body = seq(lit("["), WS, lit("]"))
             else:
                 # the items after the first (none at all when maxItems is 1: llguidance refuses {0,0})
-                rest = [] if high == 1 else [_Rep(more, max(low - 1, 0), None if high is None else high - 1)]
-                first = _seq(item, *rest)
-                body = _seq(_lit("["), WS, first if low > 0 else _opt(first), WS, _lit("]"))
+                rest = [] if high == 1 else [Rep(more, max(low - 1, 0), None if high is None else high - 1)]
+                first = seq(item, *rest)
+                body = seq(lit("["), WS, first if low > 0 else opt(first), WS, lit("]"))
             return self.add(self.fresh(f"{path}-arr"), body)
         if kind == "object":
             if not schema.get("properties"):
-                return _OBJECT
+                return OBJECT
             return self.object_rule(schema, path)
         raise SchemaConversionError(self.tool, path, f"type {kind!r} has no grammar")
 
@@ -619,7 +224,7 @@ class _Builder:
             return None
         return int(value)
 
-    def string(self, schema: Mapping[str, Any], path: str) -> _Expr:
+    def string(self, schema: Mapping[str, Any], path: str) -> Expr:
         """A string with its ``minLength``/``maxLength``, ``pattern`` and ``format``: one lexeme, the
         keywords intersected (``&``) in Lark; in GBNF a pattern (else a format, else the length bounds)."""
         cap = current_limits().max_min_items
@@ -642,7 +247,7 @@ class _Builder:
         if isinstance(fmt, str):
             found = format_rx(fmt)
             if found is None:
-                if fmt in _UNCHECKED_FORMATS:
+                if fmt in UNCHECKED_FORMATS:
                     pass
                 else:
                     self.warn(path, "format", f"{fmt!r} is not one the grammar knows "
@@ -650,13 +255,13 @@ class _Builder:
             else:
                 shapes.append(("format", found))
         if not shapes and low == 0 and high is None:
-            return _STRING
+            return STRING
         if high == 0:  # only the empty string (llguidance refuses a {0,0} repetition)
-            return _Lit('""')
+            return Lit('""')
         length = f"{{{low},{'' if high is None else high}}}"
         lark = [f'/"{to_lark(rx)}"/' for _, rx in shapes]
         if low or high is not None:
-            lark.insert(0, f'/"{_LARK_CHAR}{length}"/')
+            lark.insert(0, f'/"{LARK_CHAR}{length}"/')
         if shapes:
             gbnf = f'"\\"" {to_gbnf(shapes[0][1], nested=True)} "\\""'
             for keyword, _ in shapes[1:]:
@@ -666,34 +271,34 @@ class _Builder:
                 self.warn(path, "minLength/maxLength", f"is not enforced beside {shapes[0][0]} by GBNF "
                           "grammars (llama-server, vLLM), which cannot intersect")
         else:
-            gbnf = f'"\\"" {_GBNF_CHAR}{length} "\\""'
-        return _Lex(lark=" & ".join(lark), gbnf=gbnf)
+            gbnf = f'"\\"" {GBNF_CHAR}{length} "\\""'
+        return Lex(lark=" & ".join(lark), gbnf=gbnf)
 
-    def number(self, kind: str, schema: Mapping[str, Any], path: str) -> _Expr:
+    def number(self, kind: str, schema: Mapping[str, Any], path: str) -> Expr:
         """An integer within its bounds (exactly, in both notations); a number's bounds and any
         ``multipleOf`` are checked after decoding."""
         self.post_checked(schema, path, "multipleOf", "multipleOf" in schema, "is not expressible in a grammar")
         bounded = any(k in schema for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
         if not bounded:
-            return _Ref(kind)
+            return Ref(kind)
         if kind == "number":
             self.warn(path, "minimum/maximum", "of a non-integer number is not expressed in the grammar")
-            return _NUMBER
+            return NUMBER
         low, high = integer_bounds(schema)
         if low is not None and high is not None and low > high:
             raise SchemaConversionError(self.tool, path, f"no integer lies within the bounds ({low} > {high})",
                                         "fix minimum and maximum")
-        if any(b is not None and len(str(abs(b))) > _MAX_BOUND_DIGITS for b in (low, high)):
-            self.warn(path, "minimum/maximum", f"has more than {_MAX_BOUND_DIGITS} digits")
-            return _INTEGER
+        if any(b is not None and len(str(abs(b))) > MAX_BOUND_DIGITS for b in (low, high)):
+            self.warn(path, "minimum/maximum", f"has more than {MAX_BOUND_DIGITS} digits")
+            return INTEGER
         rx = int_range_rx(low, high)
-        return _Lex(lark=f"/{to_lark(rx)}/", gbnf=to_gbnf(rx))
+        return Lex(lark=f"/{to_lark(rx)}/", gbnf=to_gbnf(rx))
 
-    def object_rule(self, schema: Mapping[str, Any], path: str) -> _Ref:
+    def object_rule(self, schema: Mapping[str, Any], path: str) -> Ref:
         """Properties in declaration order; required ones present, optional ones skippable."""
         props = list(schema.get("properties", {}).items())
         required = set(schema["required"]) if isinstance(schema.get("required"), list) else set()
-        members = [_between(_string(name, names=True), _lit(":"), self.value(sub, f"{path}.{name}"))
+        members = [between(string(name, names=True), lit(":"), self.value(sub, f"{path}.{name}"))
                    for name, sub in props]
         base = self.fresh(f"{path}-obj")
 
@@ -709,23 +314,23 @@ class _Builder:
             i, first = stack.pop()
             if rule(i, first) in self.rules:
                 continue
-            self.rules[rule(i, first)] = _Seq(())  # reserved; filled below
+            self.rules[rule(i, first)] = Seq(())  # reserved; filled below
             reached.append((i, first))
             if i + 1 < len(props):
                 if props[i][0] not in required:
                     stack.append((i + 1, first))
                 stack.append((i + 1, False))
         for i, first in reached:
-            lead = [] if first else [WS, _lit(","), WS]
-            rest = [_Ref(rule(i + 1, False))] if i + 1 < len(props) else []
-            take = _seq(*lead, members[i], *rest)
+            lead = [] if first else [WS, lit(","), WS]
+            rest = [Ref(rule(i + 1, False))] if i + 1 < len(props) else []
+            take = seq(*lead, members[i], *rest)
             if props[i][0] in required:
                 self.rules[rule(i, first)] = take
             else:
-                skip = _Ref(rule(i + 1, first)) if i + 1 < len(props) else None
-                self.rules[rule(i, first)] = _alt(take, skip) if skip else _opt(take)
-        body = _Ref(rule(0, True)) if props else None
-        return self.add(base, _seq(_lit("{"), WS, *([body, WS] if body else []), _lit("}")))
+                skip = Ref(rule(i + 1, first)) if i + 1 < len(props) else None
+                self.rules[rule(i, first)] = alt(take, skip) if skip else opt(take)
+        body = Ref(rule(0, True)) if props else None
+        return self.add(base, seq(lit("{"), WS, *([body, WS] if body else []), lit("}")))
 
 
 def build_grammar(tools: Sequence[Tool], tool_choice: str = "auto", parallel: bool = True) -> Grammar:
@@ -747,29 +352,29 @@ def build_grammar(tools: Sequence[Tool], tool_choice: str = "auto", parallel: bo
 
 
 def _build_grammar(tools: Sequence[Tool], tool_choice: str, parallel: bool) -> Grammar:
-    rules: dict[str, _Expr] = {}
-    calls: list[_Expr] = []
+    rules: dict[str, Expr] = {}
+    calls: list[Expr] = []
     for index, tool in enumerate(tools):
         if tool_choice not in ("auto", "required") and tool.name != tool_choice:
             continue
         builder = _Builder(tool.name, f"t{index}")
         args = builder.object_rule(tool.parameters, "args")
-        call = builder.add(f"call-{index}", _seq(
-            _lit("{"), WS, _between(_lit('"name"'), _lit(":"), _string(tool.name, names=True), _lit(","),
-                                    _lit('"arguments"'), _lit(":"), args), WS, _lit("}")))
+        call = builder.add(f"call-{index}", seq(
+            lit("{"), WS, between(lit('"name"'), lit(":"), string(tool.name, names=True), lit(","),
+                                    lit('"arguments"'), lit(":"), args), WS, lit("}")))
         calls.append(call)
         rules.update(builder.rules)
-    call_any = _Ref("call")
-    more = _Rep(_comma(call_any), 0, None) if parallel else None
-    listed = _seq(call_any, more) if more is not None else call_any
-    body = _opt(listed) if tool_choice == "auto" else listed
-    head: dict[str, _Expr] = {
-        "root": _seq(WS, _alt(_Ref("fenced"), _Ref("calls"))),
-        "fenced": _seq(_lit("```"), _opt(_lit("json")), WS, _Ref("calls"), WS, _lit("```")),
-        "calls": _seq(_lit("["), WS, body, WS, _lit("]")),
-        "call": _alt(*calls),
+    call_any = Ref("call")
+    more = Rep(comma(call_any), 0, None) if parallel else None
+    listed = seq(call_any, more) if more is not None else call_any
+    body = opt(listed) if tool_choice == "auto" else listed
+    head: dict[str, Expr] = {
+        "root": seq(WS, alt(Ref("fenced"), Ref("calls"))),
+        "fenced": seq(lit("```"), opt(lit("json")), WS, Ref("calls"), WS, lit("```")),
+        "calls": seq(lit("["), WS, body, WS, lit("]")),
+        "call": alt(*calls),
     }
-    return _render({**head, **rules})
+    return render_rules({**head, **rules})
 
 
 def build_json_grammar(schema: Mapping[str, Any] | None = None, name: str = "response") -> Grammar:
@@ -781,10 +386,8 @@ def build_json_grammar(schema: Mapping[str, Any] | None = None, name: str = "res
         >>> build_json_grammar(None).gbnf.splitlines()[0]
         'root ::= ws object'
     """
-    from .tools import normalize_parameters, normalize_schema
-
     if schema is None:
-        return _render({"root": _seq(WS, _OBJECT)})
+        return render_rules({"root": seq(WS, OBJECT)})
     if not isinstance(schema, Mapping):
         raise SchemaConversionError(name, "schema", f"expected a JSON Schema object, got {type(schema).__name__}")
     with fresh_budget():
@@ -792,4 +395,4 @@ def build_json_grammar(schema: Mapping[str, Any] | None = None, name: str = "res
         normalized = normalize_parameters(name, schema) if is_object else normalize_schema(name, schema)
         builder = _Builder(name, "j")
         root = builder.value(normalized, "root")
-        return _render({"root": _seq(WS, root), **builder.rules}, name)
+        return render_rules({"root": seq(WS, root), **builder.rules}, name)

@@ -2,7 +2,7 @@
 
 An MCP server (Model Context Protocol) started as a command (stdio transport) lists its tools with
 JSON Schemas; :class:`MCPServer` turns them into :class:`~hammer_plugins.tools.Tool` s (``$ref`` is
-inlined against ``$defs``, ``Optional`` collapsed, defaults kept: :func:`~hammer_plugins.tools.normalize_parameters`)
+inlined against ``$defs``, ``Optional`` collapsed, defaults kept: :func:`~hammer_plugins.json_schema.normalize_parameters`)
 and calls them through the server. It needs the ``mcp`` SDK (``pip install "hammer-plugins[mcp]"``),
 imported only when a server starts. The server runs on an event loop in a background thread, so the
 API is synchronous and works inside and outside ``asyncio``.

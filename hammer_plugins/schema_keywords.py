@@ -43,8 +43,8 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sre  # type: ignore[no-redef]
 
 from . import linear_regex
+from .json_schema import json_type
 from .linear_regex import class_ranges, complement, norm_ranges
-from .tools import json_type
 
 
 class SchemaKeywordWarning(UserWarning):

@@ -46,7 +46,8 @@ from decimal import Decimal
 from typing import Any
 
 from .errors import BackendNotInstalledError
-from .grammar import Grammar, SizedCache
+from .grammar import Grammar
+from .sized_cache import SizedCache
 
 
 def import_llguidance() -> Any:

@@ -20,10 +20,10 @@ from ..events import StreamEvent
 from ..messages import Message
 from ..prompt import PROMPT_FORMATS, PromptFormat
 from ..response import HammerResponse
+from ..schema_limits import SchemaLimits, schema_limits
 from ..settings import DEFAULT_MAX_TOOL_ROUNDS
 from ..settings import DEFAULTS as _D
 from ..slot_filling import SlotFiller
-from ..tools import SchemaLimits, schema_limits
 from .binding import ToolBinding, bind_tools, new_binding_cache
 from .drivers import adrive, drive
 from .planning import Plan, check_rounds, make_plan
@@ -68,8 +68,8 @@ class HammerEngine:
     Attributes:
         schema_limits: the budgets tool sets and response schemas are held to (size once ``$ref`` is
             inlined, depth, enums, grammar size and build time), a
-            :class:`~hammer_plugins.tools.SchemaLimits`; ``None`` (default): the process default
-            (``HAMMER_LIMIT_*`` environment variables, :func:`~hammer_plugins.tools.set_default_limits`).
+            :class:`~hammer_plugins.schema_limits.SchemaLimits`; ``None`` (default): the process default
+            (``HAMMER_LIMIT_*`` environment variables, :func:`~hammer_plugins.schema_limits.set_default_limits`).
 
     Example:
         >>> engine = HammerEngine()          # the embedded default model, loaded lazily

@@ -16,10 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..grammar import Grammar, SizedCache, build_grammar
+from ..grammar import Grammar, build_grammar
 from ..masking import NameMask
 from ..prompt import render_prefix
-from ..tools import SchemaLimits, Tool, current_limits, relaxed_tool, schema_limits, to_tools
+from ..schema_limits import SchemaLimits, current_limits, schema_limits
+from ..sized_cache import SizedCache
+from ..tools import Tool, relaxed_tool, to_tools
 
 
 @dataclass(frozen=True)

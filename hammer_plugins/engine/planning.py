@@ -25,8 +25,8 @@ from ..errors import ContextWindowExceededError, SchemaConversionError
 from ..grammar import Grammar, build_json_grammar
 from ..messages import Message, to_message
 from ..prompt import describe_answer, render_chat, render_prompt
+from ..schema_limits import schema_limits
 from ..tool_choice import normalize_tool_choice
-from ..tools import schema_limits
 from .binding import ToolBinding
 
 if TYPE_CHECKING:

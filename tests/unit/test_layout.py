@@ -156,11 +156,11 @@ def test_every_docstring_example_runs() -> None:
 LAYERS: tuple[frozenset[str], ...] = (
     # the data types and the values every layer passes around
     frozenset({"errors", "calls", "messages", "presets", "streaming", "demo_tools", "_compiler_flags", "_cpu_threads",
-               "_vllm_command", "display", "linear_regex"}),
+               "_vllm_command", "display", "linear_regex", "sized_cache"}),
     # pure rules over them: tools and schemas, prompt, grammar, parsing, the stream's events and encoders
     frozenset({"tools", "schema_keywords", "parsing", "snapshots", "response", "prompt", "masking", "grammar",
                "token_mask", "agent_turn", "tool_choice", "events", "encoder", "call_stream", "model_source", "model_store",
-               "prefix_cache", "slot_filling"}),
+               "prefix_cache", "slot_filling", "json_schema", "schema_limits", "docstrings", "grammar_notation"}),
     # the runtimes behind the interface, and the thread bridge of the local ones
     frozenset({"backends", "bridge"}),
     # the engine, the one declaration of its settings, and the engines built from them

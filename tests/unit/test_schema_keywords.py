@@ -33,7 +33,7 @@ from hammer_plugins.errors import SchemaConversionError
 from hammer_plugins.grammar import build_grammar, build_json_grammar
 from hammer_plugins.schema_keywords import FORMATS as ENGINE_FORMATS
 from hammer_plugins.schema_keywords import SchemaKeywordWarning, keyword_violation
-from hammer_plugins.tools import SchemaLimits, schema_limits
+from hammer_plugins.schema_limits import SchemaLimits, schema_limits
 
 VALID_EXAMPLES = 150
 INVALID_EXAMPLES = 250

@@ -25,8 +25,9 @@ from hypothesis_profiles import examples
 from hammer_plugins import HammerEngine, Message, ScriptedBackend, Tool
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings, Usage
 from hammer_plugins.errors import ContextWindowExceededError, SchemaConversionError, SchemaLimitError
-from hammer_plugins.grammar import Grammar, SizedCache
-from hammer_plugins.tools import SchemaLimits, _Budget, limits_from_env, schema_limits
+from hammer_plugins.grammar import Grammar
+from hammer_plugins.schema_limits import Budget, SchemaLimits, limits_from_env, schema_limits
+from hammer_plugins.sized_cache import SizedCache
 
 # The work before a refusal, counted in the budget's own steps (a schema object inlined, a value
 # sized): independent of the machine's speed, unlike a clock. A refusal comes after at most about
@@ -49,7 +50,7 @@ def refused(parameters: Any, *, response_format: bool = False, memory: bool = Fa
                               if response_format else
                               {"tools": [{"type": "function", "function": {"name": "f", "parameters": parameters}}]})
     started = time.thread_time()
-    with mock.patch.object(_Budget, "tick", autospec=True, side_effect=_Budget.tick) as steps, \
+    with mock.patch.object(Budget, "tick", autospec=True, side_effect=Budget.tick) as steps, \
             pytest.raises(SchemaConversionError) as caught:
         engine.generate([Message.user("hi")], **kwargs)
     elapsed = time.thread_time() - started

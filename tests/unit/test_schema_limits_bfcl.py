@@ -11,7 +11,7 @@ from installed import require
 from hammer_plugins import Tool
 from hammer_plugins.errors import SchemaConversionError, SchemaLimitError
 from hammer_plugins.grammar import build_grammar
-from hammer_plugins.tools import SchemaLimits, fresh_budget
+from hammer_plugins.schema_limits import SchemaLimits, fresh_budget
 
 bfcl = require("hammer_evals.bfcl.bfcl", "hammer-evals")
 

@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from hammer_plugins import SchemaConversionError, Tool, to_tool, to_tools
-from hammer_plugins.tools import parse_docstring, render_tools_block
+from hammer_plugins.docstrings import parse_docstring
+from hammer_plugins.tools import render_tools_block
 
 WEATHER_OPENAI = {
     "type": "function",

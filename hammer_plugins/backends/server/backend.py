@@ -50,7 +50,8 @@ from ...errors import (
     ServerTimeoutError,
     ServerUnavailableError,
 )
-from ...grammar import Grammar, SizedCache
+from ...grammar import Grammar
+from ...sized_cache import SizedCache
 from ..base import GenerationCancelled, GenerationChunk, GenerationSettings, Runtime
 
 if TYPE_CHECKING:
