@@ -28,7 +28,7 @@ from typing import Any
 
 import hammer_plugins
 from hammer_plugins import Message, Tool
-from hammer_plugins.backends.server.llama_server_binary import find_or_build_llama_server
+from hammer_plugins.launch.llama_server_binary import find_or_build_llama_server
 from hammer_plugins.model_source import default_model_path
 from hammer_plugins.prompt import render_prompt
 

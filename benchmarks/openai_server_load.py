@@ -38,7 +38,8 @@ from openai import AsyncOpenAI
 from hammer_evals.bfcl.accuracy import load_entries
 from hammer_evals.bfcl.bfcl import BfclEntry, score, to_bfcl_output, to_openai_tools
 from hammer_plugins import HammerEngine
-from hammer_plugins.backends.server import LlamaServer, OpenAICompatibleBackend
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
+from hammer_plugins.launch import LlamaServer
 from hammer_plugins.model_source import default_model_path
 from hammer_plugins.openai_server import BackgroundServer, create_app
 

@@ -43,8 +43,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hammer_plugins import HammerEngine, HammerResponse, Message, TextDelta
-from hammer_plugins.backends.server import LlamaCppPythonServer, OpenAICompatibleBackend
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.demo_tools import DEMO_TOOLS
+from hammer_plugins.launch import LlamaCppPythonServer
 
 
 @dataclass
@@ -249,7 +250,7 @@ def main() -> None:
     if args.base_url:
         runs.append(asyncio.run(main_async(args, args.base_url)))
     else:
-        from hammer_plugins.backends.server import LlamaServer
+        from hammer_plugins.launch import LlamaServer
         from hammer_plugins.model_source import default_model_path
 
         model = args.model_path or default_model_path()

@@ -24,8 +24,8 @@ from typing import Any
 
 from langchain_hammer import ChatHammer
 
-from hammer_plugins.backends.server import LlamaServer
 from hammer_plugins.demo_tools import DEMO_TOOLS
+from hammer_plugins.launch import LlamaServer
 from hammer_plugins.model_source import default_model_path
 
 QUESTIONS = ["What's the weather in Paris?", "What is 23 * 47?", "What's the weather in Tokyo in fahrenheit?",

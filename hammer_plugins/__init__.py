@@ -59,7 +59,7 @@ from .snapshots import Snapshot, SnapshotMessage
 from .tools import Tool, to_tool, to_tools
 
 if TYPE_CHECKING:
-    from .backends.server import OpenAICompatibleBackend
+    from .backends.remote import OpenAICompatibleBackend
 
 __version__ = _distribution_version("hammer-plugins")  # one place: the root pyproject.toml
 
@@ -67,7 +67,7 @@ __version__ = _distribution_version("hammer-plugins")  # one place: the root pyp
 def __getattr__(name: str) -> Any:
     # The server backend imports httpx (the `server` extra): only when asked for.
     if name == "OpenAICompatibleBackend":
-        from .backends.server import OpenAICompatibleBackend
+        from .backends.remote import OpenAICompatibleBackend
 
         return OpenAICompatibleBackend
     raise AttributeError(f"module 'hammer_plugins' has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """A streamed Hammer answer as call events, for the vLLM tool parser: linear, and fail-closed.
 
 vLLM hands its tool parser the whole answer so far on every token; this keeps the scanning state
-between tokens (:class:`~hammer_plugins.streaming.CallScanner`), so a stream costs work linear in
+between tokens (:class:`~hammer_plugins.call_scanner.CallScanner`), so a stream costs work linear in
 its length. Only names the request offered become calls: a call to any other name (the model is
 not held to the tools when vLLM decodes without Hammer's grammar) never sends its name, and its
 JSON object goes out as content when it closes. Framework-free, so that it is tested without vLLM.
@@ -21,9 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from .call_scanner import CallScanner
 from .calls import ToolCall
 from .parsing import items_to_calls
-from .streaming import CallScanner
 
 EventKind = Literal["name", "arguments", "content", "refusal"]
 

@@ -26,8 +26,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .call_scanner import CallScanner
 from .calls import InvalidToolCall, ToolCall
-from .streaming import CallScanner
 
 OutputKind = Literal["tool_calls", "refusal", "text", "invalid"]
 

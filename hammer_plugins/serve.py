@@ -122,7 +122,7 @@ def _gguf(args: argparse.Namespace) -> Path:
 def _binary_to_print() -> Path:
     """The llama-server ``--print-command`` names: the one found, else the cache path a build would fill
     (saying on stderr that nothing is built there yet, and how to build it)."""
-    from .backends.server.llama_server_binary import (
+    from .launch.llama_server_binary import (
         LlamaServerNotFoundError,
         cached_llama_server_path,
         find_llama_server,
@@ -149,8 +149,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if getattr(args, "backend", None) or getattr(args, "base_url", None):
         raise SystemExit("hammer serve: --backend and --base-url choose what runs the model behind --openai. "
                          "Fix: add --openai, or leave them out to run llama-server itself")
-    from .backends.server.launcher import LlamaServer
-    from .backends.server.llama_server_binary import find_or_build_llama_server
+    from .launch.launcher import LlamaServer
+    from .launch.llama_server_binary import find_or_build_llama_server
 
     if args.print_command:  # a print never builds: the binary found, else where the build would put it
         binary = _binary_to_print()
@@ -163,7 +163,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.print_command:
         print(shlex.join(server.command()))
         return 0
-    from .backends.server.launcher import exposure_warning
+    from .launch.launcher import exposure_warning
 
     warning = exposure_warning(args.host, args.api_key)
     if warning:

@@ -1,5 +1,5 @@
 """Runtimes behind one interface: llama.cpp (GGUF), transformers, an OpenAI-compatible inference server
-(:mod:`.server`: vLLM, llama-server, llama-cpp-python's server), and a scripted one for tests."""
+(:mod:`.remote`: vLLM, llama-server, llama-cpp-python's server, over HTTP), and a scripted one for tests."""
 
 from .base import Backend, GenerationChunk, GenerationSettings
 

@@ -126,7 +126,7 @@ class GenerationChunk:
 class Runtime(ABC):
     """The interface the engine calls: a runtime that turns a prompt into streamed text, optionally
     under a grammar. Pure: no lock and no thread, which a local runtime adds (:class:`Backend`) and a
-    server does without (:class:`~hammer_plugins.backends.server.OpenAICompatibleBackend`).
+    server does without (:class:`~hammer_plugins.backends.remote.OpenAICompatibleBackend`).
 
     Implementations load lazily (on first use, never in ``__init__``). The engine calls ``stream``
     (or, when :attr:`native_async`, ``astream``), ``count_tokens``, ``context_window`` and ``load``.

@@ -44,7 +44,7 @@ class HammerEngine:
             local directory or a ``.gguf`` path (see :mod:`hammer_plugins.model_source`).
         backend: ``"llama_cpp"`` (default), ``"transformers"``, ``"server"`` (an OpenAI-compatible
             inference server: pass ``base_url=``, and ``api_key=``, ``timeout=``, ... as for
-            :class:`~hammer_plugins.backends.server.OpenAICompatibleBackend`), or a :class:`Runtime` instance.
+            :class:`~hammer_plugins.backends.remote.OpenAICompatibleBackend`), or a :class:`Runtime` instance.
         prompt_format: ``"hammer2.1"``, ``"hammer2.0"`` or ``"hammer1.0"``; ``None`` (default): the
             layout of the model named (a Hammer 2.0 or 1.0 preset has its own), else ``"hammer2.1"``.
         constrained: constrain decoding with a grammar built from the tools (default on).

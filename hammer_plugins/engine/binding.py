@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..grammar import Grammar, build_grammar
-from ..masking import NameMask
+from ..name_masking import NameMask
 from ..prompt import render_prefix
 from ..schema_limits import SchemaLimits, current_limits, schema_limits
 from ..sized_cache import SizedCache

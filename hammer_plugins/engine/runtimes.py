@@ -66,7 +66,7 @@ def new_backend(backend_name: str, model_path: str | Path | None, model: str | N
     """A new backend of ``backend_name`` for this model, with the engine's runtime options ``opts``."""
     extra = {k: v for k, v in opts.items() if k not in RUNTIME_OPTIONS}
     if backend_name == "server":
-        from ..backends.server import OpenAICompatibleBackend
+        from ..backends.remote import OpenAICompatibleBackend
 
         # n_ctx & co. configure in-process runtimes; a server reports its own context window.
         return OpenAICompatibleBackend(model=model, **extra)

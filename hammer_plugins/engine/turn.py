@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..agent_turn import after_tool_results, answered_calls, call_key
 from ..backends.base import GenerationSettings
+from ..call_scanner import CallScanner
 from ..calls import InvalidToolCall, ToolCall
 from ..errors import HammerError
 from ..events import StreamEvent, TextDelta, ToolCallDelta
@@ -36,7 +37,6 @@ from ..parsing import items_to_calls, parse_output, parse_stopped_list
 from ..prompt import render_chat
 from ..response import HammerResponse, Usage
 from ..schema_keywords import keyword_violation
-from ..streaming import CallScanner
 from .planning import Plan
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ from typing import Any
 
 import uvicorn
 
-from ..backends.server.launcher import exposure_warning, free_port
 from ..engine import HammerEngine
 from ..errors import ServerAuthenticationError
+from ..launch.launcher import exposure_warning, free_port
 from .app import DEFAULT_MAX_BODY_BYTES, create_app
 from .listener import (
     DEFAULT_BODY_TIMEOUT,
@@ -98,7 +98,7 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
         if not args.base_url:
             raise SystemExit("hammer serve --openai --backend server needs the server's URL. Fix: add "
                              "--base-url http://HOST:PORT/v1 (or use --backend llama-server to start one)")
-        from ..backends.server import OpenAICompatibleBackend, ServerBackendSettings
+        from ..backends.remote import OpenAICompatibleBackend, ServerBackendSettings
 
         # The upstream server's key is not this API's key ($HAMMER_SERVER_API_KEY): a variable of its own.
         upstream_key = os.environ.get(UPSTREAM_KEY_VARIABLE) or None
@@ -114,9 +114,10 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
     if args.base_url:
         raise SystemExit("hammer serve --openai: --base-url goes with --backend server. Fix: add --backend server")
     if backend == "llama-server":
-        from ..backends.server import LlamaServer, OpenAICompatibleBackend
-        from ..backends.server.llama_server_binary import find_or_build_llama_server
+        from ..backends.remote import OpenAICompatibleBackend
         from ..engine.runtimes import model_prompt_format
+        from ..launch import LlamaServer
+        from ..launch.llama_server_binary import find_or_build_llama_server
         from ..model_source import local_gguf, resolve_model
 
         binary = find_or_build_llama_server(build=not args.no_build)

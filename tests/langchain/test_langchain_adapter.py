@@ -96,7 +96,7 @@ def test_remote_only_parameters_warn_instead_of_vanishing() -> None:
 
 
 def test_server_settings_reach_the_server_backend() -> None:
-    from hammer_plugins.backends.server import OpenAICompatibleBackend
+    from hammer_plugins.backends.remote import OpenAICompatibleBackend
 
     llm = ChatHammer(backend="server", base_url="http://127.0.0.1:9/v1", api_key="k", timeout=7, max_retries=0,
                      model="hammer")

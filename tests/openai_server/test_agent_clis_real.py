@@ -20,7 +20,7 @@ stand-in answered Codex's prompt with a call list repeating get_goal, create_goa
 max_tokens, which Codex reported as a failed turn ("Incomplete response returned, reason:
 max_output_tokens"): llama-server decodes the grammar itself, and the loop guard ran only inside the
 local runtimes. The server backend now runs its call-list part on the streamed answer
-(hammer_plugins/backends/server/loop_cut.py; tests/server/test_server_sansio.py).
+(hammer_plugins/backends/remote/loop_cut.py; tests/server/test_server_sansio.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from pathlib import Path
 import pytest
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.backends.server import LlamaServer, OpenAICompatibleBackend
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
+from hammer_plugins.launch import LlamaServer
 from hammer_plugins.model_source import cache_dir
 from hammer_plugins.openai_server import BackgroundServer, create_app
 

@@ -36,9 +36,10 @@ from raw_clients import never_reading
 from test_security_listener import error_code, exchange, head
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.backends.server import LlamaServer, OpenAICompatibleBackend
-from hammer_plugins.backends.server.wire import wire_text
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
+from hammer_plugins.backends.remote.wire import wire_text
 from hammer_plugins.demo_tools import DEMO_TOOLS
+from hammer_plugins.launch import LlamaServer
 from hammer_plugins.openai_server import BackgroundServer, create_app
 from hammer_plugins.tools import to_tools
 

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.backends.server import LlamaServer, OpenAICompatibleBackend
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.errors import (
     ContextWindowExceededError,
@@ -37,6 +37,7 @@ from hammer_plugins.errors import (
     ServerUnavailableError,
     UnknownToolError,
 )
+from hammer_plugins.launch import LlamaServer
 from hammer_plugins.openai_server import BackgroundServer, create_app
 from hammer_plugins.openai_server.protocol import engine_error
 from hammer_plugins.tools import to_tools

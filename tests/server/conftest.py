@@ -14,7 +14,8 @@ import pytest
 from serverenv import API_KEY, MODEL, TIMEOUT
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.backends.server import LlamaCppPythonServer, OpenAICompatibleBackend
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
+from hammer_plugins.launch import LlamaCppPythonServer
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hammer_plugins.backends.server import LlamaServer
+from hammer_plugins.launch import LlamaServer
 
 FAKE = Path(__file__).with_name("fake_llama_server.py")
 SECRETS = {"HAMMER_SERVER_API_KEY": "sk-outer-secret", "HAMMER_UPSTREAM_API_KEY": "sk-upstream-secret",

@@ -21,9 +21,10 @@ import pytest
 from serverenv import API_KEY, MODEL, TIMEOUT, stream_then_kill
 
 from hammer_plugins import HammerEngine, HammerResponse, Message
-from hammer_plugins.backends.server import LlamaServer, OpenAICompatibleBackend
-from hammer_plugins.backends.server.llama_server_binary import LlamaServerNotFoundError, find_llama_server
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.errors import ServerUnavailableError
+from hammer_plugins.launch import LlamaServer
+from hammer_plugins.launch.llama_server_binary import LlamaServerNotFoundError, find_llama_server
 
 SLOTS = 4
 SLOT_CTX = 4096

@@ -17,9 +17,10 @@ from serverenv import API_KEY, MODEL, TIMEOUT
 
 from hammer_plugins import HammerEngine, HammerResponse, Message, TextDelta, ToolCallDelta
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.backends.scripted import ScriptedBackend
-from hammer_plugins.backends.server import LlamaCppPythonServer, OpenAICompatibleBackend
 from hammer_plugins.errors import GrammarNotSupportedError
+from hammer_plugins.launch import LlamaCppPythonServer
 
 pytestmark = pytest.mark.real_model
 

@@ -20,7 +20,8 @@ import pytest
 from serverenv import API_KEY, MODEL, TIMEOUT
 
 from hammer_plugins import HammerEngine, HammerResponse, Message
-from hammer_plugins.backends.server import LlamaCppPythonServer, LlamaServer, OpenAICompatibleBackend
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
+from hammer_plugins.launch import LlamaCppPythonServer, LlamaServer
 
 pytestmark = pytest.mark.real_model
 

@@ -18,7 +18,7 @@ from fault_proxy import FaultProxy
 from serverenv import API_KEY, MODEL, TIMEOUT, stream_then_kill
 
 from hammer_plugins import ContextWindowExceededError, HammerEngine, HammerResponse, Message, TextDelta
-from hammer_plugins.backends.server import LlamaCppPythonServer, OpenAICompatibleBackend
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.errors import (
     ServerAuthenticationError,
     ServerHTTPError,
@@ -27,6 +27,7 @@ from hammer_plugins.errors import (
     ServerTimeoutError,
     ServerUnavailableError,
 )
+from hammer_plugins.launch import LlamaCppPythonServer
 
 pytestmark = pytest.mark.real_model
 

@@ -17,8 +17,8 @@ import pytest
 
 from hammer_plugins import ContextWindowExceededError, HammerEngine, Message
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings
-from hammer_plugins.backends.server import OpenAICompatibleBackend
-from hammer_plugins.backends.server.sansio import _Read, _Send, _Sleep
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
+from hammer_plugins.backends.remote.sansio import _Read, _Send, _Sleep
 from hammer_plugins.errors import ServerAuthenticationError, ServerStreamError, ServerUnavailableError
 
 EVENTS = [b'data: {"choices": [{"index": 0, "text": "Hel", "finish_reason": null}]}\n\n',
@@ -62,7 +62,7 @@ class Mocked(OpenAICompatibleBackend):
         super().__init__("http://testserver/v1", **options)
         self.completions = completions
         self.threads: list[tuple[str, int]] = []
-        self._transport = httpx.MockTransport(self._answer)
+        self._connection.transport = httpx.MockTransport(self._answer)
 
     def _answer(self, request: httpx.Request) -> httpx.Response:
         self.threads.append((request.url.path, threading.get_ident()))
@@ -70,8 +70,6 @@ class Mocked(OpenAICompatibleBackend):
             return httpx.Response(200, json=MODELS)
         return self.completions.pop(0)
 
-    def _client_options(self) -> dict[str, Any]:
-        return {**super()._client_options(), "transport": self._transport}
 
 
 def collect(backend: OpenAICompatibleBackend, mode: str, max_tokens: int = 16) -> list[GenerationChunk]:
@@ -98,7 +96,7 @@ def raised(call: Callable[[], object]) -> BaseException:
 # ------------------------------------------------------------------------- a core by hand
 def test_the_send_core_retries_and_maps_errors_without_doing_any_io() -> None:
     backend = OpenAICompatibleBackend("http://testserver", max_retries=2, retry_backoff=0.5, max_backoff=4)
-    core = backend._send("POST", "/v1/completions", {"prompt": "p"})
+    core = backend._connection.send("POST", "/v1/completions", {"prompt": "p"})
     assert next(core) == _Send("POST", "/v1/completions", {"prompt": "p"})
     delay = core.throw(httpx.ConnectError("refused"))  # the driver's exception, mapped by the core
     assert isinstance(delay, _Sleep) and 0.5 <= delay.seconds <= 0.625
@@ -186,7 +184,7 @@ def test_token_counts_are_asked_once_whichever_driver_asks() -> None:
         return httpx.Response(200, json={"count": 7})
 
     backend = Mocked([], token_counting="server")
-    backend._transport = httpx.MockTransport(answer)
+    backend._connection.transport = httpx.MockTransport(answer)
 
     async def twice() -> list[int]:
         counts = [await backend.acount_tokens("hello"), await backend.acount_tokens("hello")]

@@ -12,8 +12,8 @@ import pytest
 
 from hammer_plugins import ContextWindowExceededError
 from hammer_plugins.backends.base import GenerationSettings
-from hammer_plugins.backends.server import OpenAICompatibleBackend
-from hammer_plugins.backends.server.wire import _CompletionReader, _SSEDecoder
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
+from hammer_plugins.backends.remote.wire import _CompletionReader, _SSEDecoder
 from hammer_plugins.errors import (
     ServerAuthenticationError,
     ServerHTTPError,
@@ -55,7 +55,7 @@ def test_url_and_key_from_the_environment_and_the_key_stays_secret(monkeypatch: 
     assert backend.base_url == "http://127.0.0.1:9000"
     assert backend.settings.api_key is not None and backend.settings.api_key.get_secret_value() == "sk-secret-123"
     assert "sk-secret-123" not in repr(backend.settings) and "sk-secret-123" not in str(backend.info())
-    assert backend._client_options()["headers"]["Authorization"] == "Bearer sk-secret-123"
+    assert backend._connection.client_options()["headers"]["Authorization"] == "Bearer sk-secret-123"
 
 
 def test_nothing_is_contacted_before_the_first_call() -> None:
@@ -204,14 +204,14 @@ def test_http_errors_are_named_with_the_servers_message(status: int, body: str, 
 
 def test_backoff_doubles_honours_retry_after_and_is_capped() -> None:
     backend = OpenAICompatibleBackend("http://127.0.0.1:8000", retry_backoff=0.5, max_backoff=4)
-    assert 0.5 <= backend._backoff(0, None) <= 0.625 and 1.0 <= backend._backoff(1, None) <= 1.25
-    assert backend._backoff(0, "3") == 3.0  # the server's Retry-After wins over a shorter backoff
-    assert backend._backoff(0, "120") == 4.0 and backend._backoff(10, None) == 4.0
+    assert 0.5 <= backend._connection.backoff(0, None) <= 0.625 and 1.0 <= backend._connection.backoff(1, None) <= 1.25
+    assert backend._connection.backoff(0, "3") == 3.0  # the server's Retry-After wins over a shorter backoff
+    assert backend._connection.backoff(0, "120") == 4.0 and backend._connection.backoff(10, None) == 4.0
 
 
 @pytest.mark.parametrize("launcher", ["llama-server", "llama-cpp-python"])
 def test_the_api_key_goes_to_the_server_through_its_environment_never_its_command_line(launcher: str) -> None:
-    from hammer_plugins.backends.server.launcher import LlamaCppPythonServer, LlamaServer
+    from hammer_plugins.launch.launcher import LlamaCppPythonServer, LlamaServer
 
     server = (LlamaServer("model.gguf", api_key="sk-secret", binary="/opt/llama-server") if launcher == "llama-server"
               else LlamaCppPythonServer("model.gguf", api_key="sk-secret"))
@@ -224,7 +224,7 @@ def test_hammer_serve_reads_the_key_from_the_environment_and_warns_beyond_loopba
         monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
-    from hammer_plugins.backends.server.launcher import exposure_warning
+    from hammer_plugins.launch.launcher import exposure_warning
     from hammer_plugins.serve import add_serve_parser
 
     monkeypatch.setenv("HAMMER_SERVER_API_KEY", "sk-from-env")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hammer_plugins.backends.server import OpenAICompatibleBackend
+from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.demo_tools import get_weather, send_email
 
 pytestmark = [

@@ -155,14 +155,14 @@ def test_every_docstring_example_runs() -> None:
 # component under hammer_plugins (a module, or a package with everything in it).
 LAYERS: tuple[frozenset[str], ...] = (
     # the data types and the values every layer passes around
-    frozenset({"errors", "calls", "messages", "presets", "streaming", "demo_tools", "_compiler_flags", "_cpu_threads",
+    frozenset({"errors", "calls", "messages", "presets", "call_scanner", "demo_tools", "_compiler_flags", "_cpu_threads",
                "_vllm_command", "display", "linear_regex", "sized_cache"}),
     # pure rules over them: tools and schemas, prompt, grammar, parsing, the stream's events and encoders
-    frozenset({"tools", "schema_keywords", "parsing", "snapshots", "response", "prompt", "masking", "grammar",
+    frozenset({"tools", "schema_keywords", "parsing", "snapshots", "response", "prompt", "name_masking", "grammar",
                "token_mask", "agent_turn", "tool_choice", "events", "encoder", "call_stream", "model_source", "model_store",
                "prefix_cache", "slot_filling", "json_schema", "schema_limits", "docstrings", "grammar_notation"}),
     # the runtimes behind the interface, and the thread bridge of the local ones
-    frozenset({"backends", "bridge"}),
+    frozenset({"backends", "bridge", "launch"}),
     # the engine, the one declaration of its settings, and the engines built from them
     frozenset({"engine", "settings", "config"}),
     # the doors
@@ -265,7 +265,7 @@ def test_every_name_the_docs_show_imports_from_where_they_show_it() -> None:
         try:
             loaded = importlib.import_module(module)
         except ImportError:
-            # ``hammer_plugins.backends.server`` is written both as a module and as a name in its parent.
+            # a module written both as a module and as a name in its parent (a package that re-exports it).
             parent, _, attribute = module.rpartition(".")
             try:
                 loaded = getattr(importlib.import_module(parent), attribute)

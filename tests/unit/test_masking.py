@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hammer_plugins import InvalidToolCall, Tool, ToolCall
-from hammer_plugins.masking import NameMask
+from hammer_plugins.name_masking import NameMask
 from hammer_plugins.prompt import render_prefix
 
 TOOLS = [

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from template_cases import TEMPLATE, bfcl_cases, conversation_case, conversation_cases
 
-from hammer_plugins.backends.server import LlamaServer
+from hammer_plugins.launch import LlamaServer
 
 pytestmark = pytest.mark.real_model
 

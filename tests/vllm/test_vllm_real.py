@@ -362,7 +362,7 @@ def _running(vllm_server: VllmServer) -> float:
 
 async def test_a_cancelled_astream_is_aborted_inside_vllm(vllm_server: VllmServer) -> None:
     from hammer_plugins import HammerEngine, Message
-    from hammer_plugins.backends.server import OpenAICompatibleBackend
+    from hammer_plugins.backends.remote import OpenAICompatibleBackend
 
     backend = OpenAICompatibleBackend(vllm_server.base_url, model=vllm_server.model, api_key=vllm_server.api_key,
                                       timeout=300, trust_env=False)
@@ -411,7 +411,7 @@ async def test_parallel_clients_are_batched_by_vllm(vllm_server: VllmServer) -> 
     have begun, ``vllm:num_requests_running`` must count all four. A server taking one request at a time
     (checked with ``--max-num-seqs 1``) has finished the first essays by then and shows 1."""
     from hammer_plugins import HammerEngine, HammerResponse, Message, TextDelta
-    from hammer_plugins.backends.server import OpenAICompatibleBackend
+    from hammer_plugins.backends.remote import OpenAICompatibleBackend
 
     backend = OpenAICompatibleBackend(vllm_server.base_url, model=vllm_server.model, api_key=vllm_server.api_key,
                                       timeout=300, trust_env=False)
@@ -447,7 +447,7 @@ def test_masking_on_vllm(vllm_server: VllmServer) -> None:
     """Inference masking (the Hammer paper's function masking) through vLLM: the prompt vLLM sees holds
     opaque names and no real ones; the caller still gets the real tool and argument names back."""
     from hammer_plugins import HammerEngine, Message
-    from hammer_plugins.backends.server import OpenAICompatibleBackend
+    from hammer_plugins.backends.remote import OpenAICompatibleBackend
 
     backend = OpenAICompatibleBackend(vllm_server.base_url, model=vllm_server.model, api_key=vllm_server.api_key,
                                       timeout=300, trust_env=False)
@@ -470,7 +470,7 @@ def test_schema_keywords_reach_vllms_grammar_engine(vllm_server: VllmServer) -> 
     import jsonschema
 
     from hammer_plugins import HammerEngine, Message
-    from hammer_plugins.backends.server import OpenAICompatibleBackend
+    from hammer_plugins.backends.remote import OpenAICompatibleBackend
 
     schema = {"type": "object", "properties": {
         "flight": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{3,4}$", "description": "flight number, e.g. AF1234"},

@@ -39,7 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from hammer_plugins.engine import HammerEngine
-from hammer_plugins.masking import NameMask
+from hammer_plugins.name_masking import NameMask
 from hammer_plugins.response import HammerResponse
 from hammer_plugins.tools import to_tools
 

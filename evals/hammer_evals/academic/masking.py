@@ -27,7 +27,7 @@ import hashlib
 import random
 from typing import Any
 
-from hammer_plugins.masking import FUNCTION_NAME_LENGTHS, PARAMETER_NAME_LENGTHS, random_name
+from hammer_plugins.name_masking import FUNCTION_NAME_LENGTHS, PARAMETER_NAME_LENGTHS, random_name
 
 from .data import AcademicEntry
 

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ...errors import ServerUnavailableError
-from ...model_source import check_gguf
-from .wire import _import_httpx
+from ..backends.remote.wire import import_httpx
+from ..errors import ServerUnavailableError
+from ..model_source import check_gguf
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -209,7 +209,7 @@ class _LoopbackServer:
 
     def _await_ready(self, process: subprocess.Popen[bytes], timeout: float) -> str | None:
         """None once the child answers its readiness check; else why not (it exited, stayed silent, stop())."""
-        httpx = _import_httpx()
+        httpx = import_httpx()
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

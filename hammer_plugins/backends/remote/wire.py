@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 # ------------------------------------------------------------------------------ pure helpers
-def _import_httpx() -> Any:
+def import_httpx() -> Any:
     try:
         import httpx
     except ImportError as exc:

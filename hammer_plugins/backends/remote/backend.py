@@ -20,7 +20,7 @@ Completions have no side effects, so the worst a retry of a request the server d
 cost is duplicated compute.
 
 Example:
-    >>> from hammer_plugins.backends.server import OpenAICompatibleBackend
+    >>> from hammer_plugins.backends.remote import OpenAICompatibleBackend
     >>> backend = OpenAICompatibleBackend("http://127.0.0.1:8080/v1", model="hammer")  # nothing contacted yet
     >>> backend.base_url, backend.name, backend.model_name
     ('http://127.0.0.1:8080', 'server', 'hammer')
@@ -32,10 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import threading
-import time
-import weakref
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -47,34 +44,31 @@ from ...errors import (
     ServerHTTPError,
     ServerModelNotFoundError,
     ServerStreamError,
-    ServerTimeoutError,
-    ServerUnavailableError,
 )
 from ...grammar import Grammar
 from ...sized_cache import SizedCache
-from ..base import GenerationCancelled, GenerationChunk, GenerationSettings, Runtime
+from ..base import GenerationChunk, GenerationSettings, Runtime
 
 if TYPE_CHECKING:
-    import httpx
+    pass
 
+from .connection import ServerConnection
 from .dialects import ServerDialect, dialect_for
 from .loop_cut import ListLoopCut, acut_list_loops, cut_list_loops
-from .sansio import _DONE, _T, _advance, _Core, _keep_result, _Lines, _Read, _Send, _Setup, _Sleep
+from .sansio import _Core, _Lines, _Read, _Setup
 from .settings import ASSUMED_CONTEXT_WINDOW, GrammarProtocol, ServerBackendSettings, ServerKind, ServerStats
 from .wire import (
     _CompletionReader,
     _context_error,
     _error_details,
     _http_error,
-    _import_httpx,
     _is_event_stream,
-    _retry_after,
     _SSEDecoder,
     estimate_tokens,
+    import_httpx,
     wire_text,
 )
 
-_RETRY_STATUSES = frozenset({429, 502, 503, 504})
 _PROBE_TEXT = "hammer grammar probe"
 _PROBE_GRAMMAR = f'root ::= "{_PROBE_TEXT}"'
 _PROBE_PROMPT = "<|im_start|>user\nSay hello.<|im_end|>\n<|im_start|>assistant\n"
@@ -119,12 +113,8 @@ class OpenAICompatibleBackend(Runtime):
             raise ValueError("pass either settings= or base_url/keyword options, not both")
         self.settings = settings
         self.stats = ServerStats()
-        self._stats_lock = threading.Lock()
-        self._state_lock = threading.Lock()  # quick bookkeeping only: the event loop may take it
         self._setup_lock = threading.RLock()  # discovery and the grammar probe: slow, network-bound
-        self._client: httpx.Client | None = None
-        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary())
+        self._connection = ServerConnection(settings, self.stats, fail=self._fail)
         self._loaded = False
         self._model: str | None = settings.model
         self._dialect: ServerDialect = dialect_for(settings.server_kind)
@@ -197,52 +187,14 @@ class OpenAICompatibleBackend(Runtime):
                     clone._protocol = clone._protocol or self._protocol
         return clone
 
-    # -------------------------------------------------------------------------------- clients
-    def _client_options(self) -> dict[str, Any]:
-        httpx = _import_httpx()
-        headers = {"User-Agent": "hammer-plugins", **self.settings.headers}
-        if self.settings.api_key is not None:
-            headers["Authorization"] = f"Bearer {self.settings.api_key.get_secret_value()}"
-        n = self.settings.max_connections
-        return {
-            "headers": headers, "trust_env": self.settings.trust_env,
-            "timeout": httpx.Timeout(self.settings.timeout, connect=self.settings.connect_timeout),
-            "limits": httpx.Limits(max_connections=n, max_keepalive_connections=n),
-        }
-
-    def _sync_client(self) -> httpx.Client:
-        client = self._client
-        if client is None or client.is_closed:
-            with self._state_lock:
-                if self._client is None or self._client.is_closed:
-                    self._client = _import_httpx().Client(**self._client_options())
-                client = self._client
-        return client
-
-    def _async_client(self) -> httpx.AsyncClient:
-        # An AsyncClient's pooled connections belong to the loop that opened them: one client per loop.
-        loop = asyncio.get_running_loop()
-        with self._state_lock:
-            client = self._async_clients.get(loop)
-            if client is None or client.is_closed:
-                client = _import_httpx().AsyncClient(**self._client_options())
-                self._async_clients[loop] = client
-        return client
-
+    # ------------------------------------------------------------------------------ connection
     def close(self) -> None:
         """Close the sync connection pool (the backend reopens one if used again)."""
-        with self._state_lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+        self._connection.close()
 
     async def aclose(self) -> None:
         """Close this event loop's async connection pool, and the sync one."""
-        with self._state_lock:
-            client = self._async_clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
-        self.close()
+        await self._connection.aclose()
 
     def __enter__(self) -> OpenAICompatibleBackend:
         return self
@@ -256,146 +208,6 @@ class OpenAICompatibleBackend(Runtime):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _count(self, field: str, n: int = 1) -> None:
-        with self._stats_lock:
-            setattr(self.stats, field, getattr(self.stats, field) + n)
-            if field == "in_flight":
-                self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
-
-    # ---------------------------------------------------------------------------------- drivers
-    def _drive(self, core: _Core[Any], cancel: threading.Event | None = None) -> Iterator[GenerationChunk]:
-        """Run a core on the sync client, in the calling thread; pass its chunks on until ``cancel`` is set."""
-        opened: list[httpx.Response] = []
-        reply: Any = None
-        failure: Exception | None = None
-        try:
-            while (item := _advance(core, reply, failure)) is not _DONE:
-                reply, failure = None, None
-                if cancel is not None and cancel.is_set():
-                    raise GenerationCancelled("the call was cancelled")
-                if isinstance(item, GenerationChunk):
-                    yield item
-                    continue
-                try:
-                    reply = self._execute(item, opened)
-                except Exception as exc:  # thrown into the core: its except clauses map or retry it
-                    failure = exc
-        finally:
-            core.close()
-            for response in opened:
-                response.close()  # a caller that stopped reading drops the connection: the server cancels
-
-    async def _adrive(self, core: _Core[Any]) -> AsyncIterator[GenerationChunk]:
-        """Run a core on the event loop's async client, with no worker thread; pass its chunks on."""
-        opened: list[httpx.Response] = []
-        reply: Any = None
-        failure: Exception | None = None
-        try:
-            while (item := _advance(core, reply, failure)) is not _DONE:
-                reply, failure = None, None
-                if isinstance(item, GenerationChunk):
-                    yield item
-                    continue
-                try:
-                    reply = await self._aexecute(item, opened)
-                except Exception as exc:  # thrown into the core: its except clauses map or retry it
-                    failure = exc
-        finally:
-            # Also when the awaiting task is cancelled (asyncio.CancelledError passes the except above).
-            core.close()
-            for response in opened:
-                await response.aclose()  # a caller that stopped reading drops the connection: the server cancels
-
-    def _execute(self, item: object, opened: list[httpx.Response]) -> Any:
-        """Carry out one request of a core, blocking."""
-        match item:
-            case _Send(method, path, body):
-                client = self._sync_client()
-                response = client.send(client.build_request(method, self.base_url + path, json=body), stream=True)
-                opened.append(response)
-                return response
-            case _Read(response):
-                try:
-                    return response.read()
-                finally:
-                    response.close()
-            case _Lines() as lines:
-                lines.iterator = lines.iterator or lines.response.iter_lines()
-                if (line := next(lines.iterator, None)) is None:
-                    lines.response.close()
-                return line
-            case _Sleep(seconds):
-                time.sleep(seconds)
-            case _Setup(step):
-                return step()
-            case _:
-                raise TypeError(f"not a request: {item!r}")
-        return None
-
-    async def _aexecute(self, item: object, opened: list[httpx.Response]) -> Any:
-        """Carry out one request of a core, on the event loop."""
-        match item:
-            case _Send(method, path, body):
-                client = self._async_client()
-                response = await client.send(client.build_request(method, self.base_url + path, json=body), stream=True)
-                opened.append(response)
-                return response
-            case _Read(response):
-                try:
-                    return await response.aread()
-                finally:
-                    await response.aclose()
-            case _Lines() as lines:
-                lines.iterator = lines.iterator or lines.response.aiter_lines()
-                if (line := await anext(lines.iterator, None)) is None:
-                    await lines.response.aclose()
-                return line
-            case _Sleep(seconds):
-                await asyncio.sleep(seconds)
-            case _Setup(step):
-                return await asyncio.to_thread(step)
-            case _:
-                raise TypeError(f"not a request: {item!r}")
-        return None
-
-    def _call(self, core: _Core[_T]) -> _T:
-        """Run a core that streams nothing (a JSON request, a token count); return its result."""
-        result: list[_T] = []
-        for _ in self._drive(_keep_result(core, result)):
-            pass
-        return result[0]
-
-    async def _acall(self, core: _Core[_T]) -> _T:
-        """Async :meth:`_call`, on the event loop."""
-        result: list[_T] = []
-        async for _ in self._adrive(_keep_result(core, result)):
-            pass
-        return result[0]
-
-    # ---------------------------------------------------------------------- sending, retries
-    def _backoff(self, attempt: int, retry_after: str | None) -> float:
-        told = _retry_after(retry_after)
-        base = self.settings.retry_backoff * (2 ** attempt) * (1 + 0.25 * random.random())
-        return min(self.settings.max_backoff, max(base, told or 0.0))
-
-    def _unreachable(self, path: str, exc: Exception, attempts: int) -> ServerUnavailableError:
-        return ServerUnavailableError(
-            f"could not connect to the inference server at {self.base_url} ({path}: {type(exc).__name__}: "
-            f"{exc or 'connection failed'}) after {attempts} attempt(s). Fix: start the server (see docs/server.md) "
-            "or correct base_url.", url=self.base_url)
-
-    def _timed_out(self, path: str, exc: Exception, partial: str = "") -> ServerTimeoutError:
-        return ServerTimeoutError(
-            f"the server at {self.base_url} sent nothing for {self.settings.timeout:g} s ({path}: "
-            f"{type(exc).__name__}); not retried, as it may still be working on the request. Fix: raise timeout= "
-            "(it covers queueing and time to first token), or lower the load on the server.",
-            url=self.base_url, partial_text=partial)
-
-    def _broken(self, path: str, exc: Exception, attempts: int = 1) -> ServerUnavailableError:
-        return ServerUnavailableError(
-            f"the server at {self.base_url} closed the connection before answering ({path}: {type(exc).__name__}: "
-            f"{exc}) after {attempts} attempt(s). Fix: check the server's log.", url=self.base_url)
-
     def _fail(self, status: int, body: str, path: str, max_tokens: int = 0) -> HammerError:
         message, code, error = _error_details(body)
         if status in (400, 413, 422):
@@ -405,56 +217,6 @@ class OpenAICompatibleBackend(Runtime):
                 return overflow
         return _http_error(status, body, self.base_url, path, self._model)
 
-    def _send(self, method: str, path: str, body: Any = None, *, allow: tuple[int, ...] = (),
-              max_tokens: int = 0) -> _Core[httpx.Response]:
-        """Send with the retry policy; return the response (2xx or ``allow``ed), its body still to read."""
-        httpx = _import_httpx()
-        attempt = 0
-        while True:
-            self._count("requests")
-            retry_after: str | None = None
-            try:
-                response = yield _Send(method, path, body)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                if attempt >= self.settings.max_retries:
-                    raise self._unreachable(path, exc, attempt + 1) from exc
-            except httpx.TimeoutException as exc:
-                raise self._timed_out(path, exc) from exc
-            except httpx.TransportError as exc:
-                # Closed before one byte of answer: most often a pooled keep-alive connection the server
-                # had already dropped. Completions have no side effects, so sending again is safe.
-                if attempt >= self.settings.max_retries:
-                    raise self._broken(path, exc, attempt + 1) from exc
-            else:
-                if response.status_code < 400 or response.status_code in allow:
-                    return response
-                try:
-                    text = (yield _Read(response)).decode("utf-8", errors="replace")
-                except httpx.HTTPError:
-                    text = ""
-                if response.status_code not in _RETRY_STATUSES or attempt >= self.settings.max_retries:
-                    raise self._fail(response.status_code, text, path, max_tokens)
-                retry_after = response.headers.get("retry-after")
-            # Here only when a retry is due (every other way raised or returned above).
-            self._count("retries")
-            yield _Sleep(self._backoff(attempt, retry_after))
-            attempt += 1
-
-    def _json(self, method: str, path: str, body: Any = None, *, allow: tuple[int, ...] = ()) -> _Core[tuple[int, Any]]:
-        """Send and read the whole answer: its status and JSON (None if it has none)."""
-        httpx = _import_httpx()
-        response = yield from self._send(method, path, body, allow=allow)
-        try:
-            content = yield _Read(response)
-        except httpx.TimeoutException as exc:
-            raise self._timed_out(path, exc) from exc
-        except httpx.TransportError as exc:
-            raise self._broken(path, exc) from exc
-        try:
-            return response.status_code, json.loads(content) if content else None
-        except ValueError:
-            return response.status_code, None
-
     # ------------------------------------------------------------------------------ discovery
     def load(self) -> None:
         """Check the server once: the model it serves, its kind and context window."""
@@ -462,7 +224,7 @@ class OpenAICompatibleBackend(Runtime):
             return
         with self._setup_lock:
             if not self._loaded:
-                self._call(self._discover())
+                self._connection.call(self._discover())
                 self._loaded = True
 
     async def aload(self) -> None:
@@ -472,7 +234,7 @@ class OpenAICompatibleBackend(Runtime):
 
     def _discover(self) -> _Core[None]:
         """The core of :meth:`load`."""
-        status, payload = yield from self._json("GET", "/v1/models", allow=(404, 405))
+        status, payload = yield from self._connection.json("GET", "/v1/models", allow=(404, 405))
         entries = [e for e in payload.get("data", []) if isinstance(e, dict)] if isinstance(payload, dict) else []
         ids = [str(e.get("id")) for e in entries]
         wanted = self.settings.model
@@ -507,7 +269,7 @@ class OpenAICompatibleBackend(Runtime):
                 if props is not None:
                     kind = "llama_server"
                 else:
-                    count_status, _ = yield from self._json("POST", "/extras/tokenize/count", {"input": "x"},
+                    count_status, _ = yield from self._connection.json("POST", "/extras/tokenize/count", {"input": "x"},
                                                             allow=(404, 405, 422))
                     kind = "llama_cpp_python" if count_status == 200 else "openai"
             self._dialect = dialect_for(kind)
@@ -520,7 +282,7 @@ class OpenAICompatibleBackend(Runtime):
         self._tokenize_path = self._dialect.tokenize_path
 
     def _props(self) -> _Core[dict[str, Any] | None]:
-        status, payload = yield from self._json("GET", "/props", allow=(404, 405))
+        status, payload = yield from self._connection.json("GET", "/props", allow=(404, 405))
         return payload if status == 200 and isinstance(payload, dict) else None
 
     def _learn_window(self, window: int) -> None:
@@ -556,11 +318,11 @@ class OpenAICompatibleBackend(Runtime):
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` from the server's tokenizer (cached), or an estimate where it has none."""
-        return self._call(self._count_tokens(text))
+        return self._connection.call(self._count_tokens(text))
 
     async def acount_tokens(self, text: str) -> int:
         """Async :meth:`count_tokens`, on the event loop."""
-        return await self._acall(self._count_tokens(text))
+        return await self._connection.acall(self._count_tokens(text))
 
     def _count_tokens(self, text: str) -> _Core[int]:
         """The core of :meth:`count_tokens` and :meth:`acount_tokens`."""
@@ -574,7 +336,7 @@ class OpenAICompatibleBackend(Runtime):
         if route is None:
             return estimate_tokens(text)
         path, extra = route
-        status, payload = yield from self._json("POST", path, self._tokenize_body(extra, text), allow=(404, 405, 422))
+        status, payload = yield from self._connection.json("POST", path, self._tokenize_body(extra, text), allow=(404, 405, 422))
         return self._read_count(status, payload, text)
 
     # ------------------------------------------------------------------------------- grammars
@@ -625,7 +387,7 @@ class OpenAICompatibleBackend(Runtime):
         settings = GenerationSettings(max_tokens=32, temperature=0.0)
         body = self._completion_body(_PROBE_PROMPT, settings, self._grammar_fields(protocol, _PROBE_GRAMMAR))
         try:
-            text = "".join(chunk.text for chunk in self._drive(self._completion(body, _PROBE_PROMPT, settings)))
+            text = "".join(chunk.text for chunk in self._connection.drive(self._completion(body, _PROBE_PROMPT, settings)))
         except ServerHTTPError as exc:
             return f"HTTP {exc.status_code}: {exc.detail[:200]}"
         return None if text.strip() == _PROBE_TEXT else f"answered {text[:60]!r}, ignoring the grammar"
@@ -652,14 +414,14 @@ class OpenAICompatibleBackend(Runtime):
         the caller closes the iterator, the response is closed, so the server stops generating. A
         constrained call list that starts repeating its calls is stopped there (:mod:`.loop_cut`).
         """
-        chunks = self._drive(self._generate(prompt, settings, grammar), cancel)
+        chunks = self._connection.drive(self._generate(prompt, settings, grammar), cancel)
         cut = self._loop_cut(prompt, settings, grammar)
         return chunks if cut is None else cut_list_loops(chunks, cut)
 
     def astream(self, prompt: str, settings: GenerationSettings,
                 grammar: Grammar | None = None) -> AsyncIterator[GenerationChunk]:
         """Native async :meth:`stream`: runs on the event loop, concurrently with other calls."""
-        chunks = self._adrive(self._generate(prompt, settings, grammar))
+        chunks = self._connection.adrive(self._generate(prompt, settings, grammar))
         cut = self._loop_cut(prompt, settings, grammar)
         return chunks if cut is None else acut_list_loops(chunks, cut)
 
@@ -684,13 +446,13 @@ class OpenAICompatibleBackend(Runtime):
 
     def _completion(self, body: dict[str, Any], prompt: str, settings: GenerationSettings) -> _Core[None]:
         """One completion: its text as it streams, then a closing chunk with usage and finish reason."""
-        httpx = _import_httpx()
+        httpx = import_httpx()
         path = "/v1/completions"
         reader = _CompletionReader(self.base_url)
         decoder = _SSEDecoder()
-        self._count("in_flight")
+        self._connection.count("in_flight")
         try:
-            response = yield from self._send("POST", path, body, max_tokens=settings.max_tokens)
+            response = yield from self._connection.send("POST", path, body, max_tokens=settings.max_tokens)
             if not _is_event_stream(response):
                 reader.on_payload(json.loads((yield _Read(response)) or b"null"))
                 if reader.text:
@@ -708,16 +470,16 @@ class OpenAICompatibleBackend(Runtime):
                     if text:
                         yield GenerationChunk(text=text)
         except httpx.TimeoutException as exc:
-            self._count("errors")
-            raise self._timed_out(path, exc, reader.text) from exc
+            self._connection.count("errors")
+            raise self._connection.timed_out(path, exc, reader.text) from exc
         except httpx.TransportError as exc:
-            self._count("errors")
+            self._connection.count("errors")
             raise self._stream_broke(exc, reader) from exc
         except HammerError:
-            self._count("errors")
+            self._connection.count("errors")
             raise
         finally:
-            self._count("in_flight", -1)
+            self._connection.count("in_flight", -1)
         if reader.events == 0:
             yield from self._diagnose(body, settings.max_tokens)
         usage = reader.usage or {}
@@ -738,21 +500,21 @@ class OpenAICompatibleBackend(Runtime):
 
     def _diagnose(self, body: dict[str, Any], max_tokens: int) -> _Core[None]:
         try:
-            yield from self._json("POST", "/v1/completions", self._diagnostic_body(body))
+            yield from self._connection.json("POST", "/v1/completions", self._diagnostic_body(body))
         except ContextWindowExceededError as exc:
-            self._count("errors")
+            self._connection.count("errors")
             raise self._with_max_tokens(exc, max_tokens) from None
         except ServerError:
-            self._count("errors")
+            self._connection.count("errors")
             raise
 
     def _final(self, reader: _CompletionReader, prompt_tokens: int | None, max_tokens: int) -> GenerationChunk:
         try:
             chunk = reader.final(prompt_tokens, max_tokens)
         except ServerStreamError:
-            self._count("errors")
+            self._connection.count("errors")
             raise
-        self._count("completions")
+        self._connection.count("completions")
         return chunk
 
     def _stream_broke(self, exc: Exception, reader: _CompletionReader) -> ServerStreamError:

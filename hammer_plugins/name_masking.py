@@ -10,7 +10,7 @@ stays identical across the turns of a conversation.
 
 Example:
     >>> from hammer_plugins import Tool, ToolCall
-    >>> from hammer_plugins.masking import NameMask
+    >>> from hammer_plugins.name_masking import NameMask
     >>> tool = Tool(name="get_weather", description="Weather for a city",
     ...             parameters={"type": "object", "properties": {"city": {"type": "string"}}})
     >>> mask = NameMask.for_tools([tool])

@@ -7,7 +7,7 @@ object is decoded once, when it closes (a parser that re-reads the whole answer 
 quadratic: 26 s of CPU for one 32k-character call).
 
 Example:
-    >>> from hammer_plugins.streaming import CallScanner
+    >>> from hammer_plugins.call_scanner import CallScanner
     >>> scanner = CallScanner()
     >>> scanner.feed('[{"name": "a", "argu')
     []
