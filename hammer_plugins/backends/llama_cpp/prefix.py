@@ -1,0 +1,113 @@
+"""The KV state of a prompt's tools prefix: found in the context, or restored from the prefix cache on
+disk, or evaluated once and stored there, so that a new process skips it.
+
+Example:
+    >>> from hammer_plugins.backends.llama_cpp import LlamaCppBackend
+    >>> issubclass(LlamaCppBackend, LlamaCppPrefix)
+    True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...prefix_cache import PrefixCache
+from ...prompt import Prompt
+from .native import import_llama_cpp
+
+
+class LlamaCppPrefix:
+    """The prefix-cache job of :class:`~hammer_plugins.backends.llama_cpp.LlamaCppBackend` (a mixin: it
+    reads and writes the backend's loaded model).
+
+    Example:
+        >>> LlamaCppPrefix.__name__
+        'LlamaCppPrefix'
+    """
+
+    prefix_cache: PrefixCache | None
+    n_gpu_layers: int
+    _runtime: str | None
+
+    if TYPE_CHECKING:
+        @property
+        def llama(self) -> Any: ...
+        def tokenize(self, text: str) -> list[int]: ...
+        def _gguf_path(self) -> Path: ...
+        def _eval(self, tokens: list[int]) -> None: ...
+
+    def _common_prefix(self, tokens: list[int]) -> int:
+        """How many leading ``tokens`` the context already holds."""
+        llama = self.llama
+        previous = llama.input_ids[: llama.n_tokens].tolist()
+        same = 0
+        for a, b in zip(previous, tokens, strict=False):
+            if a != b:
+                break
+            same += 1
+        return same
+
+    def _shared_tokens(self, prompt: str, prompt_tokens: list[int], chars: int) -> list[int]:
+        """The prompt's leading tokens that stand for its first ``chars`` characters (the tools prefix).
+
+        The prefix ends a ChatML turn, so its tokens are the prompt's own; should a tokenizer merge
+        across that boundary, only the tokens both agree on are shared. One token is always left
+        to evaluate, as llama-cpp-python needs logits for the first answer token.
+        """
+        own = self.tokenize(prompt.head(chars) if isinstance(prompt, Prompt) else prompt[:chars])
+        n = 0
+        for a, b in zip(own, prompt_tokens, strict=False):
+            if a != b:
+                break
+            n += 1
+        n = min(n, len(prompt_tokens) - 1)
+        return prompt_tokens[:n] if n >= 16 else []
+
+    def _runtime_id(self) -> str:
+        """What the KV state depends on besides the tokens: a change makes every stored state miss."""
+        if self._runtime is None:
+            params = self.llama.context_params
+            self._runtime = json.dumps([
+                *self._file_id(),
+                self.n_gpu_layers, int(params.n_ctx), int(params.n_batch), int(params.type_k), int(params.type_v),
+                repr(getattr(params, "flash_attn", None)), repr(getattr(params, "flash_attn_type", None)),
+            ])
+        return self._runtime
+
+    def _file_id(self) -> list[Any]:
+        """The model file (path, size, modification time) and the llama.cpp runtime's version."""
+        path = self._gguf_path().resolve()
+        stat = path.stat()
+        return [str(path), stat.st_size, stat.st_mtime_ns, getattr(import_llama_cpp(), "__version__", "?")]
+
+    def _restore_or_store(self, shared: list[int]) -> int:
+        """Put the state of ``shared`` in the context, from disk when stored; the tokens it saved from evaluation.
+
+        Without a stored state the prefix is evaluated on its own and stored, so a cold call and a
+        later warm one decode from byte-identical KV state (and give identical answers).
+        """
+        assert self.prefix_cache is not None
+        llama_cpp = import_llama_cpp()
+        llama = self.llama
+        ctx = llama._ctx.ctx
+        runtime = self._runtime_id()
+        state = self.prefix_cache.load(runtime, shared)
+        llama.reset()
+        llama._ctx.kv_cache_clear()
+        if state is not None:
+            buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+            if llama_cpp.llama_state_seq_set_data(ctx, buffer, len(state), 0):
+                llama.input_ids[: len(shared)] = shared
+                llama.n_tokens = len(shared)
+                return len(shared)
+            llama._ctx.kv_cache_clear()  # a state this runtime cannot read: evaluate instead
+        self._eval(shared)  # cancelled part-way: nothing is stored, and the next call evaluates it again
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        buffer = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
+        if written:
+            self.prefix_cache.store(runtime, shared, bytes(buffer)[:written])
+        return 0
