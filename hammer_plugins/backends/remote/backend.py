@@ -29,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import threading
@@ -38,11 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import (
     ContextWindowExceededError,
-    GrammarNotSupportedError,
     HammerError,
     ServerError,
-    ServerHTTPError,
-    ServerModelNotFoundError,
     ServerStreamError,
 )
 from ...grammar import Grammar
@@ -54,9 +50,12 @@ if TYPE_CHECKING:
 
 from .connection import ServerConnection
 from .dialects import ServerDialect, dialect_for
+from .discovery import ServerDiscovery
+from .grammar_probe import ServerGrammarProbe
 from .loop_cut import ListLoopCut, acut_list_loops, cut_list_loops
 from .sansio import _Core, _Lines, _Read, _Setup
 from .settings import ASSUMED_CONTEXT_WINDOW, GrammarProtocol, ServerBackendSettings, ServerKind, ServerStats
+from .token_counting import ServerTokenCounting
 from .wire import (
     _CompletionReader,
     _context_error,
@@ -64,18 +63,13 @@ from .wire import (
     _http_error,
     _is_event_stream,
     _SSEDecoder,
-    estimate_tokens,
     import_httpx,
     wire_text,
 )
 
-_PROBE_TEXT = "hammer grammar probe"
-_PROBE_GRAMMAR = f'root ::= "{_PROBE_TEXT}"'
-_PROBE_PROMPT = "<|im_start|>user\nSay hello.<|im_end|>\n<|im_start|>assistant\n"
-
 
 # -------------------------------------------------------------------------------------- backend
-class OpenAICompatibleBackend(Runtime):
+class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGrammarProbe, Runtime):
     """Hammer on an OpenAI-compatible server (vLLM, llama-server, llama-cpp-python), over ``/v1/completions``.
 
     Args:
@@ -216,181 +210,6 @@ class OpenAICompatibleBackend(Runtime):
                 self._learn_window(overflow.context_window)
                 return overflow
         return _http_error(status, body, self.base_url, path, self._model)
-
-    # ------------------------------------------------------------------------------ discovery
-    def load(self) -> None:
-        """Check the server once: the model it serves, its kind and context window."""
-        if self._loaded:
-            return
-        with self._setup_lock:
-            if not self._loaded:
-                self._connection.call(self._discover())
-                self._loaded = True
-
-    async def aload(self) -> None:
-        """Async :meth:`load` (a one-off handful of small requests, run in a worker thread)."""
-        if not self._loaded:
-            await asyncio.to_thread(self.load)
-
-    def _discover(self) -> _Core[None]:
-        """The core of :meth:`load`."""
-        status, payload = yield from self._connection.json("GET", "/v1/models", allow=(404, 405))
-        entries = [e for e in payload.get("data", []) if isinstance(e, dict)] if isinstance(payload, dict) else []
-        ids = [str(e.get("id")) for e in entries]
-        wanted = self.settings.model
-        if status != 200 or not entries:
-            if wanted is None:
-                raise ServerModelNotFoundError(
-                    f"the server at {self.base_url} lists no models at /v1/models. Fix: pass model=<name>.",
-                    url=self.base_url)
-        elif wanted is None:
-            if len(ids) != 1:
-                raise ServerModelNotFoundError(
-                    f"the server at {self.base_url} serves several models {ids}. Fix: pass model=<one of them>.",
-                    url=self.base_url, available=ids)
-            self._model = ids[0]
-        elif wanted not in ids:
-            # llama-cpp-python silently answers an unknown name with its default model: check here.
-            raise ServerModelNotFoundError(
-                f"the server at {self.base_url} does not serve model {wanted!r}; it serves {ids}. Fix: pass "
-                f"model={ids[0]!r}, or start the server under that name (vLLM: --served-model-name; "
-                "llama-cpp-python: --model_alias; llama-server: --alias).",
-                url=self.base_url, model=wanted, available=ids)
-        entry = next((e for e in entries if e.get("id") == self._model), {})
-        props: dict[str, Any] | None = None
-        if self._dialect.kind == "auto":
-            owner = entry.get("owned_by")
-            if owner == "vllm":
-                kind: ServerKind = "vllm"
-            elif owner == "llamacpp":
-                kind = "llama_server"
-            else:
-                props = yield from self._props()
-                if props is not None:
-                    kind = "llama_server"
-                else:
-                    count_status, _ = yield from self._connection.json("POST", "/extras/tokenize/count", {"input": "x"},
-                                                            allow=(404, 405, 422))
-                    kind = "llama_cpp_python" if count_status == 200 else "openai"
-            self._dialect = dialect_for(kind)
-        if self._window is None:
-            if self._dialect.needs_props and props is None:
-                props = yield from self._props()
-            window = self._dialect.context_window(entry, props)
-            if window is not None:
-                self._window, self._window_source = window, "server"
-        self._tokenize_path = self._dialect.tokenize_path
-
-    def _props(self) -> _Core[dict[str, Any] | None]:
-        status, payload = yield from self._connection.json("GET", "/props", allow=(404, 405))
-        return payload if status == 200 and isinstance(payload, dict) else None
-
-    def _learn_window(self, window: int) -> None:
-        if window > 0 and self._window_source != "setting":
-            self._window, self._window_source = window, "learned"
-
-    # ---------------------------------------------------------------------------- tokenizing
-    def _cached_count(self, text: str) -> int | None:
-        return self._token_cache.get(text)
-
-    def _remember_count(self, text: str, n: int) -> int:
-        self._token_cache.put(text, n, len(text))
-        return n
-
-    def _tokenize_request(self) -> tuple[str, dict[str, Any]] | None:
-        if self.settings.token_counting == "estimate" or self._tokenize_path is None:
-            return None
-        return self._tokenize_path, self._dialect.tokenize_extra(self._model)
-
-    def _read_count(self, status: int, payload: Any, text: str) -> int:
-        if status != 200 or not isinstance(payload, dict):
-            self._tokenize_path = None  # no such endpoint after all: estimate from now on
-            return estimate_tokens(text)
-        if isinstance(payload.get("count"), int):
-            return self._remember_count(text, payload["count"])
-        if isinstance(payload.get("tokens"), list):
-            return self._remember_count(text, len(payload["tokens"]))
-        self._tokenize_path = None
-        return estimate_tokens(text)
-
-    def _tokenize_body(self, extra: dict[str, Any], text: str) -> dict[str, Any]:
-        return {**extra, self._dialect.tokenize_text_key: text}
-
-    def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` from the server's tokenizer (cached), or an estimate where it has none."""
-        return self._connection.call(self._count_tokens(text))
-
-    async def acount_tokens(self, text: str) -> int:
-        """Async :meth:`count_tokens`, on the event loop."""
-        return await self._connection.acall(self._count_tokens(text))
-
-    def _count_tokens(self, text: str) -> _Core[int]:
-        """The core of :meth:`count_tokens` and :meth:`acount_tokens`."""
-        text = wire_text(text)  # as it will be sent: text that looks like a special token is counted as text
-        cached = self._cached_count(text)
-        if cached is not None:
-            return cached
-        if not self._loaded:
-            yield _Setup(self.load)
-        route = self._tokenize_request()
-        if route is None:
-            return estimate_tokens(text)
-        path, extra = route
-        status, payload = yield from self._connection.json("POST", path, self._tokenize_body(extra, text), allow=(404, 405, 422))
-        return self._read_count(status, payload, text)
-
-    # ------------------------------------------------------------------------------- grammars
-    @staticmethod
-    def _grammar_fields(protocol: GrammarProtocol | None, grammar: str | None) -> dict[str, Any]:
-        if grammar is None or protocol in (None, "none", "auto"):
-            return {}
-        if protocol == "llama_cpp":
-            return {"grammar": grammar}
-        if protocol == "vllm":
-            return {"structured_outputs": {"grammar": grammar}}
-        return {"guided_grammar": grammar}
-
-    def _candidates(self) -> list[GrammarProtocol]:
-        wanted = self.settings.grammar_protocol
-        if wanted != "auto":
-            return [wanted]
-        return list(self._dialect.grammar_protocols)
-
-    def resolve_grammar_protocol(self) -> GrammarProtocol:
-        """Find (once) the grammar protocol the server applies, by a probe; raise if it applies none.
-
-        The probe asks for a short completion under a grammar that allows one fixed sentence: a server
-        that ignores the grammar field answers something else.
-        """
-        if self._protocol is not None:
-            return self._protocol
-        with self._setup_lock:
-            if self._protocol is not None:
-                return self._protocol
-            self.load()
-            tried: list[str] = []
-            for candidate in self._candidates():
-                outcome = self._probe(candidate)
-                if outcome is None:
-                    self._protocol = candidate
-                    return candidate
-                tried.append(f"{candidate}: {outcome}")
-            raise GrammarNotSupportedError(
-                f"the server at {self.base_url} ({self._dialect.kind}) did not apply a grammar under any protocol tried "
-                f"({'; '.join(tried)}). Fix: set grammar_protocol to what the server supports ('llama_cpp' for "
-                "llama-server and llama-cpp-python, 'vllm' for vLLM >= 0.10.2, 'vllm_guided' for older vLLM), or "
-                "run unconstrained with HammerEngine(constrained=False) (the parser still reads lenient output).",
-                url=self.base_url)
-
-    def _probe(self, protocol: GrammarProtocol) -> str | None:
-        """None if the server applied the probe grammar under ``protocol``, else what happened."""
-        settings = GenerationSettings(max_tokens=32, temperature=0.0)
-        body = self._completion_body(_PROBE_PROMPT, settings, self._grammar_fields(protocol, _PROBE_GRAMMAR))
-        try:
-            text = "".join(chunk.text for chunk in self._connection.drive(self._completion(body, _PROBE_PROMPT, settings)))
-        except ServerHTTPError as exc:
-            return f"HTTP {exc.status_code}: {exc.detail[:200]}"
-        return None if text.strip() == _PROBE_TEXT else f"answered {text[:60]!r}, ignoring the grammar"
 
     # ----------------------------------------------------------------------------- completions
     def _completion_body(self, prompt: str, settings: GenerationSettings, grammar_fields: dict[str, Any]) -> dict[str, Any]:
