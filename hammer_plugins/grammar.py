@@ -16,7 +16,7 @@ classes, groups, alternation, repetition, ``^``/``$`` at the ends), ``format`` (
 GBNF cannot intersect, so beside a ``pattern`` it drops the lengths and the format. Counts above
 ``SchemaLimits.max_min_items`` are not unrolled. What the grammar leaves out (``multipleOf``,
 ``uniqueItems``, bounds of non-integer numbers, the calendar, an unsupported pattern) is checked after
-decoding by :func:`hammer_plugins.schema_keywords.keyword_violation`: the engine turns such a call into
+decoding by :func:`hammer_plugins.keyword_check.keyword_violation`: the engine turns such a call into
 an invalid call naming the keyword, and each such limit is reported once as a
 :class:`~hammer_plugins.schema_keywords.SchemaKeywordWarning`. A string whose ``pattern`` or ``format``
 the grammar enforces is written raw (no escapes). One restriction of layout: the properties of an

@@ -1,12 +1,14 @@
-"""The value keywords of JSON Schema beyond types: how the grammar enforces them, and the check after decoding.
+"""The value keywords of JSON Schema beyond types: how the grammar enforces them (the check after decoding,
+for what it cannot, is :mod:`hammer_plugins.keyword_check`).
 
 The grammar (:mod:`hammer_plugins.grammar`) enforces ``pattern``, ``format``, ``minLength``/``maxLength``,
 integer bounds and ``minItems``/``maxItems`` as far as each notation can (see ``docs/engine.md``,
 "Schema keywords"). What it cannot express (``multipleOf``, ``uniqueItems``, the bounds of non-integer
-numbers, a ``pattern`` feature the engines lack, a count above the unrolling limit) is checked here after
-decoding: :func:`keyword_violation` names the first keyword a call's arguments break, and the engine turns
-that call into an invalid call naming it (never a silent pass). Each limit of the grammar is reported once,
-as a :class:`SchemaKeywordWarning`, when the grammar of the tool is built.
+numbers, a ``pattern`` feature the engines lack, a count above the unrolling limit) is checked after
+decoding: :func:`~hammer_plugins.keyword_check.keyword_violation` names the first keyword a call's
+arguments break, and the engine turns that call into an invalid call naming it (never a silent pass).
+Each limit of the grammar is reported once, as a :class:`SchemaKeywordWarning`, when the grammar of the
+tool is built.
 
 Regexes are kept as a small tree (:data:`Rx`) written out in both notations: Lark regex (llguidance) and
 GBNF (llama.cpp). A ``pattern`` is read with Python's own regex parser and translated where it uses only
@@ -15,18 +17,14 @@ alternation, repetition, and ``^``/``$`` at the ends. Strings whose pattern or f
 are written raw (no JSON escapes), which every value these keywords describe allows.
 
 Example:
-    >>> schema = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 5}}}
-    >>> keyword_violation(schema, {"n": 12})
-    ('n', 'multipleOf', '12 is not a multiple of 5')
-    >>> keyword_violation(schema, {"n": 15}) is None
-    True
+    >>> to_lark(int_range_rx(1, 12))
+    '[1-9]|1[0-2]'
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
-import json
 import math
 import re
 import threading
@@ -43,7 +41,6 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sre  # type: ignore[no-redef]
 
 from . import linear_regex
-from .json_schema import json_type
 from .linear_regex import class_ranges, complement, norm_ranges
 
 
@@ -393,139 +390,3 @@ def integer_bounds(schema: Mapping[str, Any]) -> tuple[int | None, int | None]:
     return low, high
 
 
-# ------------------------------------------------------------------ the check after decoding
-def _types(schema: Mapping[str, Any]) -> list[str | None]:
-    stype = schema.get("type")
-    named = stype if isinstance(stype, list) else [stype] if stype else []
-    types = [json_type(str(t)) for t in named]
-    if schema.get("nullable") and types and "null" not in types:
-        types.append("null")
-    return types
-
-
-def _is(kind: str | None, value: Any) -> bool:
-    if kind is None:
-        return True
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool) or (isinstance(value, float) and value.is_integer())
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "null":
-        return value is None
-    if kind == "array":
-        return isinstance(value, list)
-    if kind == "object":
-        return isinstance(value, dict)
-    return True
-
-
-def _canonical(value: Any) -> str:
-    """A key equal for JSON-equal values (``1`` and ``1.0`` alike, ``true`` and ``1`` not)."""
-    def norm(v: Any) -> Any:
-        if isinstance(v, bool) or v is None or isinstance(v, str):
-            return v
-        if isinstance(v, (int, float)):
-            return ["n", str(Fraction(v)) if math.isfinite(v) else repr(v)]
-        if isinstance(v, list):
-            return [norm(i) for i in v]
-        if isinstance(v, dict):
-            return {k: norm(i) for k, i in v.items()}
-        return repr(v)
-    return json.dumps(norm(value), sort_keys=True)
-
-
-def _number_violation(schema: Mapping[str, Any], value: Any) -> tuple[str, str] | None:
-    exact = Fraction(value) if not isinstance(value, float) else Fraction(repr(value)) if math.isfinite(value) else None
-    if exact is None:
-        return None
-    checks = (
-        ("minimum", lambda b: exact >= b, ">="),
-        ("maximum", lambda b: exact <= b, "<="),
-        ("exclusiveMinimum", lambda b: exact > b, ">"),
-        ("exclusiveMaximum", lambda b: exact < b, "<"),
-    )
-    for key, ok, sign in checks:
-        bound = schema.get(key)
-        if isinstance(bound, bool) or not isinstance(bound, (int, float)):
-            continue
-        if key in ("minimum", "maximum") and schema.get("exclusive" + key[0].upper() + key[1:]) is True:
-            ok = (lambda b: exact > b) if key == "minimum" else (lambda b: exact < b)  # noqa: E731 - draft 4
-            sign = sign.rstrip("=")
-        if not ok(Fraction(repr(bound)) if isinstance(bound, float) else Fraction(bound)):
-            return key, f"{value!r} is not {sign} {bound!r}"
-    step = schema.get("multipleOf")
-    if isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0:
-        quotient = exact / (Fraction(repr(step)) if isinstance(step, float) else Fraction(step))
-        if quotient.denominator != 1:
-            return "multipleOf", f"{value!r} is not a multiple of {step!r}"
-    return None
-
-
-def _own_violation(schema: Mapping[str, Any], value: Any) -> tuple[str, str] | None:
-    if isinstance(value, str):
-        length = len(value)
-        if isinstance(schema.get("minLength"), int) and length < schema["minLength"]:
-            return "minLength", f"{length} characters, fewer than {schema['minLength']}"
-        if isinstance(schema.get("maxLength"), int) and length > schema["maxLength"]:
-            return "maxLength", f"{length} characters, more than {schema['maxLength']}"
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str):
-            # RE2, linear in the value, never Python's backtracking re (see hammer_plugins.linear_regex). Binding
-            # a tool refuses a pattern RE2 cannot run; a schema that skipped binding fails closed here.
-            try:
-                matched = linear_regex.search(pattern, value)
-            except linear_regex.UnsupportedPattern as exc:
-                return "pattern", f"{pattern!r} cannot be checked: it uses {exc}"
-            if not matched:
-                return "pattern", f"{value!r} does not match {pattern!r}"
-        fmt = schema.get("format")
-        if isinstance(fmt, str) and not format_ok(fmt, value):
-            return "format", f"{value!r} is not a {fmt}"
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        return _number_violation(schema, value)
-    elif isinstance(value, list):
-        if isinstance(schema.get("minItems"), int) and len(value) < schema["minItems"]:
-            return "minItems", f"{len(value)} items, fewer than {schema['minItems']}"
-        if isinstance(schema.get("maxItems"), int) and len(value) > schema["maxItems"]:
-            return "maxItems", f"{len(value)} items, more than {schema['maxItems']}"
-        if schema.get("uniqueItems") is True:
-            keys = [_canonical(v) for v in value]
-            if len(set(keys)) != len(keys):
-                return "uniqueItems", "an item is repeated"
-    return None
-
-
-def keyword_violation(schema: Any, value: Any, path: str = "") -> tuple[str, str, str] | None:
-    """The first value keyword ``value`` breaks in ``schema`` (a normalized tool schema): ``(path,
-    keyword, detail)``, or None. Types, names, enums and required fields are the grammar's and are not
-    checked here; the keywords the module docstring lists are."""
-    if not isinstance(schema, Mapping):
-        return None
-    for key in ("anyOf", "oneOf"):
-        if isinstance(schema.get(key), list):
-            branches = [s for s in schema[key] if isinstance(s, Mapping) and all(_is(t, value) for t in _types(s)[:1])]
-            found = [keyword_violation(s, value, path) for s in branches or schema[key]]
-            if found and all(f is not None for f in found):
-                return found[0]
-    types = _types(schema)
-    if types and not any(_is(t, value) for t in types):
-        return None  # the grammar's business (only a value of another type of a type list reaches here)
-    own = _own_violation(schema, value)
-    if own is not None:
-        return (path or "arguments", *own)
-    if isinstance(value, dict) and isinstance(schema.get("properties"), Mapping):
-        for name, sub in schema["properties"].items():
-            if name in value:
-                found = keyword_violation(sub, value[name], f"{path}.{name}" if path else name)
-                if found is not None:
-                    return found
-    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        for index, item in enumerate(value):
-            found = keyword_violation(schema["items"], item, f"{path or 'arguments'}[{index}]")
-            if found is not None:
-                return found
-    return None

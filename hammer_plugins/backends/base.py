@@ -42,7 +42,7 @@ class GenerationSettings(BaseModel):
     repeat_penalty: float = 1.0
     repeat_last_n: int = 64
     # Constrained answers only: close a string value the model repeats itself in, and a call list that
-    # repeats its calls (token_mask.LoopGuard).
+    # repeats its calls (loop_guard.LoopGuard).
     loop_guard: bool = True
     seed: int | None = None
     stop: list[str] = Field(default_factory=list)

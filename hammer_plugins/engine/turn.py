@@ -33,10 +33,10 @@ from ..calls import InvalidToolCall, ToolCall
 from ..errors import HammerError
 from ..events import StreamEvent, TextDelta, ToolCallDelta
 from ..grammar import Grammar
+from ..keyword_check import keyword_violation
 from ..parsing import items_to_calls, parse_output, parse_stopped_list
 from ..prompt import render_chat
 from ..response import HammerResponse, Usage
-from ..schema_keywords import keyword_violation
 from .planning import Plan
 
 if TYPE_CHECKING:
@@ -206,7 +206,7 @@ def answer(engine: HammerEngine, plan: Plan, base: HammerResponse, started: floa
 
 def resolve(plan: Plan, call: ToolCall, raw: str) -> ToolCall | InvalidToolCall:
     """Unmask a parsed call, check it names a bound tool and its arguments keep the schema keywords
-    the grammar may not express (:func:`~hammer_plugins.schema_keywords.keyword_violation`)."""
+    the grammar may not express (:func:`~hammer_plugins.keyword_check.keyword_violation`)."""
     real: ToolCall | InvalidToolCall = plan.binding.mask.unmask(call) if plan.binding.mask else call
     if not isinstance(real, ToolCall):
         return real

@@ -22,7 +22,7 @@ from shared_data import academic_dir
 from hammer_plugins import Tool
 from hammer_plugins.grammar import build_grammar
 from hammer_plugins.json_schema import to_json_schema
-from hammer_plugins.token_mask import LoopGuard
+from hammer_plugins.loop_guard import LoopGuard
 from hammer_plugins.tools import to_tools
 
 academic = require("hammer_evals.academic", "hammer-evals")

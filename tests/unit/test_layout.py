@@ -160,7 +160,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     # pure rules over them: tools and schemas, prompt, grammar, parsing, the stream's events and encoders
     frozenset({"tools", "schema_keywords", "parsing", "snapshots", "response", "prompt", "name_masking", "grammar",
                "token_mask", "agent_turn", "tool_choice", "events", "encoder", "call_stream", "model_source", "model_store",
-               "prefix_cache", "slot_filling", "json_schema", "schema_limits", "docstrings", "grammar_notation"}),
+               "prefix_cache", "slot_filling", "json_schema", "schema_limits", "docstrings", "grammar_notation", "loop_guard",
+               "keyword_check"}),
     # the runtimes behind the interface, and the thread bridge of the local ones
     frozenset({"backends", "bridge", "launch"}),
     # the engine, the one declaration of its settings, and the engines built from them

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from hammer_plugins import linear_regex
+from hammer_plugins.keyword_check import keyword_violation
 from hammer_plugins.linear_regex import UnsupportedPattern, compile_pattern, fullmatch, search, to_re2
-from hammer_plugins.schema_keywords import keyword_violation
 
 BACKSTOP_SECONDS = 20.0  # a million characters take well under a second; backtracking would take years
 

@@ -21,7 +21,7 @@ from shared_data import academic_dir
 
 from hammer_plugins import Tool
 from hammer_plugins.grammar import build_grammar
-from hammer_plugins.token_mask import LoopGuard
+from hammer_plugins.loop_guard import LoopGuard
 
 FREE = Tool(name="f", parameters={"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]})
 

@@ -31,8 +31,9 @@ from hammer_plugins import HammerEngine, Message, Tool
 from hammer_plugins.backends.scripted import ScriptedBackend
 from hammer_plugins.errors import SchemaConversionError
 from hammer_plugins.grammar import build_grammar, build_json_grammar
+from hammer_plugins.keyword_check import keyword_violation
 from hammer_plugins.schema_keywords import FORMATS as ENGINE_FORMATS
-from hammer_plugins.schema_keywords import SchemaKeywordWarning, keyword_violation
+from hammer_plugins.schema_keywords import SchemaKeywordWarning
 from hammer_plugins.schema_limits import SchemaLimits, schema_limits
 
 VALID_EXAMPLES = 150
