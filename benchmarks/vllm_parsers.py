@@ -78,7 +78,7 @@ from hammer_evals.bfcl.bfcl import BfclEntry, load_category, score, to_bfcl_outp
 from hammer_plugins import Tool
 from hammer_plugins._vllm_command import cpu_command, hammer_flags, minimal_environment
 from hammer_plugins.demo_tools import DEMO_TOOLS
-from hammer_plugins.launch.launcher import free_port
+from hammer_plugins.launch import free_port
 from hammer_plugins.launch.llama_server_binary import LlamaServerNotFoundError, find_llama_server
 
 REPO = Path(__file__).resolve().parents[1]

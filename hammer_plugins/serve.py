@@ -163,7 +163,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.print_command:
         print(shlex.join(server.command()))
         return 0
-    from .launch.launcher import exposure_warning
+    from .launch.child import exposure_warning
 
     warning = exposure_warning(args.host, args.api_key)
     if warning:

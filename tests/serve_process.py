@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 from child_signals import default_signals
 
-from hammer_plugins.launch.launcher import free_port
+from hammer_plugins.launch import free_port
 
 
 class ServeProcess:

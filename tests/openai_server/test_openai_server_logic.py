@@ -20,7 +20,7 @@ from openai import OpenAI
 from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import Backend, Usage
 from hammer_plugins.demo_tools import DEMO_TOOLS
-from hammer_plugins.launch.launcher import exposure_warning
+from hammer_plugins.launch.child import exposure_warning
 from hammer_plugins.openai_server import BackgroundServer, create_app
 from hammer_plugins.tools import to_tools
 

@@ -32,7 +32,7 @@ from raw_clients import never_reading
 from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import Backend, Usage
 from hammer_plugins.demo_tools import DEMO_TOOLS
-from hammer_plugins.launch.launcher import free_port
+from hammer_plugins.launch import free_port
 from hammer_plugins.openai_server import BackgroundServer, create_app
 from hammer_plugins.openai_server import app as app_module
 from hammer_plugins.openai_server.app import Guard

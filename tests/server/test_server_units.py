@@ -224,7 +224,7 @@ def test_hammer_serve_reads_the_key_from_the_environment_and_warns_beyond_loopba
         monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
-    from hammer_plugins.launch.launcher import exposure_warning
+    from hammer_plugins.launch.child import exposure_warning
     from hammer_plugins.serve import add_serve_parser
 
     monkeypatch.setenv("HAMMER_SERVER_API_KEY", "sk-from-env")

@@ -1,0 +1,110 @@
+"""What a launched server's process is given and kept from: a free loopback port, a parent-death
+signal (Linux) so that it dies with the process that started it, only the environment variables it
+needs (none of this process's secrets), and a bounded ring for its output.
+
+Example:
+    >>> [name for name in ("PATH", "OPENAI_API_KEY", "OMP_NUM_THREADS") if env_passes(name, ENV_PREFIXES)]
+    ['PATH', 'OMP_NUM_THREADS']
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from typing import Any
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on at ``host`` now (IPv4 or IPv6)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def exposure_warning(host: str, api_key: str | None) -> str | None:
+    """The warning for a server bound beyond loopback without a key (None when there is nothing to say)."""
+    if api_key or host in ("127.0.0.1", "localhost", "::1"):
+        return None
+    return (f"warning: serving on {host} without an API key: anyone who can reach this port can use the model. "
+            "Set HAMMER_SERVER_API_KEY.")
+
+
+def pdeathsig() -> Any:
+    """libc's ``prctl`` (Linux), looked up in this process: a forked child must not load libraries."""
+    global _PRCTL
+    if _PRCTL is None:
+        try:
+            import ctypes
+
+            _PRCTL = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+        except (OSError, AttributeError):
+            _PRCTL = False
+    return _PRCTL
+
+
+_PRCTL: Any = None
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    # Linux: the server gets SIGTERM when the process that started it dies, so a crashed test run
+    # leaves no model server behind. Best effort elsewhere. (The signal follows the *thread* that
+    # started the child: a restarted child's is the supervisor thread, which outlives it.)
+    if _PRCTL:
+        _PRCTL(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+_ENV_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
+    "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "DYLD_FALLBACK_LIBRARY_PATH",
+    "SYSTEMROOT", "SYSTEMDRIVE", "WINDIR", "COMSPEC", "PATHEXT",  # Windows processes need these
+    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ONEAPI_DEVICE_SELECTOR", "LLAMA_CACHE",
+})
+ENV_PREFIXES = ("LC_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "BLIS_", "GGML_", "LLAMA_ARG_", "CUDA_",
+                 "HSA_", "GPU_")
+_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+
+
+def env_passes(name: str, prefixes: tuple[str, ...]) -> bool:
+    upper = name.upper()
+    if any(marker in upper for marker in _SECRET_MARKERS):
+        return False  # e.g. LLAMA_ARG_API_KEY, LLAMA_ARG_HF_TOKEN: the launcher sets the key it means
+    return upper in _ENV_NAMES or upper.startswith(prefixes)
+
+
+class LogRing:
+    """The child's output, the last ``limit`` bytes of it in memory (a thread reads the pipe)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1024, limit)
+        self.dropped = 0  # bytes that fell off the front
+        self._data = bytearray()
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            self._data += data
+            extra = len(self._data) - self.limit
+            if extra > 0:
+                del self._data[:extra]
+                self.dropped += extra
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def tail(self, n: int) -> str:
+        with self._lock:
+            data = bytes(self._data[-4 * n:])  # n characters are at most 4n bytes
+        return data.decode("utf-8", errors="replace")[-n:]
+
+    def pump(self, stream: Any) -> None:
+        """Copy ``stream`` (the child's stdout and stderr) here until the child closes it."""
+        try:
+            fd = stream.fileno()
+            while data := os.read(fd, 65536):
+                self.write(data)
+        except (OSError, ValueError):
+            pass
+        finally:
+            stream.close()
