@@ -345,3 +345,54 @@ def test_each_default_is_written_once() -> None:
     again = [f"{f.relative_to(ROOT)}:{line}: {name}" for f in files if str(f.relative_to(ROOT)) not in DECLARATIONS
              for line, name in _written_defaults(f.read_text(encoding="utf-8"), defaults)]
     assert again == []
+
+
+# ------------------------------------------------------------------ sizes a newcomer can read
+# Issue 38: no file of the core over about 400 lines, no class over about 300. The few still over are
+# listed with their size now: this list may only shrink (a listed one that grows, or that no longer needs
+# its place, fails too), and nothing new joins it.
+DOORS = ("openai_server", "cli.py", "mcp.py", "serve.py", "vllm_plugin")
+FILE_LIMIT, CLASS_LIMIT = 400, 300
+LARGER_FILES = {"hammer_plugins/model_source.py": 430, "hammer_plugins/slot_filling.py": 404,
+                "hammer_plugins/snapshots.py": 404}
+LARGER_CLASSES = {"hammer_plugins/engine/api.py::HammerEngine": 326,
+                  "hammer_plugins/backends/transformers.py::TransformersBackend": 309,
+                  "hammer_plugins/openai_server/worker.py::EngineWorker": 324,
+                  "integrations/langchain/langchain_hammer/chat_models.py::ChatHammer": 316}
+
+
+def _sizes() -> tuple[dict[str, int], dict[str, int]]:
+    import ast
+
+    files: dict[str, int] = {}
+    classes: dict[str, int] = {}
+    for root in ("hammer_plugins", "integrations"):
+        for path in sorted((ROOT / root).rglob("*.py")):
+            name = str(path.relative_to(ROOT))
+            text = path.read_text(encoding="utf-8")
+            if root == "hammer_plugins" and not name.removeprefix("hammer_plugins/").startswith(DOORS):
+                files[name] = len(text.splitlines())
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.ClassDef):
+                    classes[f"{name}::{node.name}"] = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+    return files, classes
+
+
+def _over(sizes: dict[str, int], limit: int, allowed: dict[str, int]) -> list[str]:
+    return [f"{name}: {size} lines (limit {allowed.get(name, limit)})" for name, size in sorted(sizes.items())
+            if size > allowed.get(name, limit)] + [
+        f"{name}: {sizes.get(name, 0)} lines, within {limit}: take it off the list" for name in sorted(allowed)
+        if sizes.get(name, 0) <= limit]
+
+
+def test_the_size_check_finds_a_file_that_grew() -> None:
+    assert _over({"a.py": 401, "b.py": 400}, 400, {}) == ["a.py: 401 lines (limit 400)"]
+    assert _over({"a.py": 431}, 400, {"a.py": 430}) == ["a.py: 431 lines (limit 430)"]
+    assert _over({"a.py": 399}, 400, {"a.py": 430}) == ["a.py: 399 lines, within 400: take it off the list"]
+
+
+def test_no_core_file_over_400_lines_and_no_class_over_300() -> None:
+    files, classes = _sizes()
+    assert len(files) > 60 and len(classes) > 100
+    assert _over(files, FILE_LIMIT, LARGER_FILES) == []
+    assert _over(classes, CLASS_LIMIT, LARGER_CLASSES) == []
