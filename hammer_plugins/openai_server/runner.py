@@ -24,6 +24,7 @@ from typing import Any
 
 import uvicorn
 
+from ..config import EngineSettings
 from ..engine import HammerEngine
 from ..errors import ServerAuthenticationError
 from ..launch.child import exposure_warning, free_port
@@ -86,6 +87,12 @@ UPSTREAM_KEY_VARIABLE = "HAMMER_UPSTREAM_API_KEY"
 """Where ``--backend server`` reads the key of the server it forwards to."""
 
 
+def _built(settings: EngineSettings) -> HammerEngine:
+    """The engine of ``settings``, the server's own (not shared with other engines of the process, as
+    :meth:`EngineSettings.build_engine`'s are: the server owns its backend and closes it)."""
+    return HammerEngine(**settings.engine_options())
+
+
 def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[HammerEngine, str, list[Callable[[], str | None]]]:
     """The engine ``--backend`` asks for, how it runs requests (for the banner), and /health's checks.
 
@@ -110,7 +117,7 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
                 f"the server at {args.base_url} refused this API's requests (HTTP {exc.status_code}: {exc.detail}). Fix: set "
                 f"${UPSTREAM_KEY_VARIABLE} to that server's key ($HAMMER_SERVER_API_KEY is the key of this API, "
                 "for its own clients)", status_code=exc.status_code, detail=exc.detail, url=args.base_url) from None
-        return HammerEngine(backend=upstream), f"requests go to {args.base_url} as they come", []
+        return _built(EngineSettings(backend=upstream)), f"requests go to {args.base_url} as they come", []
     if args.base_url:
         raise SystemExit("hammer serve --openai: --base-url goes with --backend server. Fix: add --backend server")
     if backend == "llama-server":
@@ -130,11 +137,12 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
         server.start()
         upstream = OpenAICompatibleBackend(server.base_url, model=args.alias, api_key=inner_key)
         upstream.resolve_grammar_protocol()  # the one-off probe, before the first request
-        engine = HammerEngine(backend=upstream, prompt_format=model_prompt_format(args.model_path, args.model, "llama_cpp"))
+        engine = _built(EngineSettings(backend=upstream,
+                                       prompt_format=model_prompt_format(args.model_path, args.model, "llama_cpp")))
         return engine, (f"{args.parallel} requests decoded together (llama-server's slots, {args.n_ctx} tokens "
                         f"each), more queued"), [server.health_problem]
-    engine = HammerEngine(model_path=args.model_path, model=args.model, backend=backend, n_ctx=args.n_ctx,
-                          n_threads=args.threads)
+    engine = _built(EngineSettings(model_path=args.model_path, model=args.model, backend=backend, n_ctx=args.n_ctx,
+                                   n_threads=args.threads))
     return engine, "one request at a time, more queued", []
 
 
