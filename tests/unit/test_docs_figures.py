@@ -142,7 +142,7 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
         "hammer_plugins/openai_server/runner.py",
         "SHUTDOWN_DEADLINE = 10.0",
     ),
-    ("docs/server.md", "5", "characters, 5 s to build", "hammer_plugins/tools.py", "max_build_seconds: float = 5.0"),
+    ("docs/server.md", "5", "characters, 5 s to build", "hammer_plugins/schema_limits.py", "max_build_seconds: float = 5.0"),
     (
         "docs/server.md",
         "0.5",
