@@ -14,15 +14,15 @@ import time
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...grammar import Grammar
-from ...prefix_cache import PrefixCache
 from ...prompt import STOP_SEQUENCES
 from ...token_mask import LogitsMask, TokenMask
 from ..base import GenerationChunk, GenerationSettings, Usage
 from ..prompt_lookup import PromptLookup
 from .native import abort_callback, import_llama_cpp, last_logits, set_abort_callback
+from .state import LlamaCppState
 
 
 @dataclass
@@ -36,7 +36,7 @@ class _Run:
     drafted: int = 0
 
 
-class LlamaCppDecoding:
+class LlamaCppDecoding(LlamaCppState):
     """The decoding job of :class:`~hammer_plugins.backends.llama_cpp.LlamaCppBackend` (a mixin: it runs
     the backend's loaded model, token mask and prefix cache).
 
@@ -45,23 +45,6 @@ class LlamaCppDecoding:
         >>> issubclass(LlamaCppBackend, LlamaCppDecoding)
         True
     """
-
-    _full_mask_decoding: bool
-    _ll_tokenizer: Any
-    fast_forward: bool
-    draft_tokens: int
-    prefix_cache: PrefixCache | None
-
-    if TYPE_CHECKING:
-        @property
-        def llama(self) -> Any: ...
-        def tokenize(self, text: str) -> list[int]: ...
-        def prepare_grammar(self) -> None: ...
-        def _token_mask(self, grammar: Grammar, loop_guard: bool) -> TokenMask: ...
-        def _common_prefix(self, tokens: list[int]) -> int: ...
-        def _shared_tokens(self, prompt: str, prompt_tokens: list[int], chars: int) -> list[int]: ...
-        def _restore_or_store(self, shared: list[int]) -> int: ...
-        def _check_cancel(self) -> None: ...
 
     def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
         prompt_tokens = self.tokenize(prompt)  # user text stays text: only our markers are special

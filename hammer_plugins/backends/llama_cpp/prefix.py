@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import ctypes
 import json
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...prefix_cache import PrefixCache
 from ...prompt import Prompt
 from .native import import_llama_cpp
+from .state import LlamaCppState
 
 
-class LlamaCppPrefix:
+class LlamaCppPrefix(LlamaCppState):
     """The prefix-cache job of :class:`~hammer_plugins.backends.llama_cpp.LlamaCppBackend` (a mixin: it
     reads and writes the backend's loaded model).
 
@@ -27,17 +26,6 @@ class LlamaCppPrefix:
         >>> LlamaCppPrefix.__name__
         'LlamaCppPrefix'
     """
-
-    prefix_cache: PrefixCache | None
-    n_gpu_layers: int
-    _runtime: str | None
-
-    if TYPE_CHECKING:
-        @property
-        def llama(self) -> Any: ...
-        def tokenize(self, text: str) -> list[int]: ...
-        def _gguf_path(self) -> Path: ...
-        def _eval(self, tokens: list[int]) -> None: ...
 
     def _common_prefix(self, tokens: list[int]) -> int:
         """How many leading ``tokens`` the context already holds."""

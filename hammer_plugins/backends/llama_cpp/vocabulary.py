@@ -12,14 +12,13 @@ import ctypes
 import json
 import weakref
 from array import array
-from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from ...grammar import Grammar
-from ...prefix_cache import PrefixCache
 from ...token_mask import TokenMask, import_llguidance
 from .native import import_llama_cpp
+from .state import LlamaCppState
 
 
 def _pack_vocabulary(tokens: list[bytes], ends: list[int]) -> bytes:
@@ -39,7 +38,7 @@ def _unpack_vocabulary(blob: bytes) -> tuple[list[bytes], list[int]]:
     return tokens, ends
 
 
-class LlamaCppVocabulary:
+class LlamaCppVocabulary(LlamaCppState):
     """The tokenizer job of :class:`~hammer_plugins.backends.llama_cpp.LlamaCppBackend` (a mixin: it reads
     the backend's model file, loaded model and prefix cache).
 
@@ -48,18 +47,6 @@ class LlamaCppVocabulary:
         >>> issubclass(LlamaCppBackend, LlamaCppVocabulary)
         True
     """
-
-    _ll_tokenizer: Any
-    _tokenizer_job: Future[Any] | None
-    _llama: Any
-    llama_kwargs: dict[str, Any]
-    prefix_cache: PrefixCache | None
-
-    if TYPE_CHECKING:
-        @property
-        def llama(self) -> Any: ...
-        def _gguf_path(self) -> Path: ...
-        def _file_id(self) -> list[Any]: ...
 
     def prepare_grammar(self) -> None:
         """Start building llguidance's tokenizer now, in a worker thread (once per loaded model).

@@ -33,7 +33,7 @@ import json
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import (
     ContextWindowExceededError,
@@ -44,10 +44,6 @@ from ...errors import (
 from ...grammar import Grammar
 from ...sized_cache import SizedCache
 from ..base import GenerationChunk, GenerationSettings, Runtime
-
-if TYPE_CHECKING:
-    pass
-
 from .connection import ServerConnection
 from .dialects import ServerDialect, dialect_for
 from .discovery import ServerDiscovery

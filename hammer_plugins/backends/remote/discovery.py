@@ -9,50 +9,26 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import (
     ServerModelNotFoundError,
 )
-from ...sized_cache import SizedCache
-
-if TYPE_CHECKING:
-    pass
-
-from .connection import ServerConnection
-from .dialects import ServerDialect, dialect_for
+from .dialects import dialect_for
 from .sansio import _Core
-from .settings import GrammarProtocol, ServerBackendSettings, ServerKind, ServerStats
+from .settings import ServerKind
+from .state import ServerState
 
 
-class ServerDiscovery:
+class ServerDiscovery(ServerState):
     """What the server is: the model it serves, its kind and context window, learned once.
     Part of :class:`~hammer_plugins.backends.remote.OpenAICompatibleBackend`
-    (a mixin: it reads and sets the backend's state under its setup lock).
+    (a mixin over :class:`~.state.ServerState`, under the backend's setup lock).
 
     Example:
         >>> ServerDiscovery.__name__
         'ServerDiscovery'
     """
-
-    settings: ServerBackendSettings
-    stats: ServerStats
-    _connection: ServerConnection
-    _setup_lock: threading.RLock
-    _loaded: bool
-    _model: str | None
-    _dialect: ServerDialect
-    _window: int | None
-    _window_source: str
-    _protocol: GrammarProtocol | None
-    _tokenize_path: str | None
-    _token_cache: SizedCache[str, int]
-
-    if TYPE_CHECKING:
-        @property
-        def base_url(self) -> str: ...
-        def _count_tokens(self, text: str) -> _Core[int]: ...
 
     def load(self) -> None:
         """Check the server once: the model it serves, its kind and context window."""

@@ -8,59 +8,30 @@ Example:
 
 from __future__ import annotations
 
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import (
     GrammarNotSupportedError,
     ServerHTTPError,
 )
-from ...sized_cache import SizedCache
 from ..base import GenerationSettings
-
-if TYPE_CHECKING:
-    pass
-
-from .connection import ServerConnection
-from .dialects import ServerDialect
-from .sansio import _Core
-from .settings import GrammarProtocol, ServerBackendSettings, ServerStats
+from .settings import GrammarProtocol
+from .state import ServerState
 
 _PROBE_TEXT = "hammer grammar probe"
 _PROBE_GRAMMAR = f'root ::= "{_PROBE_TEXT}"'
 _PROBE_PROMPT = "<|im_start|>user\nSay hello.<|im_end|>\n<|im_start|>assistant\n"
 
 
-class ServerGrammarProbe:
+class ServerGrammarProbe(ServerState):
     """Which field the server reads a grammar from, checked once by a probe that the grammar is applied.
     Part of :class:`~hammer_plugins.backends.remote.OpenAICompatibleBackend`
-    (a mixin: it reads and sets the backend's state under its setup lock).
+    (a mixin over :class:`~.state.ServerState`, under the backend's setup lock).
 
     Example:
         >>> ServerGrammarProbe.__name__
         'ServerGrammarProbe'
     """
-
-    settings: ServerBackendSettings
-    stats: ServerStats
-    _connection: ServerConnection
-    _setup_lock: threading.RLock
-    _loaded: bool
-    _model: str | None
-    _dialect: ServerDialect
-    _window: int | None
-    _window_source: str
-    _protocol: GrammarProtocol | None
-    _tokenize_path: str | None
-    _token_cache: SizedCache[str, int]
-
-    if TYPE_CHECKING:
-        @property
-        def base_url(self) -> str: ...
-        def load(self) -> None: ...
-        def _completion_body(self, prompt: str, settings: GenerationSettings,
-                             grammar_fields: dict[str, Any]) -> dict[str, Any]: ...
-        def _completion(self, body: dict[str, Any], prompt: str, settings: GenerationSettings) -> _Core[None]: ...
 
     @staticmethod
     def _grammar_fields(protocol: GrammarProtocol | None, grammar: str | None) -> dict[str, Any]:

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from ...prompt import STOP_SEQUENCES
-
-if TYPE_CHECKING:
-    pass
 
 ServerKind = Literal["auto", "llama_cpp_python", "llama_server", "vllm", "openai"]
 GrammarProtocol = Literal["auto", "llama_cpp", "vllm", "vllm_guided", "none"]

@@ -8,52 +8,25 @@ Example:
 
 from __future__ import annotations
 
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...sized_cache import SizedCache
-
-if TYPE_CHECKING:
-    pass
-
-from .connection import ServerConnection
-from .dialects import ServerDialect
 from .sansio import _Core, _Setup
-from .settings import GrammarProtocol, ServerBackendSettings, ServerStats
+from .state import ServerState
 from .wire import (
     estimate_tokens,
     wire_text,
 )
 
 
-class ServerTokenCounting:
+class ServerTokenCounting(ServerState):
     """Token counts from the server's own tokenizer (or an estimate), asked once per text.
     Part of :class:`~hammer_plugins.backends.remote.OpenAICompatibleBackend`
-    (a mixin: it reads and sets the backend's state under its setup lock).
+    (a mixin over :class:`~.state.ServerState`, under the backend's setup lock).
 
     Example:
         >>> ServerTokenCounting.__name__
         'ServerTokenCounting'
     """
-
-    settings: ServerBackendSettings
-    stats: ServerStats
-    _connection: ServerConnection
-    _setup_lock: threading.RLock
-    _loaded: bool
-    _model: str | None
-    _dialect: ServerDialect
-    _window: int | None
-    _window_source: str
-    _protocol: GrammarProtocol | None
-    _tokenize_path: str | None
-    _token_cache: SizedCache[str, int]
-
-    if TYPE_CHECKING:
-        @property
-        def base_url(self) -> str: ...
-        def load(self) -> None: ...
-        async def aload(self) -> None: ...
 
     def _cached_count(self, text: str) -> int | None:
         return self._token_cache.get(text)
