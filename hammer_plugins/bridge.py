@@ -26,7 +26,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
-from .backends.base import GenerationCancelled
+from .errors import GenerationCancelled
 
 T = TypeVar("T")
 

@@ -270,3 +270,23 @@ class GrammarNotSupportedError(ServerError):
         >>> issubclass(GrammarNotSupportedError, ServerError)
         True
     """
+
+
+class GenerationCancelled(HammerError):
+    """A generation stopped because its caller cancelled it (the ``cancel`` event of
+    :meth:`~hammer_plugins.backends.base.Backend.stream`).
+
+    The engine raises it only inside the worker thread of a cancelled async call, where nobody reads
+    the answer: the awaiting task gets :class:`asyncio.CancelledError` as usual.
+
+    Example:
+        >>> import threading
+        >>> from hammer_plugins import ScriptedBackend
+        >>> from hammer_plugins.backends.base import GenerationSettings
+        >>> cancel = threading.Event(); cancel.set()
+        >>> try:
+        ...     list(ScriptedBackend(["never read"]).stream("prompt", GenerationSettings(), cancel=cancel))
+        ... except GenerationCancelled:
+        ...     print("cancelled")
+        cancelled
+    """

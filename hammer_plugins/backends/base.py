@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..errors import HammerError
+from ..bridge import iterate_in_thread
+from ..errors import GenerationCancelled
 from ..grammar import Grammar
 from ..prompt import prompt_segments
 from ..response import Usage
@@ -90,24 +91,6 @@ def tokenize_prompt(prompt: str, tokenize: Callable[[str, bool], list[int]]) -> 
     return ids
 
 
-class GenerationCancelled(HammerError):
-    """A generation stopped because its caller cancelled it (the ``cancel`` event of :meth:`Backend.stream`).
-
-    The engine raises it only inside the worker thread of a cancelled async call, where nobody reads
-    the answer: the awaiting task gets :class:`asyncio.CancelledError` as usual.
-
-    Example:
-        >>> import threading
-        >>> from hammer_plugins import ScriptedBackend
-        >>> cancel = threading.Event(); cancel.set()
-        >>> try:
-        ...     list(ScriptedBackend(["never read"]).stream("prompt", GenerationSettings(), cancel=cancel))
-        ... except GenerationCancelled:
-        ...     print("cancelled")
-        cancelled
-    """
-
-
 @dataclass
 class GenerationChunk:
     """One streamed piece of text; the last chunk has ``finish_reason`` and ``usage`` set.
@@ -139,9 +122,10 @@ class Runtime(ABC):
 
     name: str = "backend"
     native_async: bool = False
-    """True when :meth:`astream`, :meth:`aload` and :meth:`acount_tokens` run on the event loop (the
-    server backend): the engine then awaits them directly, with no worker thread and no lock, so
-    concurrent calls really overlap. Otherwise the engine runs the sync API in a worker thread."""
+    """True when the runtime serves concurrent calls itself, on the event loop (the server backend: no
+    worker thread and no lock); False for the local runtimes, whose async half runs their sync API in a
+    worker thread, one generation at a time. The OpenAI server reads it to decide how many requests run
+    at once; the engine calls the async half the same way for both."""
 
     @property
     @abstractmethod
@@ -183,23 +167,19 @@ class Runtime(ABC):
         token with :class:`GenerationCancelled`. Closing the iterator (``.close()``) stops it too."""
 
     # ------------------------------------------------------------ async half
+    @abstractmethod
     async def aload(self) -> None:
-        """Async :meth:`load` (a worker thread unless the backend is :attr:`native_async`)."""
-        # asyncio is imported by the async half only: a sync process (`hammer call`) skips its 0.02-0.05 s.
-        import asyncio
+        """Async :meth:`load`."""
 
-        await asyncio.to_thread(self.load)
-
+    @abstractmethod
     async def acount_tokens(self, text: str) -> int:
-        """Async :meth:`count_tokens` (a worker thread unless the backend is :attr:`native_async`)."""
-        import asyncio
+        """Async :meth:`count_tokens`."""
 
-        return await asyncio.to_thread(self.count_tokens, text)
-
+    @abstractmethod
     def astream(self, prompt: str, settings: GenerationSettings,
                 grammar: Grammar | None = None) -> AsyncIterator[GenerationChunk]:
-        """Async :meth:`stream`, for :attr:`native_async` backends; the engine never calls it on others."""
-        raise NotImplementedError(f"the {self.name} backend streams through its sync API (native_async is False)")
+        """Async :meth:`stream`: closing the iterator, or cancelling the task that reads it, stops the
+        generation before the close returns."""
 
     def info(self) -> dict[str, Any]:
         """Facts for ``hammer info``."""
@@ -210,8 +190,9 @@ class Backend(Runtime):
     """A local runtime (llama.cpp, transformers, a scripted one): one generation at a time, under a lock.
 
     Subclasses implement :meth:`_stream`, called with the lock held; :meth:`stream` serializes the
-    calls and wires ``cancel`` to the decoding loop (:meth:`_check_cancel`). Async callers run it in
-    a worker thread (:mod:`hammer_plugins.bridge`).
+    calls and wires ``cancel`` to the decoding loop (:meth:`_check_cancel`). The async half runs it in
+    a worker thread (:mod:`hammer_plugins.bridge`): the lock and the thread bridge live here, not in
+    the engine.
 
     Example:
         >>> from hammer_plugins import ScriptedBackend
@@ -266,3 +247,28 @@ class Backend(Runtime):
         cancel = self._cancel
         if cancel is not None and cancel.is_set():
             raise GenerationCancelled("the call was cancelled")
+
+    # ------------------------------------------------------------ async half: the sync API in a worker thread
+    async def aload(self) -> None:
+        # asyncio is imported by the async half only: a sync process (`hammer call`) skips its 0.02-0.05 s.
+        import asyncio
+
+        await asyncio.to_thread(self.load)
+
+    async def acount_tokens(self, text: str) -> int:
+        import asyncio
+
+        return await asyncio.to_thread(self.count_tokens, text)
+
+    async def astream(self, prompt: str, settings: GenerationSettings,
+                      grammar: Grammar | None = None) -> AsyncIterator[GenerationChunk]:
+        """:meth:`stream` in one worker thread (:mod:`hammer_plugins.bridge`), its chunks on the event loop;
+        closing this iterator, or cancelling its task, stops the generation at the next token and waits
+        for the worker, so the model and its lock are free when the close returns."""
+        bridged = iterate_in_thread(lambda cancel: self.stream(prompt, settings, grammar, cancel=cancel),
+                                    threading.Event())
+        try:
+            async for chunk in bridged:
+                yield chunk
+        finally:
+            await bridged.aclose()

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..backends.base import GenerationSettings, Runtime
-from ..bridge import iterate_in_thread, run_in_thread
 from ..events import StreamEvent
 from ..messages import Message
 from ..prompt import PROMPT_FORMATS, PromptFormat
@@ -272,7 +271,7 @@ class HammerEngine:
         at the call, not at the first iteration. ``cancel``, set from another thread, stops the
         generation at its next token (:class:`~hammer_plugins.backends.base.GenerationCancelled`).
         """
-        return self._drive(self._prepare(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
+        return drive(self, self._prepare(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
                                          parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
                                          response_format=response_format, max_tool_rounds=max_tool_rounds,
                                          slot_filling=slot_filling, partial_calls=partial_calls, **settings), cancel)
@@ -298,32 +297,11 @@ class HammerEngine:
                           response_format, fit=fit, rounds_cap=rounds_cap, partial_calls=partial_calls)
         return run(self, plan, on_refusal)
 
-    async def _astream_native(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
-                              tool_choice: Any = "auto", **kwargs: Any) -> AsyncIterator[StreamEvent]:
-        """:meth:`stream` on a native-async backend: planned the same way, fitted with awaited token counts.
-
-        The planning (tool conversion, grammar, prompt) runs in a worker thread: a large tool set does
-        not hold up the other calls on the event loop while it is converted.
-        """
-        import asyncio
-
-        core = await asyncio.to_thread(self._prepare, messages, tools, tool_choice, fit=False, **kwargs)
-        async for event in adrive(self, core):
-            yield event
-
     async def agenerate(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
                         tool_choice: Any = "auto", **kwargs: Any) -> HammerResponse:
-        """Async :meth:`generate`: on the event loop for native-async backends (the server backend),
-        otherwise in a worker thread so the event loop stays free."""
-        if not self.backend.native_async:
-            cancel = threading.Event()
-
-            def work() -> HammerResponse:
-                return last_response(self._drive(self._prepare(messages, tools, tool_choice, **kwargs), cancel))
-
-            return await run_in_thread(work, cancel)
+        """Async :meth:`generate`, with the event loop free: see :meth:`astream`."""
         final: HammerResponse | None = None
-        async for event in self._astream_native(messages, tools, tool_choice, **kwargs):
+        async for event in self.astream(messages, tools, tool_choice, **kwargs):
             if isinstance(event, HammerResponse):
                 final = event
         assert final is not None
@@ -331,24 +309,20 @@ class HammerEngine:
 
     async def astream(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
                       tool_choice: Any = "auto", **kwargs: Any) -> AsyncIterator[StreamEvent]:
-        """Async :meth:`stream`. Native-async backends (the server backend) stream on the event loop, with
-        no lock; for the others one worker thread generates and events arrive through a queue."""
-        if self.backend.native_async:
-            async for event in self._astream_native(messages, tools, tool_choice, **kwargs):
-                yield event
-            return
+        """Async :meth:`stream`. The call is planned in a worker thread (a large tool set does not hold up
+        the event loop while it is converted), fitted with awaited token counts, and run through the
+        backend's async half: on the event loop with no lock for the server backend, in a worker thread
+        under the model's lock for a local one. Closing this generator, or cancelling its task, stops
+        the generation before the close returns."""
+        import asyncio
 
-        def events(cancel: threading.Event) -> Iterator[StreamEvent]:
-            return self._drive(self._prepare(messages, tools, tool_choice, **kwargs), cancel)
-
-        # One worker thread generates; closing this generator (or cancelling its task) stops the model
-        # before the close returns (so the next call finds the model free).
-        bridged = iterate_in_thread(events, threading.Event())
+        core = await asyncio.to_thread(self._prepare, messages, tools, tool_choice, fit=False, **kwargs)
+        events = adrive(self, core)
         try:
-            async for event in bridged:
+            async for event in events:
                 yield event
-        finally:
-            await bridged.aclose()
+        finally:  # closed early (or cancelled): the generation stops now, not when the iterator is collected
+            await events.aclose()
 
     # ------------------------------------------------------------- the parts (see the package's modules)
     def _plan(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
@@ -357,6 +331,3 @@ class HammerEngine:
               fit: bool = True, rounds_cap: int | None = None, partial_calls: bool = False) -> Plan:
         return make_plan(self, messages, tools, tool_choice, mask_names, constrained, parallel, overrides,
                          response_format, fit=fit, rounds_cap=rounds_cap, partial_calls=partial_calls)
-
-    def _drive(self, core: Generator[Any, Any, None], cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
-        return drive(self, core, cancel)

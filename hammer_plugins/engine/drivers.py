@@ -48,9 +48,7 @@ def drive(engine: HammerEngine, core: Generator[Any, Any, None],
             elif isinstance(item, Generate):
                 if cancel is not None and cancel.is_set():  # e.g. between the two passes of an answer
                     raise GenerationCancelled("the call was cancelled")
-                # (cancel only when there is one: a backend written before it may not take the argument)
-                chunks = iter(engine.backend.stream(item.prompt, item.settings, item.grammar, cancel=cancel)
-                              if cancel is not None else engine.backend.stream(item.prompt, item.settings, item.grammar))
+                chunks = iter(engine.backend.stream(item.prompt, item.settings, item.grammar, cancel=cancel))
                 reply = next(chunks, END)
             elif item is NEXT:
                 reply = next(chunks, END)  # type: ignore[arg-type]
@@ -64,8 +62,9 @@ def drive(engine: HammerEngine, core: Generator[Any, Any, None],
 
 
 async def adrive(engine: HammerEngine, core: Generator[Any, Any, None]) -> AsyncIterator[StreamEvent]:
-    """Run a core on a native-async backend (``astream``, ``acount_tokens``, ``aload``): no worker thread
-    and no lock, so concurrent calls really run concurrently."""
+    """Run a core on the backend's async half (``astream``, ``acount_tokens``, ``aload``): on the event loop
+    for the server backend, so concurrent calls really run concurrently; each generation in a worker
+    thread, under the model's lock, for a local runtime."""
     backend = engine.backend
     chunks: Any = None
     reply: Any = None

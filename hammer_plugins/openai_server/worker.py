@@ -49,6 +49,7 @@ from typing import Any
 
 from ..backends.base import GenerationCancelled
 from ..engine import HammerEngine, StreamEvent
+from ..engine.drivers import drive
 from ..messages import Message
 from .protocol import APIError
 
@@ -121,7 +122,7 @@ def _engine_stream(engine: HammerEngine, messages: Sequence[Message], tools: Seq
     (llama.cpp checks it between batches), not only the decoding."""
     if "cancel" in inspect.signature(engine.stream).parameters:
         return engine.stream(messages, tools, tool_choice, cancel=cancel, **options)
-    return engine._drive(engine._prepare(messages, tools, tool_choice, **options), cancel)  # noqa: SLF001
+    return drive(engine, engine._prepare(messages, tools, tool_choice, **options), cancel)  # noqa: SLF001
 
 
 class Place:
