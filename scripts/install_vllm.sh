@@ -26,8 +26,8 @@ HOME_DIR="${HAMMER_VLLM_HOME:-$CACHE/vllm}"
 VENV="$HOME_DIR/venv-$VLLM_VERSION"
 PROJECT_PY="${HAMMER_VENV:-.venv}/bin/python"
 mkdir -p "$HOME_DIR"
-# One install at a time: scripts/test.sh starts this in the background while the other tests run, and the
-# vLLM tests' own call waits here for it to end, then finds everything in place.
+# One install at a time (two test sessions, or a test session and a user): a second call waits here for the
+# first to end, then finds everything in place.
 exec 9>"$HOME_DIR/.install.lock"
 flock 9
 

@@ -33,19 +33,6 @@ bash scripts/install.sh
 [ "$fast" = 1 ] || bash scripts/install_agent_clis.sh
 pytest=("${HAMMER_VENV:-.venv}/bin/python" -m pytest)
 
-# vLLM's own venv and model folder (cached; many minutes the first time, mostly downloads): for the whole
-# suite it installs in the background from here, beside the no-model phase and the llama-server build, and
-# the vLLM tests, which come last, find it done (their own call of install_vllm.sh waits on its lock).
-# HAMMER_TEST_INSTALL_VLLM_AHEAD=0 turns this off (tests/unit/test_test_script.py, which runs this script).
-vllm_job=""
-if [ "$fast" = 0 ] && [ "$chooses_markers" = 0 ] && [ "${HAMMER_TEST_INSTALL_VLLM_AHEAD:-1}" = 1 ]; then
-  vllm_log="$(mktemp "${TMPDIR:-/tmp}/hammer-install-vllm.XXXXXX")"
-  setsid bash scripts/install_vllm.sh >"$vllm_log" 2>&1 &  # its own process group: stopped whole below
-  vllm_job=$!
-  trap '[ -z "$vllm_job" ] || kill -- "-$vllm_job" 2>/dev/null || true' EXIT
-  trap 'exit 130' INT TERM
-fi
-
 if [ "$chooses_markers" = 1 ]; then
   [ "$fast" = 1 ] && { echo "test.sh: --fast chooses markers itself; drop -m or --fast" >&2; exit 4; }
   bash scripts/build_llama_server.sh >/dev/null
@@ -75,12 +62,6 @@ if [ "$fast" = 0 ]; then
     bash scripts/build_llama_server.sh >/dev/null
     run_phase "models, serially" -m "$MODEL" "${args[@]+"${args[@]}"}" && codes+=(0) || codes+=($?)
   fi
-fi
-
-if [ -n "$vllm_job" ]; then
-  # Ended by now unless no vLLM test ran; a failure is reported by the vLLM tests, which run it again.
-  wait "$vllm_job" || echo "test.sh: the background vLLM install failed; its log: $vllm_log" >&2
-  vllm_job=""
 fi
 
 status=0
