@@ -111,8 +111,9 @@ class Runtime(ABC):
     under a grammar. Pure: no lock and no thread, which a local runtime adds (:class:`Backend`) and a
     server does without (:class:`~hammer_plugins.backends.remote.OpenAICompatibleBackend`).
 
-    Implementations load lazily (on first use, never in ``__init__``). The engine calls ``stream``
-    (or, when :attr:`native_async`, ``astream``), ``count_tokens``, ``context_window`` and ``load``.
+    Implementations load lazily (on first use, never in ``__init__``). The engine calls ``stream``,
+    ``count_tokens``, ``context_window`` and ``load`` for sync calls, and the async half (``astream``,
+    ``acount_tokens``, ``aload``) for async ones.
 
     Example:
         >>> from hammer_plugins import ScriptedBackend

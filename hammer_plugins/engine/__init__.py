@@ -9,7 +9,7 @@ package, one job a module:
 - :mod:`~hammer_plugins.engine.planning`: one call validated, its prompt rendered and fitted;
 - :mod:`~hammer_plugins.engine.turn`: the turn rules (refusals, answers after tool results), free of I/O;
 - :mod:`~hammer_plugins.engine.slots`: a slot-filling turn, as snapshot calls of the turn rules;
-- :mod:`~hammer_plugins.engine.drivers`: the rules run on a backend's sync or native async API.
+- :mod:`~hammer_plugins.engine.drivers`: the rules run on a backend's sync API or its async half.
 
 The stream's events are in :mod:`hammer_plugins.events`, ``tool_choice`` in
 :mod:`hammer_plugins.tool_choice`; both are re-exported here, where they used to live.

@@ -1,9 +1,9 @@
-"""The drivers: they answer the turn rules' requests from a backend, sync or native async.
+"""The drivers: they answer the turn rules' requests from a backend's sync API or its async half.
 
 :func:`~hammer_plugins.engine.turn.run` is free of I/O; :func:`drive` runs it on a backend's sync
-API (a local runtime, under its lock, in the caller's thread or in the worker thread of
-:mod:`hammer_plugins.bridge`) and :func:`adrive` on a native-async backend (the server backend),
-on the event loop with no thread and no lock.
+API (the sync calls, and the OpenAI server's worker thread) and :func:`adrive` on its async half
+(``astream``, ``acount_tokens``, ``aload``: every async call), which the server backend serves on the
+event loop and a local runtime in a worker thread under its lock (:class:`~hammer_plugins.backends.base.Backend`).
 
 Example:
     >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend, TextDelta

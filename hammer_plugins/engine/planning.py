@@ -93,7 +93,7 @@ def make_plan(engine: HammerEngine, messages: Sequence[Message | Mapping[str, An
         settings.shared_prefix_chars = len(binding.prefix)
     if use_grammar and (choice != "none" or response_format is not None):
         engine.backend.prepare_grammar()  # before fitting loads the model, so that both run at once
-    if fit:  # the native async path fits with an awaited token count instead
+    if fit:  # the async path fits with an awaited token count instead
         # Before any grammar is built: a prompt over the context window costs no grammar.
         settings.max_tokens = fit_tokens(engine, prompt, settings.max_tokens)
     with schema_limits(engine.schema_limits):
@@ -143,7 +143,7 @@ def fit_tokens(engine: HammerEngine, prompt: str, max_tokens: int) -> int:
 
 
 async def afit_tokens(engine: HammerEngine, prompt: str, max_tokens: int) -> int:
-    """:func:`fit_tokens` on a native-async backend: loads and counts without blocking the event loop."""
+    """:func:`fit_tokens` on the backend's async half: loads and counts without blocking the event loop."""
     backend = engine.backend
     await backend.aload()
     return room(await backend.acount_tokens(prompt), max_tokens, backend.context_window)

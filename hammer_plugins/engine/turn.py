@@ -3,7 +3,7 @@
 :func:`run` is the logic of :meth:`~hammer_plugins.HammerEngine.stream`: it yields the stream's
 events (:mod:`hammer_plugins.events`) for the caller and requests (:class:`Fit`, :class:`Generate`,
 ``NEXT``) that a driver (:mod:`hammer_plugins.engine.drivers`) answers from the backend, so the sync
-and the native async paths share every rule: when a refusal is answered in prose, when the tools are
+and the async paths share every rule: when a refusal is answered in prose, when the tools are
 offered again after results (:mod:`hammer_plugins.agent_turn`), which streamed calls stand, how a cut
 or invalid answer reads.
 
@@ -100,10 +100,10 @@ def response_of(core: Generator[Any, Any, None]) -> Generator[Any, Any, HammerRe
 def run(engine: HammerEngine, plan: Plan, on_refusal: RefusalMode | None) -> Generator[Any, Any, None]:
     """The logic of :meth:`~hammer_plugins.HammerEngine.stream`, free of I/O: it yields events for the
     caller and requests (:class:`Fit`, :class:`Generate`, ``NEXT``) that a driver
-    (:mod:`hammer_plugins.engine.drivers`) answers from the backend, so the sync and the native async
+    (:mod:`hammer_plugins.engine.drivers`) answers from the backend, so the sync and the async
     paths share every rule."""
     started = time.perf_counter()
-    if not plan.fitted:  # the native async path counts tokens with an awaited call
+    if not plan.fitted:  # the async path counts tokens with an awaited call
         plan.settings.max_tokens = yield Fit(plan.prompt, plan.settings.max_tokens)
     ending_turn = plan.tool_choice == "auto" and after_tool_results(plan.messages)
     if ending_turn and plan.rounds_spent:

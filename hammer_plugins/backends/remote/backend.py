@@ -87,7 +87,7 @@ class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGramma
     """
 
     name = "server"
-    native_async = True  # the engine may call astream/acount_tokens/aload instead of a worker thread
+    native_async = True  # its async half runs on the event loop: concurrent calls overlap, no worker thread
 
     def __init__(self, base_url: str | None = None, *, settings: ServerBackendSettings | None = None, **options: Any) -> None:
         super().__init__()
