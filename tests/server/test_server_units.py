@@ -236,3 +236,13 @@ def test_hammer_serve_reads_the_key_from_the_environment_and_warns_beyond_loopba
     assert "process list" in " ".join(help_text.split())
     assert exposure_warning("0.0.0.0", None) is not None and "HAMMER_SERVER_API_KEY" in str(exposure_warning("0.0.0.0", None))
     assert exposure_warning("0.0.0.0", "sk") is None and exposure_warning("127.0.0.1", None) is None
+
+
+def test_the_old_import_path_gives_the_same_classes() -> None:
+    # Code written against hammer_plugins.backends.server (before the backends were split by job) still runs.
+    from hammer_plugins.backends import remote, server
+    from hammer_plugins.launch import LlamaCppPythonServer, LlamaServer
+
+    assert server.OpenAICompatibleBackend is remote.OpenAICompatibleBackend
+    assert (server.LlamaServer, server.LlamaCppPythonServer) == (LlamaServer, LlamaCppPythonServer)
+    assert set(remote.__all__) < set(server.__all__)
