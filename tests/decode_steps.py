@@ -11,7 +11,7 @@ two decodes compared token for token would see different batches, hence slightly
 Used by tests/real/test_decode_differential.py (a dozen BFCL questions) and
 benchmarks/decode_differential.py (fifty). Test-only instrumentation: decoding itself is untouched;
 it wraps, on one backend instance, ``_token_mask`` and (for the duration of :meth:`watching`) the
-module's ``_last_logits``, through which every logits row of the loop comes when ``draft_tokens=0``.
+decoding module's ``last_logits``, through which every logits row of the loop comes when ``draft_tokens=0``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from hammer_plugins.backends import llama_cpp as llama_cpp_backend
+from hammer_plugins.backends.llama_cpp import decoding as llama_cpp_decoding
 from hammer_plugins.backends.llama_cpp import LlamaCppBackend
 
 Question = tuple[str, list[dict[str, Any]], list[dict[str, Any]]]
@@ -90,17 +90,17 @@ class StepCheck:
     @contextlib.contextmanager
     def watching(self) -> Iterator[Steps]:
         """Record the loop's logits rows while the block runs; yields the running :class:`Steps`."""
-        original = llama_cpp_backend._last_logits
+        original = llama_cpp_decoding.last_logits
 
         def recorded(llama: Any, n_vocab: int) -> Any:
             self._row, self._fresh = original(llama, n_vocab), True
             return self._row
 
-        llama_cpp_backend._last_logits = recorded
+        llama_cpp_decoding.last_logits = recorded
         try:
             yield self.steps
         finally:
-            llama_cpp_backend._last_logits = original
+            llama_cpp_decoding.last_logits = original
 
     def old_pick(self) -> int | None:
         """The old loop's pick at this step: the only allowed token, or the masked argmax of the current row."""
