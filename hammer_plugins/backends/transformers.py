@@ -169,13 +169,17 @@ class TransformersBackend(Backend):
             location = source.location
         device = self._device(torch)
         kwargs: dict[str, Any] = {"revision": self.revision} if self.revision else {}
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        if offline:
+            # Read now: huggingface_hub reads it once, at its import, so one set later (a notebook, a test)
+            # would go unheeded and the load would wait on the network until it timed out.
+            kwargs["local_files_only"] = True
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(location, **kwargs)
             model = transformers.AutoModelForCausalLM.from_pretrained(
                 location, dtype=self._dtype(torch, device), **kwargs
             )
         except OSError as exc:
-            offline = os.environ.get("HF_HUB_OFFLINE") == "1"
             raise ModelNotFoundError(
                 f"could not load {location!r} with transformers ({exc}). Fix: check the hub id, or "
                 + ("download it once with network access (HF_HUB_OFFLINE=1 is set), "
