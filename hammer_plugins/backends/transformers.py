@@ -43,6 +43,16 @@ def _imports() -> tuple[Any, Any]:
     return torch, transformers
 
 
+def _load_options(revision: str | None) -> dict[str, Any]:
+    """``from_pretrained``'s options: the revision, and ``local_files_only`` under ``HF_HUB_OFFLINE=1``, read
+    now: huggingface_hub reads it once, at its import, so one set later in a process (a notebook, a test)
+    went unheeded and the load waited on the network until it timed out."""
+    options: dict[str, Any] = {"revision": revision} if revision else {}
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        options["local_files_only"] = True
+    return options
+
+
 class TransformersBackend(Backend):
     """Runs a Hugging Face causal LM with transformers.
 
@@ -168,12 +178,8 @@ class TransformersBackend(Backend):
         else:
             location = source.location
         device = self._device(torch)
-        kwargs: dict[str, Any] = {"revision": self.revision} if self.revision else {}
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-        if offline:
-            # Read now: huggingface_hub reads it once, at its import, so one set later (a notebook, a test)
-            # would go unheeded and the load would wait on the network until it timed out.
-            kwargs["local_files_only"] = True
+        kwargs = _load_options(self.revision)
+        offline = "local_files_only" in kwargs
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(location, **kwargs)
             model = transformers.AutoModelForCausalLM.from_pretrained(
