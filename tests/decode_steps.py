@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from hammer_plugins.backends.llama_cpp import decoding as llama_cpp_decoding
 from hammer_plugins.backends.llama_cpp import LlamaCppBackend
+from hammer_plugins.backends.llama_cpp import decoding as llama_cpp_decoding
 
 Question = tuple[str, list[dict[str, Any]], list[dict[str, Any]]]
 
