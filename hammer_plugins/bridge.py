@@ -1,22 +1,19 @@
 """The one bridge from a blocking generation in a worker thread to asyncio, with cancellation.
 
-A local runtime (llama.cpp, transformers) generates with blocking calls under a lock. Its async
-callers run that work in a worker thread; when the awaiting task is cancelled or the consumer stops
-reading, a :class:`threading.Event` is set, the generation stops at its next token
-(:class:`~hammer_plugins.backends.base.GenerationCancelled`), and the bridge waits for the worker to
-end, so the model and its lock are free by the time the cancellation reaches the caller.
+A local runtime (llama.cpp, transformers) generates with blocking calls under a lock. Its async half
+(:meth:`hammer_plugins.backends.base.Backend.astream`) runs each generation in a worker thread; when
+the awaiting task is cancelled or the consumer stops reading, a :class:`threading.Event` is set, the
+generation stops at its next token (:class:`~hammer_plugins.errors.GenerationCancelled`), and the
+bridge waits for the worker to end, so the model and its lock are free by the time the cancellation reaches the caller.
 
 ``asyncio`` is imported inside the functions: a sync process (``hammer call``) skips its import.
 
 Example:
     >>> import asyncio, threading
     >>> async def main():
-    ...     cancel = threading.Event()
-    ...     total = await run_in_thread(lambda: sum(range(10)), cancel)
-    ...     items = [i async for i in iterate_in_thread(lambda stop: iter("ab"), cancel)]
-    ...     return total, items
+    ...     return [i async for i in iterate_in_thread(lambda stop: iter("ab"), threading.Event())]
     >>> asyncio.run(main())
-    (45, ['a', 'b'])
+    ['a', 'b']
 """
 
 from __future__ import annotations
@@ -29,26 +26,6 @@ from typing import Any, TypeVar
 from .errors import GenerationCancelled
 
 T = TypeVar("T")
-
-
-async def run_in_thread(work: Callable[[], T], cancel: threading.Event) -> T:
-    """Run ``work`` in a worker thread; when the awaiting task is cancelled, set ``cancel`` (the generation
-    stops at the next token), wait for the worker to end, and let the cancellation through.
-
-    So a cancelled call (``task.cancel()``, ``asyncio.wait_for``'s timeout) has stopped the model and
-    released its lock by the time the cancellation reaches the caller.
-    """
-    import asyncio
-
-    worker = asyncio.get_running_loop().run_in_executor(None, contextvars.copy_context().run, work)
-    try:
-        return await asyncio.shield(worker)
-    except asyncio.CancelledError:
-        cancel.set()
-        await asyncio.wait([worker])  # one token at most; the worker's GenerationCancelled stays inside
-        if not worker.cancelled():
-            worker.exception()  # retrieved: asyncio does not log it as never retrieved
-        raise
 
 
 async def iterate_in_thread(make: Callable[[threading.Event], Iterator[T]], cancel: threading.Event) -> AsyncIterator[T]:
