@@ -2,7 +2,8 @@
 
 An in-process model (llama.cpp, transformers) decodes one sequence at a time, so the server does
 not pretend otherwise: every request is a job on a single-thread executor (its queue is the
-request queue), and its events come back to the event loop through an ``asyncio.Queue``. Each job
+request queue), and its events come back to the event loop through the one thread bridge
+(:func:`hammer_plugins.bridge.iterate_in_thread`), which skips a job stopped while queued. Each job
 has a cancel event that the engine checks between tokens and while the prompt is evaluated in
 batches; it is set when the client goes away (a queued job is then skipped, a running one stops),
 when the request's time limit passes, and at shutdown.
@@ -43,11 +44,11 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..backends.base import GenerationCancelled
+from ..bridge import iterate_in_thread
 from ..engine import HammerEngine, StreamEvent
 from ..engine.drivers import drive
 from ..messages import Message
@@ -76,6 +77,7 @@ class _Job:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, time_limit: float | None) -> None:
         self.loop = loop
+        self.time_limit = time_limit
         self.cancel = threading.Event()  # the engine checks it between tokens and prompt batches
         self.stopped: asyncio.Future[None] = loop.create_future()  # the request's side of the same signal
         self.reason: str | None = None  # "client", "timeout", "shutdown"
@@ -107,6 +109,55 @@ class _Job:
         self.stopped.set_result(None)
         if self.producer is not None:  # whether or not the request still reads: the backend's stream is closed
             self.producer.cancel()
+
+    def stopped_error(self) -> BaseException:
+        """What the request gets for the stop: 504 past its time limit, 503 at shutdown, else a cancellation."""
+        if self.reason == "timeout":
+            return APIError(504, f"The request did not finish within the server's time limit ({self.time_limit:g} s, "
+                                 "queueing included) and was stopped. Fix: ask for fewer tokens (max_tokens), retry "
+                                 "when the server is less busy, or start it with a larger --time-limit.",
+                            type="server_error", code="timeout")
+        if self.reason == "shutdown":
+            return APIError(503, "The server is shutting down; this request was stopped before it finished. Retry "
+                                 "once the server is back.", type="server_error", code="server_shutting_down")
+        return asyncio.CancelledError()
+
+    async def next(self, queue: asyncio.Queue[tuple[str, Any]]) -> tuple[str, Any]:
+        """The job's next item, unless it is stopped first (then the error it gets). The deadline is the
+        watchdog's (:meth:`EngineWorker._expire`): a stopped job raises here at once, even with items still queued."""
+        if self.stopped.done():
+            raise self.stopped_error()
+        task = asyncio.ensure_future(queue.get())
+        try:
+            done, _ = await asyncio.wait({task, self.stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            task.cancel()  # a no-op once done; otherwise nothing is taken from the queue
+        if task in done:
+            return task.result()
+        raise self.stopped_error()
+
+    async def first(self, queue: asyncio.Queue[tuple[str, Any]]) -> AsyncIterator[StreamEvent]:
+        """Wait until the call has started (raising what stopped it or what it raised at the call); then
+        the iterator of its events, which raises the error of a stop or of the call at its place."""
+        kind, payload = await self.next(queue)
+        if kind == _ERROR:
+            raise payload
+        if kind == _DONE:  # stopped before it produced anything
+            raise self.stopped_error()
+
+        async def iterate() -> AsyncIterator[StreamEvent]:
+            while True:
+                kind, payload = await self.next(queue)
+                if kind == _DONE:
+                    if self.reason is not None:
+                        raise self.stopped_error()
+                    return
+                if kind == _ERROR:
+                    raise payload
+                if kind == _EVENT:
+                    yield payload
+
+        return iterate()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -266,31 +317,6 @@ class EngineWorker:
             if not stopped and job.started is not None:
                 self._durations.append(time.monotonic() - job.started)
 
-    def _stopped_error(self, job: _Job) -> BaseException:
-        if job.reason == "timeout":
-            return APIError(504, f"The request did not finish within the server's time limit ({self.time_limit:g} s, "
-                                 "queueing included) and was stopped. Fix: ask for fewer tokens (max_tokens), retry "
-                                 "when the server is less busy, or start it with a larger --time-limit.",
-                            type="server_error", code="timeout")
-        if job.reason == "shutdown":
-            return APIError(503, "The server is shutting down; this request was stopped before it finished. Retry "
-                                 "once the server is back.", type="server_error", code="server_shutting_down")
-        return asyncio.CancelledError()
-
-    async def _next(self, job: _Job, queue: asyncio.Queue[tuple[str, Any]]) -> tuple[str, Any]:
-        """The job's next item, unless it is stopped first (then the error it gets). The deadline is the
-        watchdog's (:meth:`_expire`): a stopped job raises here at once, even with items still queued."""
-        if job.stopped.done():
-            raise self._stopped_error(job)
-        task = asyncio.ensure_future(queue.get())
-        try:
-            done, _ = await asyncio.wait({task, job.stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            task.cancel()  # a no-op once done; otherwise nothing is taken from the queue
-        if task in done:
-            return task.result()
-        raise self._stopped_error(job)
-
     # ------------------------------------------------------------------ health and shutdown
     def stuck(self) -> str | None:
         """Why the worker cannot serve (a call running well past its time limit), or None."""
@@ -353,35 +379,68 @@ class EngineWorker:
         headers. Leaving early (a client that disconnected) skips a queued call and stops a running
         one at its next token. ``place``: the one :meth:`reserve` gave this request, taken over here.
         """
-        if self.concurrent:
-            return self._on_loop(messages, tools, tool_choice, options, place)
-        return self._on_thread(messages, tools, tool_choice, options, place)
+        return self._run(messages, tools, tool_choice, options, place)
 
-    @contextlib.asynccontextmanager
-    async def _on_loop(self, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str,
-                       options: dict[str, Any], place: Place | None) -> AsyncIterator[AsyncIterator[StreamEvent]]:
-        job = self._admit(place)
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    def _source(self, job: _Job, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str,
+                options: dict[str, Any]) -> AsyncIterator[Any]:
+        """The call's items: ``_STARTED`` once it has started on the engine (the prompt planned), then its events.
 
-        async def produce() -> None:
-            # A task of its own, not the client's pace: the watchdog can stop it while the response
-            # waits on a send. The queue is unbounded as on the thread path (max_tokens bounds it).
+        In process, the call is a job of the single-thread executor (its queue is the request queue),
+        brought to the loop by the one thread bridge; on a native-async backend, the engine's ``astream``."""
+        if not self.concurrent:
+            def on_thread(cancel: threading.Event) -> Iterator[Any]:
+                if not self._start(job):  # its client left, its time ran out or the server is stopping: skipped
+                    return
+                try:
+                    stream = _engine_stream(self.engine, messages, tools, tool_choice, options, cancel)
+                    yield _STARTED
+                    try:
+                        for event in stream:
+                            yield event
+                            if cancel.is_set():
+                                return
+                    finally:
+                        stream.close()  # ends the backend's generation too (the engine closes its chunk iterator)
+                finally:  # here, not on the loop: the executor's next job starts as this one returns
+                    self._finish(job, cancel.is_set())
+
+            return iterate_in_thread(on_thread, job.cancel, self._executor)
+
+        async def on_loop() -> AsyncIterator[Any]:
             stream = self.engine.astream(messages, tools, tool_choice, **options)
-            stopped = False
             try:
                 async for event in stream:
                     # The first event comes once the prompt is planned, fitted and evaluated: until then
                     # the job counts as waiting, and errors at the call reach the request before its headers.
                     if self._start(job):
-                        queue.put_nowait((_STARTED, None))
-                    queue.put_nowait((_EVENT, event))
+                        yield _STARTED
+                    yield event
+            finally:
+                await stream.aclose()  # type: ignore[attr-defined]  # closes the backend's HTTP stream: the slot is freed
+
+        return on_loop()
+
+    @contextlib.asynccontextmanager
+    async def _run(self, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str, options: dict[str, Any],
+                   place: Place | None) -> AsyncIterator[AsyncIterator[StreamEvent]]:
+        job = self._admit(place)
+        source = self._source(job, messages, tools, tool_choice, options)
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        async def produce() -> None:
+            # A task of its own, not the client's pace: the watchdog can stop it while the response
+            # waits on a send. The queue is unbounded (max_tokens bounds it).
+            stopped = False
+            try:
+                async for item in source:
+                    queue.put_nowait((_STARTED, None) if item is _STARTED else (_EVENT, item))
             except asyncio.CancelledError:  # stopped: its client left, its time ran out, or shutdown
                 stopped = True
             except Exception as exc:  # noqa: BLE001 - handed to the request, which answers with it
                 queue.put_nowait((_ERROR, exc))
             finally:
                 with contextlib.suppress(BaseException):
-                    await stream.aclose()  # type: ignore[attr-defined]  # closes the backend's HTTP stream: the slot is freed
+                    await source.aclose()  # type: ignore[attr-defined]  # the generation ends (or its thread is skipped)
                 self._start(job)  # (stopped while waiting: counted running for the bookkeeping below)
                 self._finish(job, stopped or job.cancel.is_set())
                 queue.put_nowait((_DONE, None))
@@ -390,77 +449,13 @@ class EngineWorker:
         if job.stopped.done():  # stopped before its producer existed (e.g. the watchdog of a long planning)
             job.producer.cancel()
         try:
-            yield await self._first(job, queue)
+            yield await job.first(queue)
         finally:
             self._drop(job, "client")  # cancels the producer (a no-op once done); the reason of an earlier stop stays
             self._disarm(job)
-            # Wait until it has ended, so the backend's stream is closed (the slot freed) and the counts
-            # of the queue bound are down when this request is.
-            while not job.producer.done():
+            # On a server, wait until it has ended, so the backend's stream is closed (the slot freed) and
+            # the counts of the queue bound are down when this request is. In process the thread stops at
+            # its next token; a model that ignores the stop must not hold the answer (/health reports it).
+            while self.concurrent and not job.producer.done():
                 with contextlib.suppress(BaseException):
                     await asyncio.wait({job.producer})
-
-    @contextlib.asynccontextmanager
-    async def _on_thread(self, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str,
-                         options: dict[str, Any], place: Place | None) -> AsyncIterator[AsyncIterator[StreamEvent]]:
-        job = self._admit(place)
-        loop = job.loop
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-        def put(kind: str, payload: Any = None) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop closed (server shutting down)
-                loop.call_soon_threadsafe(queue.put_nowait, (kind, payload))
-
-        def work() -> None:
-            if not self._start(job):  # its client left, its time ran out or the server is stopping: skipped
-                return
-            stopped = False
-            try:
-                stream = _engine_stream(self.engine, messages, tools, tool_choice, options, job.cancel)
-                put(_STARTED)
-                try:
-                    for event in stream:
-                        put(_EVENT, event)
-                        if job.cancel.is_set():
-                            stopped = True
-                            break
-                finally:
-                    # Ends the backend's generation too (the engine closes its chunk iterator).
-                    stream.close()
-            except GenerationCancelled:
-                stopped = True
-            except BaseException as exc:  # noqa: BLE001 - handed to the request, which answers with it
-                put(_ERROR, exc)
-            finally:
-                self._finish(job, stopped or job.cancel.is_set())
-                put(_DONE)
-
-        self._executor.submit(work)
-        try:
-            yield await self._first(job, queue)
-        finally:
-            self._drop(job, "client")  # a no-op once done; a queued job leaves the queue, a running one stops
-            self._disarm(job)
-
-    async def _first(self, job: _Job, queue: asyncio.Queue[tuple[str, Any]]) -> AsyncIterator[StreamEvent]:
-        """Wait until the call has started (raising what stopped it or what it raised at the call); then
-        the iterator of its events, which raises the error of a stop or of the call at its place."""
-        kind, payload = await self._next(job, queue)
-        if kind == _ERROR:
-            raise payload
-        if kind == _DONE:  # stopped before it produced anything
-            raise self._stopped_error(job)
-
-        async def iterate() -> AsyncIterator[StreamEvent]:
-            while True:
-                kind, payload = await self._next(job, queue)
-                if kind == _DONE:
-                    if job.reason is not None:
-                        raise self._stopped_error(job)
-                    return
-                if kind == _ERROR:
-                    raise payload
-                if kind == _EVENT:
-                    yield payload
-
-        return iterate()

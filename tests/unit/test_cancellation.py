@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from hammer_plugins import HammerEngine, Message, TextDelta
 from hammer_plugins.backends.base import Backend, GenerationCancelled, GenerationChunk, GenerationSettings
+from hammer_plugins.bridge import iterate_in_thread
 from hammer_plugins.grammar import Grammar
 from hammer_plugins.prefix_cache import PrefixCache
 from hammer_plugins.response import Usage
@@ -203,3 +205,62 @@ def test_ctrl_c_in_the_cli_is_one_line_and_status_130(monkeypatch: pytest.Monkey
     assert cli.main(["cache", "info"]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "hammer: interrupted" and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ the thread bridge itself
+def _until_cancelled(log: list[str], name: str) -> Callable[[threading.Event], Iterator[str]]:
+    """A generation that yields a token every 10 ms until stopped, and logs when it begins and ends."""
+    def make(cancel: threading.Event) -> Iterator[str]:
+        log.append(f"{name} began")
+        try:
+            while not cancel.wait(0.01):
+                yield name
+        finally:
+            log.append(f"{name} ended")
+    return make
+
+
+async def test_the_bridge_skips_a_generation_still_queued_and_closing_it_does_not_wait() -> None:
+    log: list[str] = []
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        first = iterate_in_thread(_until_cancelled(log, "first"), threading.Event(), executor)
+        assert await anext(first) == "first"
+        queued = iterate_in_thread(_until_cancelled(log, "queued"), threading.Event(), executor)
+        waiting = asyncio.ensure_future(anext(queued))
+        await asyncio.sleep(0.05)
+        started = time.perf_counter()
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert time.perf_counter() - started < 0.1  # the running generation did not hold it
+        await first.aclose()  # waits for the thread: the generation has ended when this returns
+        assert log == ["first began", "first ended"]
+    assert log == ["first began", "first ended"]  # the executor reached the queued one and skipped it
+
+
+async def test_the_bridge_ends_when_its_executor_drops_the_generation_unrun() -> None:
+    log: list[str] = []
+    executor = ThreadPoolExecutor(max_workers=1)
+    first = iterate_in_thread(_until_cancelled(log, "first"), threading.Event(), executor)
+    assert await anext(first) == "first"
+    queued = asyncio.ensure_future(anext(iterate_in_thread(_until_cancelled(log, "queued"), threading.Event(), executor)))
+    await asyncio.sleep(0.05)
+    executor.shutdown(wait=False, cancel_futures=True)  # the server closing
+    with pytest.raises(StopAsyncIteration):
+        await asyncio.wait_for(queued, timeout=2)
+    await first.aclose()
+    assert log == ["first began", "first ended"]
+
+
+async def test_the_bridge_raises_the_threads_error_but_not_a_cancellation() -> None:
+    def fails(cancel: threading.Event) -> Iterator[int]:
+        yield 1
+        raise ValueError("prompt too long")
+
+    def stopped(cancel: threading.Event) -> Iterator[int]:
+        yield 1
+        raise GenerationCancelled
+
+    with pytest.raises(ValueError, match="prompt too long"):
+        [item async for item in iterate_in_thread(fails, threading.Event())]
+    assert [item async for item in iterate_in_thread(stopped, threading.Event())] == [1]
