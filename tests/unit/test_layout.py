@@ -156,12 +156,12 @@ def test_every_docstring_example_runs() -> None:
 LAYERS: tuple[frozenset[str], ...] = (
     # the data types and the values every layer passes around
     frozenset({"errors", "calls", "messages", "presets", "call_scanner", "demo_tools", "_compiler_flags", "_cpu_threads",
-               "_vllm_command", "display", "linear_regex", "sized_cache"}),
+               "_vllm_command", "display", "linear_regex", "sized_cache", "cache_location"}),
     # pure rules over them: tools and schemas, prompt, grammar, parsing, the stream's events and encoders
     frozenset({"tools", "schema_keywords", "parsing", "snapshots", "response", "prompt", "name_masking", "grammar",
                "token_mask", "agent_turn", "tool_choice", "events", "encoder", "call_stream", "model_source", "model_store",
-               "prefix_cache", "slot_filling", "json_schema", "schema_limits", "docstrings", "grammar_notation", "loop_guard",
-               "keyword_check"}),
+               "prefix_cache", "default_model", "slot_filling", "slot_values", "json_schema", "schema_limits", "docstrings",
+               "grammar_notation", "loop_guard", "keyword_check"}),
     # the runtimes behind the interface, and the thread bridge of the local ones
     frozenset({"backends", "bridge", "launch"}),
     # the engine, the one declaration of its settings, and the engines built from them
@@ -348,15 +348,13 @@ def test_each_default_is_written_once() -> None:
 
 
 # ------------------------------------------------------------------ sizes a newcomer can read
-# Issue 38: no file of the core over about 400 lines, no class over about 300. The few still over are
-# listed with their size now: this list may only shrink (a listed one that grows, or that no longer needs
-# its place, fails too), and nothing new joins it.
+# Issue 38: no file of the core over 400 lines, no class over 300 (the doors' files excepted, not their
+# classes). None is over now; an exception would be listed below with its size, and the check fails
+# for a listed one that grows or no longer needs its place.
 DOORS = ("openai_server", "cli.py", "mcp.py", "serve.py", "vllm_plugin")
 FILE_LIMIT, CLASS_LIMIT = 400, 300
-LARGER_FILES = {"hammer_plugins/model_source.py": 430, "hammer_plugins/slot_filling.py": 404,
-                "hammer_plugins/snapshots.py": 404}
-LARGER_CLASSES = {"hammer_plugins/backends/transformers.py::TransformersBackend": 309,
-                  "integrations/langchain/langchain_hammer/chat_models.py::ChatHammer": 316}
+LARGER_FILES: dict[str, int] = {}
+LARGER_CLASSES: dict[str, int] = {}
 
 
 def _sizes() -> tuple[dict[str, int], dict[str, int]]:

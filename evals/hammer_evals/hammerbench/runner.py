@@ -40,7 +40,7 @@ from pydantic import BaseModel, Field
 
 from hammer_plugins.engine import HammerEngine
 from hammer_plugins.messages import Message
-from hammer_plugins.slot_filling import is_grounded
+from hammer_plugins.slot_values import is_grounded
 from hammer_plugins.snapshots import Layout, snapshot_messages
 from hammer_plugins.tools import Tool
 

@@ -62,7 +62,7 @@ from hammer_plugins.calls import new_call_id
 from hammer_plugins.config import SERVER_OPTIONS, EngineSettings
 from hammer_plugins.encoder import StreamEncoder
 from hammer_plugins.mcp import tool_result_text
-from hammer_plugins.slot_filling import SlotFiller, SlotFillingResponse
+from hammer_plugins.slot_filling import SlotFillingResponse, filler_for
 from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
 
 # LangChain passes these through the call kwargs for its own bookkeeping; every other per-call
@@ -156,13 +156,7 @@ class ChatHammer(BaseChatModel, EngineSettings):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        backend = self.backend if isinstance(self.backend, str) else self.backend.name
-        return {"model_path": self.model_path, "model": self.model, "backend": backend,
-                "prompt_format": self.prompt_format, "constrained": self.constrained, "mask_names": self.mask_names,
-                "on_refusal": self.on_refusal, "max_tool_rounds": self.max_tool_rounds,
-                "max_tokens": self.max_tokens, "temperature": self.temperature,
-                "top_p": self.top_p, "top_k": self.top_k, "repeat_penalty": self.repeat_penalty, "seed": self.seed,
-                "loop_guard": self.loop_guard, "n_ctx": self.n_ctx}
+        return self.identifying_params()
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         params = LangSmithParams(
@@ -315,13 +309,8 @@ class ChatHammer(BaseChatModel, EngineSettings):
         formatted = [_openai_tool(t) for t in tools]
         # Convert now so an unrenderable schema or an unknown tool_choice fails here, not mid-run.
         names = [to_tool(t).name for t in formatted]
-        setting = kwargs.get("slot_filling")
-        if setting:
-            if tool_choice not in (None, "auto"):
-                raise ValueError(f"slot_filling=True decides itself whether to call a tool; tool_choice={tool_choice!r} "
-                                 "cannot be combined with it. Fix: leave tool_choice unset")
-            # Build one now so a wrong option fails at bind time, with the filler's own message.
-            SlotFiller(self._engine(), formatted, **({} if setting is True else setting))
+        # A wrong slot-filling setting fails at bind time, with the engine's own message.
+        filler_for(self._engine(), kwargs.get("slot_filling"), formatted, "auto" if tool_choice is None else tool_choice)
         if tool_choice is not None:
             normalize_tool_choice(tool_choice, names)
             kwargs["tool_choice"] = tool_choice
@@ -373,28 +362,31 @@ class ChatHammer(BaseChatModel, EngineSettings):
             output_parser = (PydanticToolsParser(tools=[cast(Any, schema)], first_tool_only=True) if is_pydantic
                              else JsonOutputKeyToolsParser(key_name=tool_name, first_tool_only=True))
         elif method in ("json_schema", "json_mode"):
-            if method == "json_schema":
-                json_schema = convert_to_json_schema(cast(Any, schema))
-                if json_schema.get("description") == dict.__doc__:
-                    json_schema.pop("description")  # see _openai_tool
-                response_format: dict[str, Any] = {
-                    "type": "json_schema", "json_schema": {"name": json_schema.get("title", "response"),
-                                                           "schema": json_schema}}
-            else:
-                response_format = {"type": "json_object"}
-            llm = self.bind(response_format=response_format,
+            llm = self.bind(response_format=_response_format(schema if method == "json_schema" else None),
                             ls_structured_output_format=trace if schema is not None else {"kwargs": {"method": method}})
             output_parser = (PydanticOutputParser(pydantic_object=cast(Any, schema)) if is_pydantic
                              else JsonOutputParser())
         else:
             raise ValueError(f"method must be 'function_calling', 'json_schema' or 'json_mode', got {method!r}")
-        if include_raw:
-            parser_assign = RunnablePassthrough.assign(parsed=itemgetter("raw") | output_parser,
-                                                       parsing_error=lambda _: None)
-            parser_none = RunnablePassthrough.assign(parsed=lambda _: None)
-            with_fallback = parser_assign.with_fallbacks([parser_none], exception_key="parsing_error")
-            return RunnableMap(raw=llm) | with_fallback
-        return llm | output_parser
+        return _with_raw(llm, output_parser) if include_raw else llm | output_parser
+
+
+def _response_format(schema: Any) -> dict[str, Any]:
+    """The ``response_format`` of ``method="json_schema"`` for ``schema``; JSON mode without one."""
+    if schema is None:
+        return {"type": "json_object"}
+    json_schema = convert_to_json_schema(schema)
+    if json_schema.get("description") == dict.__doc__:
+        json_schema.pop("description")  # see _openai_tool
+    return {"type": "json_schema", "json_schema": {"name": json_schema.get("title", "response"), "schema": json_schema}}
+
+
+def _with_raw(llm: Runnable[Any, Any], output_parser: Runnable[Any, Any]) -> Runnable[Any, Any]:
+    """``include_raw=True``: ``{"raw", "parsed", "parsing_error"}``, a parse failure kept, not raised (as
+    LangChain's own chat models answer)."""
+    parser_assign = RunnablePassthrough.assign(parsed=itemgetter("raw") | output_parser, parsing_error=lambda _: None)
+    parser_none = RunnablePassthrough.assign(parsed=lambda _: None)
+    return RunnableMap(raw=llm) | parser_assign.with_fallbacks([parser_none], exception_key="parsing_error")
 
 
 def _openai_tool(tool: Any) -> dict[str, Any]:
