@@ -35,7 +35,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -58,14 +58,31 @@ from .snapshots import (
     snapshot_messages,
     snapshot_of,
 )
-from .tool_choice import normalize_tool_choice
 from .tools import Tool, to_tools
-
-if TYPE_CHECKING:
-    from .engine import HammerEngine
 
 SnapshotRequest = tuple[list[Message], list[Tool]]
 """One snapshot call :meth:`SlotFiller.steps` asks for: the conversation as shown, and the tools shown."""
+
+
+class SnapshotEngine(Protocol):
+    """The engine as a slot filler sees it: it answers calls (``slot_filling=`` among their options),
+    and says what a refusal reads. :class:`~hammer_plugins.HammerEngine` is one; this module needs
+    no import of it.
+
+    Example:
+        >>> from hammer_plugins import HammerEngine, ScriptedBackend
+        >>> engine: SnapshotEngine = HammerEngine(backend=ScriptedBackend(["Hi"]))
+        >>> engine.generate([Message.user("hi")]).text
+        'Hi'
+    """
+
+    refusal_text: str
+
+    def generate(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+                 tool_choice: Any = "auto", **options: Any) -> HammerResponse: ...
+
+    async def agenerate(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+                        tool_choice: Any = "auto", **options: Any) -> HammerResponse: ...
 
 
 class SlotFillingResponse(HammerResponse):
@@ -151,7 +168,7 @@ class SlotFiller:
 
     def __init__(
         self,
-        engine: HammerEngine,
+        engine: SnapshotEngine,
         tools: Sequence[Any],
         *,
         ask: AskMode = "one",
@@ -371,29 +388,4 @@ class SlotFiller:
         return SlotFillingResponse(**fields)
 
 
-def filler_for(engine: HammerEngine, setting: bool | Mapping[str, Any] | SlotFiller | None, tools: Sequence[Any] | None,
-               tool_choice: Any = "auto") -> SlotFiller | None:
-    """The filler that a call's ``slot_filling=`` asks for (None: off), checked against its tools and
-    ``tool_choice``. The engine calls it for each call, and ChatHammer at ``bind_tools``, so a wrong
-    setting fails there with the same message.
-
-    Example:
-        >>> from hammer_plugins import HammerEngine, ScriptedBackend
-        >>> filler_for(HammerEngine(backend=ScriptedBackend([])), True, [], "auto")
-        Traceback (most recent call last):
-        ...
-        ValueError: slot_filling needs tools. Fix: bind the tools whose arguments are to be filled
-    """
-    if not setting:
-        return None
-    if isinstance(setting, SlotFiller):
-        return setting
-    if not tools:
-        raise ValueError("slot_filling needs tools. Fix: bind the tools whose arguments are to be filled")
-    if normalize_tool_choice(tool_choice, [t.name for t in to_tools(tools)]) != "auto":
-        raise ValueError(f"slot_filling decides itself whether to call a tool; tool_choice={tool_choice!r} "
-                         "cannot be combined with it. Fix: leave tool_choice unset")
-    return SlotFiller(engine, tools, **({} if setting is True else dict(setting)))
-
-
-__all__ = ["SlotFiller", "SlotFillingResponse", "SlotFillingStep", "SnapshotRequest", "filler_for", "is_grounded"]
+__all__ = ["SlotFiller", "SlotFillingResponse", "SlotFillingStep", "SnapshotEngine", "SnapshotRequest", "is_grounded"]

@@ -4,6 +4,7 @@ Everything the doors (LangChain, LlamaIndex, the CLI, the OpenAI server, MCP) sh
 package, one job a module:
 
 - :mod:`~hammer_plugins.engine.api`: :class:`HammerEngine`, the public sync and async calls;
+- :mod:`~hammer_plugins.engine.core`: :class:`EngineCore`, the engine as its parts read it (they import no engine);
 - :mod:`~hammer_plugins.engine.runtimes`: which backend the settings name, shared per process;
 - :mod:`~hammer_plugins.engine.binding`: a tool set converted, masked and its grammars cached;
 - :mod:`~hammer_plugins.engine.planning`: one call validated, its prompt rendered and fitted;
@@ -29,11 +30,12 @@ from ..events import StreamEvent, TextDelta, ToolCallDelta
 from ..tool_choice import normalize_tool_choice
 from .api import DEFAULT_MAX_TOOL_ROUNDS, HammerEngine
 from .binding import GRAMMAR_CACHE_CHARS, GRAMMAR_CACHE_ENTRIES, ToolBinding
+from .core import EngineCore, RefusalMode
 from .runtimes import model_prompt_format
-from .turn import RefusalError, RefusalMode
+from .turn import RefusalError
 
 _model_prompt_format = model_prompt_format  # the name it had before the package split
 
-__all__ = ["DEFAULT_MAX_TOOL_ROUNDS", "GRAMMAR_CACHE_CHARS", "GRAMMAR_CACHE_ENTRIES", "HammerEngine", "RefusalError",
-           "RefusalMode", "StreamEvent", "TextDelta", "ToolBinding", "ToolCallDelta", "model_prompt_format",
+__all__ = ["DEFAULT_MAX_TOOL_ROUNDS", "GRAMMAR_CACHE_CHARS", "GRAMMAR_CACHE_ENTRIES", "EngineCore", "HammerEngine",
+           "RefusalError", "RefusalMode", "StreamEvent", "TextDelta", "ToolBinding", "ToolCallDelta", "model_prompt_format",
            "normalize_tool_choice"]

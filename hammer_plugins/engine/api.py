@@ -24,11 +24,12 @@ from ..settings import DEFAULT_MAX_TOOL_ROUNDS
 from ..settings import DEFAULTS as _D
 from ..slot_filling import SlotFiller
 from .binding import ToolBinding, bind_tools, new_binding_cache
+from .core import RefusalMode
 from .drivers import adrive, drive
 from .planning import Plan, check_rounds, make_plan
 from .runtimes import BACKEND_NAMES, loaded, model_prompt_format, new_backend, shared_backend, shared_key
 from .slots import fill_slots, slot_filler, snapshot_plan
-from .turn import RefusalMode, last_response, run
+from .turn import last_response, run
 
 __all__ = ["DEFAULT_MAX_TOOL_ROUNDS", "HammerEngine"]
 

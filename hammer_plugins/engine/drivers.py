@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..backends.base import GenerationCancelled, GenerationChunk
 from ..events import StreamEvent
+from .core import EngineCore
 from .planning import afit_tokens, fit_tokens
 from .turn import END, NEXT, Fit, Generate
 
-if TYPE_CHECKING:
-    from .api import HammerEngine
 
-
-def drive(engine: HammerEngine, core: Generator[Any, Any, None],
+def drive(engine: EngineCore, core: Generator[Any, Any, None],
           cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
     """Run a core on the backend's sync API; ``cancel`` (set from another thread) stops the generation at
     the next token with :class:`~hammer_plugins.backends.base.GenerationCancelled`."""
@@ -61,7 +59,7 @@ def drive(engine: HammerEngine, core: Generator[Any, Any, None],
             close()  # a caller that stopped early ends the generation (a server drops the request)
 
 
-async def adrive(engine: HammerEngine, core: Generator[Any, Any, None]) -> AsyncIterator[StreamEvent]:
+async def adrive(engine: EngineCore, core: Generator[Any, Any, None]) -> AsyncIterator[StreamEvent]:
     """Run a core on the backend's async half (``astream``, ``acount_tokens``, ``aload``): on the event loop
     for the server backend, so concurrent calls really run concurrently; each generation in a worker
     thread, under the model's lock, for a local runtime."""

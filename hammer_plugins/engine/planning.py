@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..agent_turn import after_tool_results, called_tools, tool_rounds
 from ..backends.base import GenerationSettings
@@ -28,9 +28,7 @@ from ..prompt import describe_answer, render_chat, render_prompt
 from ..schema_limits import schema_limits
 from ..tool_choice import normalize_tool_choice
 from .binding import ToolBinding
-
-if TYPE_CHECKING:
-    from .api import HammerEngine
+from .core import EngineCore
 
 MIN_ANSWER_TOKENS = 16
 
@@ -56,7 +54,7 @@ def check_rounds(value: int | None) -> int | None:
     return value
 
 
-def make_plan(engine: HammerEngine, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None,
+def make_plan(engine: EngineCore, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None,
               tool_choice: Any, mask_names: bool | None, constrained: bool | None, parallel: bool | None,
               overrides: Mapping[str, Any] | None, response_format: Mapping[str, Any] | None = None,
               fit: bool = True, rounds_cap: int | None = None, partial_calls: bool = False) -> Plan:
@@ -136,13 +134,13 @@ def room(prompt_tokens: int, max_tokens: int, window: int) -> int:
     return min(max_tokens, left)
 
 
-def fit_tokens(engine: HammerEngine, prompt: str, max_tokens: int) -> int:
+def fit_tokens(engine: EngineCore, prompt: str, max_tokens: int) -> int:
     """Check the prompt fits; shrink ``max_tokens`` to the room left when that is enough."""
     window = engine.backend.context_window
     return room(engine.backend.count_tokens(prompt), max_tokens, window)
 
 
-async def afit_tokens(engine: HammerEngine, prompt: str, max_tokens: int) -> int:
+async def afit_tokens(engine: EngineCore, prompt: str, max_tokens: int) -> int:
     """:func:`fit_tokens` on the backend's async half: loads and counts without blocking the event loop."""
     backend = engine.backend
     await backend.aload()

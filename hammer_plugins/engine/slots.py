@@ -14,20 +14,45 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..agent_turn import after_tool_results
 from ..messages import Message, to_message
 from ..response import HammerResponse, Usage
-from ..slot_filling import SlotFiller, SnapshotRequest, filler_for
-from .planning import Plan
+from ..slot_filling import SlotFiller, SnapshotEngine, SnapshotRequest
+from ..tool_choice import normalize_tool_choice
+from ..tools import to_tools
+from .core import EngineCore
+from .planning import Plan, make_plan
 from .turn import response_of, run
 
-if TYPE_CHECKING:
-    from .api import HammerEngine
+
+def filler_for(engine: SnapshotEngine, setting: bool | Mapping[str, Any] | SlotFiller | None, tools: Sequence[Any] | None,
+               tool_choice: Any = "auto") -> SlotFiller | None:
+    """The filler that a call's ``slot_filling=`` asks for (None: off), checked against its tools and
+    ``tool_choice``. The engine calls it for each call, and ChatHammer at ``bind_tools``, so a wrong
+    setting fails there with the same message.
+
+    Example:
+        >>> from hammer_plugins import HammerEngine, ScriptedBackend
+        >>> filler_for(HammerEngine(backend=ScriptedBackend([])), True, [], "auto")
+        Traceback (most recent call last):
+        ...
+        ValueError: slot_filling needs tools. Fix: bind the tools whose arguments are to be filled
+    """
+    if not setting:
+        return None
+    if isinstance(setting, SlotFiller):
+        return setting
+    if not tools:
+        raise ValueError("slot_filling needs tools. Fix: bind the tools whose arguments are to be filled")
+    if normalize_tool_choice(tool_choice, [t.name for t in to_tools(tools)]) != "auto":
+        raise ValueError(f"slot_filling decides itself whether to call a tool; tool_choice={tool_choice!r} "
+                         "cannot be combined with it. Fix: leave tool_choice unset")
+    return SlotFiller(engine, tools, **({} if setting is True else dict(setting)))
 
 
-def slot_filler(engine: HammerEngine, setting: bool | Mapping[str, Any] | SlotFiller | None,
+def slot_filler(engine: SnapshotEngine, setting: bool | Mapping[str, Any] | SlotFiller | None,
                 messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None,
                 tool_choice: Any) -> SlotFiller | None:
     """The filler for this call, or None when it is plain generation: slot filling off, or the turn
@@ -39,15 +64,15 @@ def slot_filler(engine: HammerEngine, setting: bool | Mapping[str, Any] | SlotFi
     return None if after_tool_results(history) else filler
 
 
-def snapshot_plan(engine: HammerEngine, request: SnapshotRequest, filler: SlotFiller, constrained: bool | None,
+def snapshot_plan(engine: EngineCore, request: SnapshotRequest, filler: SlotFiller, constrained: bool | None,
                   settings: Mapping[str, Any], fit: bool) -> Plan:
     """One snapshot call: the engine's prompt; one call at most, ``[]`` allowed, partial calls allowed."""
     convo, shown = request
-    return engine._plan(convo, shown, "auto", filler.mask_names, constrained, False, settings, fit=fit,
-                        partial_calls=filler.relax_required)
+    return make_plan(engine, convo, shown, "auto", filler.mask_names, constrained, False, settings, fit=fit,
+                     partial_calls=filler.relax_required)
 
 
-def fill_slots(engine: HammerEngine, filler: SlotFiller, steps: Generator[SnapshotRequest, HammerResponse, Any],
+def fill_slots(engine: EngineCore, filler: SlotFiller, steps: Generator[SnapshotRequest, HammerResponse, Any],
                plan: Plan, constrained: bool | None, settings: Mapping[str, Any], fit: bool) -> Generator[Any, Any, None]:
     """A slot-filling turn, free of I/O like :func:`~hammer_plugins.engine.turn.run`: each snapshot call the
     filler asks for runs through it; the turn's answer (question, call, or refusal) is the only event."""

@@ -24,7 +24,7 @@ import json
 import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 from ..agent_turn import after_tool_results, answered_calls, call_key
 from ..backends.base import GenerationSettings
@@ -37,12 +37,8 @@ from ..keyword_check import keyword_violation
 from ..parsing import items_to_calls, parse_output, parse_stopped_list
 from ..prompt import render_chat
 from ..response import HammerResponse, Usage
+from .core import EngineCore, RefusalMode
 from .planning import Plan
-
-if TYPE_CHECKING:
-    from .api import HammerEngine
-
-RefusalMode = Literal["message", "answer", "raise"]
 
 
 class RefusalError(HammerError):
@@ -97,7 +93,7 @@ def response_of(core: Generator[Any, Any, None]) -> Generator[Any, Any, HammerRe
             reply = yield item
 
 
-def run(engine: HammerEngine, plan: Plan, on_refusal: RefusalMode | None) -> Generator[Any, Any, None]:
+def run(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> Generator[Any, Any, None]:
     """The logic of :meth:`~hammer_plugins.HammerEngine.stream`, free of I/O: it yields events for the
     caller and requests (:class:`Fit`, :class:`Generate`, ``NEXT``) that a driver
     (:mod:`hammer_plugins.engine.drivers`) answers from the backend, so the sync and the async
@@ -162,7 +158,7 @@ def run(engine: HammerEngine, plan: Plan, on_refusal: RefusalMode | None) -> Gen
     response.timings["engine_total"] = time.perf_counter() - started
     yield response
 
-def answer(engine: HammerEngine, plan: Plan, base: HammerResponse, started: float, prompt: str | None = None,
+def answer(engine: EngineCore, plan: Plan, base: HammerResponse, started: float, prompt: str | None = None,
             grammar: Grammar | None = None) -> Generator[Any, Any, None]:
     """A tool-free pass; its answer (prose, or the JSON of the response format) becomes ``text`` of
     ``base`` (usage of both passes summed)."""
@@ -223,7 +219,7 @@ def resolve(plan: Plan, call: ToolCall, raw: str) -> ToolCall | InvalidToolCall:
                                reason=f"argument {path!r} breaks the schema keyword {keyword!r}: {detail}")
     return real
 
-def parsed_response(engine: HammerEngine, plan: Plan, raw: str, usage: Usage, finish: str,
+def parsed_response(engine: EngineCore, plan: Plan, raw: str, usage: Usage, finish: str,
                     timings: dict[str, float]) -> HammerResponse:
     parse_started = time.perf_counter()
     # The loop guard stopped a call list that kept repeating itself, or max_tokens cut it: the

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..backends.remote.wire import import_httpx
 from ..errors import ServerUnavailableError
+from ..http_client import import_httpx
 from ..model_source import check_gguf
 from .child import ENV_PREFIXES, LogRing, die_with_parent, env_passes, free_port, pdeathsig
 

@@ -42,6 +42,7 @@ from ...errors import (
     ServerStreamError,
 )
 from ...grammar import Grammar
+from ...http_client import import_httpx
 from ...sized_cache import SizedCache
 from ..base import GenerationChunk, GenerationSettings, Runtime
 from .connection import ServerConnection
@@ -59,7 +60,6 @@ from .wire import (
     _http_error,
     _is_event_stream,
     _SSEDecoder,
-    import_httpx,
     wire_text,
 )
 

@@ -23,10 +23,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...errors import HammerError, ServerTimeoutError, ServerUnavailableError
+from ...http_client import import_httpx
 from ..base import GenerationCancelled, GenerationChunk
 from .sansio import _DONE, _T, _advance, _Core, _keep_result, _Lines, _Read, _Send, _Setup, _Sleep
 from .settings import ServerBackendSettings, ServerStats
-from .wire import _http_error, _retry_after, import_httpx
+from .wire import _http_error, _retry_after
 
 if TYPE_CHECKING:
     import httpx

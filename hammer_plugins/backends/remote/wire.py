@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import (
-    BackendNotInstalledError,
     ContextWindowExceededError,
     ServerAuthenticationError,
     ServerError,
@@ -30,16 +29,6 @@ if TYPE_CHECKING:
 
 
 # ------------------------------------------------------------------------------ pure helpers
-def import_httpx() -> Any:
-    try:
-        import httpx
-    except ImportError as exc:
-        raise BackendNotInstalledError(
-            "the server backend needs httpx. Fix: pip install 'hammer-plugins[server]'"
-        ) from exc
-    return httpx
-
-
 # What a server's tokenizer may read as one special token inside text: ``<|name|>`` (every special token
 # of Qwen2.5, Hammer's base: <|im_start|>, <|endoftext|>, <|fim_prefix|>, ...).
 _SPECIAL_LIKE = re.compile(r"<(\|[^<>|\s]{1,64}\|>)")

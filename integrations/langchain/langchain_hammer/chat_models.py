@@ -61,8 +61,9 @@ from hammer_plugins import (
 from hammer_plugins.calls import new_call_id
 from hammer_plugins.config import SERVER_OPTIONS, EngineSettings
 from hammer_plugins.encoder import StreamEncoder
+from hammer_plugins.engine.slots import filler_for
 from hammer_plugins.mcp import tool_result_text
-from hammer_plugins.slot_filling import SlotFillingResponse, filler_for
+from hammer_plugins.slot_filling import SlotFillingResponse
 from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
 
 # LangChain passes these through the call kwargs for its own bookkeeping; every other per-call

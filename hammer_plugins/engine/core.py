@@ -1,0 +1,49 @@
+"""What the engine's parts read of the engine: an interface, so they import downwards only.
+
+Planning, the turn rules and the drivers take the engine as an argument and read a few of its
+settings, its backend and its tool binding; they type it as :class:`EngineCore`, not as
+:class:`~hammer_plugins.HammerEngine` (which imports them), so no module of the package imports
+the one above it, not even for a type. ``HammerEngine`` is the implementation; a test may pass
+anything of this shape.
+
+Example:
+    >>> from hammer_plugins import HammerEngine, ScriptedBackend
+    >>> engine: EngineCore = HammerEngine(backend=ScriptedBackend([]))
+    >>> engine.backend.name, engine.on_refusal
+    ('scripted', 'message')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+from ..backends.base import GenerationSettings, Runtime
+from ..prompt import PromptFormat
+from ..schema_limits import SchemaLimits
+from .binding import ToolBinding
+
+RefusalMode = Literal["message", "answer", "raise"]
+"""What Hammer's ``[]`` becomes: a refusal message, a plain-language answer, or :class:`RefusalError`."""
+
+
+class EngineCore(Protocol):
+    """The engine as its parts see it: the call defaults, the backend, and the tool binding.
+
+    Example:
+        >>> from hammer_plugins import HammerEngine, ScriptedBackend
+        >>> isinstance(HammerEngine(backend=ScriptedBackend([])).settings, GenerationSettings)
+        True
+    """
+
+    prompt_format: PromptFormat
+    constrained: bool
+    on_refusal: RefusalMode
+    refusal_text: str
+    settings: GenerationSettings
+    schema_limits: SchemaLimits | None
+
+    @property
+    def backend(self) -> Runtime: ...
+
+    def bind(self, tools: Sequence[Any], mask_names: bool | None = None) -> ToolBinding: ...
