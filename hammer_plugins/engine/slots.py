@@ -21,7 +21,6 @@ from ..messages import Message, to_message
 from ..response import HammerResponse, Usage
 from ..slot_filling import SlotFiller, SnapshotEngine, SnapshotRequest
 from ..tool_choice import normalize_tool_choice
-from ..tools import to_tools
 from .core import EngineCore
 from .planning import Plan, make_plan
 from .turn import response_of, run
@@ -46,10 +45,11 @@ def filler_for(engine: SnapshotEngine, setting: bool | Mapping[str, Any] | SlotF
         return setting
     if not tools:
         raise ValueError("slot_filling needs tools. Fix: bind the tools whose arguments are to be filled")
-    if normalize_tool_choice(tool_choice, [t.name for t in to_tools(tools)]) != "auto":
+    filler = SlotFiller(engine, tools, **({} if setting is True else dict(setting)))  # converts the tools once
+    if normalize_tool_choice(tool_choice, list(filler.by_name)) != "auto":
         raise ValueError(f"slot_filling decides itself whether to call a tool; tool_choice={tool_choice!r} "
                          "cannot be combined with it. Fix: leave tool_choice unset")
-    return SlotFiller(engine, tools, **({} if setting is True else dict(setting)))
+    return filler
 
 
 def slot_filler(engine: SnapshotEngine, setting: bool | Mapping[str, Any] | SlotFiller | None,
