@@ -19,7 +19,9 @@ require("mcp_server_time", "mcp-server-time")
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = load_example("mcp_agent.py")
-TIME_SERVER = f"{sys.executable} -m mcp_server_time --local-timezone UTC"
+# The real time server with its clock fixed, so that its answers (and the model's) do not change with the day.
+TIME_COMMAND = [sys.executable, str(Path(__file__).with_name("fixed_clock_time_server.py")), "--local-timezone", "UTC"]
+TIME_SERVER = " ".join(TIME_COMMAND)
 
 
 def _text(content: Any) -> str:
@@ -27,7 +29,7 @@ def _text(content: Any) -> str:
 
 
 async def test_langchain_create_agent_runs_the_time_server() -> None:
-    messages = await EXAMPLE.run_langchain()
+    messages = await EXAMPLE.run_langchain(command=TIME_COMMAND)
     calls = [c for m in messages for c in getattr(m, "tool_calls", None) or []]
     assert calls and calls[0]["name"] == "convert_time"
     assert calls[0]["args"] == {"source_timezone": "Europe/Paris", "time": "14:30", "target_timezone": "America/New_York"}
@@ -38,7 +40,7 @@ async def test_langchain_create_agent_runs_the_time_server() -> None:
 
 
 async def test_llama_index_function_agent_runs_the_time_server() -> None:
-    answer, calls = await EXAMPLE.run_llama_index()
+    answer, calls = await EXAMPLE.run_llama_index(command=TIME_COMMAND)
     assert calls and calls[0][0] == "convert_time" and calls[0][1]["time"] == "14:30"
     assert "08:30" in calls[0][2] and "8:30" in answer
 
@@ -46,7 +48,8 @@ async def test_llama_index_function_agent_runs_the_time_server() -> None:
 async def test_create_agent_turn_never_ends_empty_when_the_call_list_is_cut() -> None:
     """Issue 24: a call list cut at max_tokens used to end create_agent's turn with an empty message."""
     for max_tokens in (30, 55):
-        messages = await EXAMPLE.run_langchain("What time is it right now in Tokyo, Japan?", max_tokens=max_tokens)
+        messages = await EXAMPLE.run_langchain("What time is it right now in Tokyo, Japan?", command=TIME_COMMAND,
+                                                max_tokens=max_tokens)
         last = messages[-1]
         assert type(last).__name__ == "AIMessage" and _text(last.content).strip() and not last.tool_calls
 
