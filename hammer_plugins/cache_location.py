@@ -4,7 +4,8 @@ The embedded default model, the prefix cache, the llama-server build and the dat
 :func:`cache_dir`, so one variable (``$HAMMER_CACHE_DIR``) moves them all.
 
 Example:
-    >>> cache_dir().name in ("hammer-plugins",) or "HAMMER_CACHE_DIR" in __import__("os").environ
+    >>> import os
+    >>> "HAMMER_CACHE_DIR" in os.environ or cache_dir().name == "hammer-plugins"
     True
 """
 

@@ -310,8 +310,8 @@ class ChatHammer(BaseChatModel, EngineSettings):
         formatted = [_openai_tool(t) for t in tools]
         # Convert now so an unrenderable schema or an unknown tool_choice fails here, not mid-run.
         names = [to_tool(t).name for t in formatted]
-        # A wrong slot-filling setting fails at bind time, with the engine's own message.
-        filler_for(self._engine(), kwargs.get("slot_filling"), formatted, "auto" if tool_choice is None else tool_choice)
+        if kwargs.get("slot_filling"):  # a wrong slot-filling setting fails at bind time, with the engine's own message
+            filler_for(self._engine(), kwargs["slot_filling"], formatted, "auto" if tool_choice is None else tool_choice)
         if tool_choice is not None:
             normalize_tool_choice(tool_choice, names)
             kwargs["tool_choice"] = tool_choice
