@@ -76,9 +76,9 @@ def main() -> int:
     args = parser.parse_args()
 
     from hammer_plugins import HammerEngine, Message
-    from hammer_plugins.demo_tools import DEMO_TOOLS
-    from hammer_plugins.model_source import default_model_path
-    from hammer_plugins.prefix_cache import PrefixCache
+    from hammer_plugins.backends.prefix_cache import PrefixCache
+    from hammer_plugins.models.source import default_model_path
+    from hammer_plugins.tools.demo import DEMO_TOOLS
 
     model = str(default_model_path())
     engine = HammerEngine(n_threads=args.threads)

@@ -31,7 +31,7 @@ from decode_steps import StepCheck, bfcl_questions  # noqa: E402
 
 from hammer_plugins import HammerEngine  # noqa: E402
 from hammer_plugins.backends.llama_cpp import LlamaCppBackend  # noqa: E402
-from hammer_plugins.model_source import default_model_path  # noqa: E402
+from hammer_plugins.models.source import default_model_path  # noqa: E402
 
 SAMPLE = (("simple_python", 12), ("multiple", 12), ("parallel", 9), ("parallel_multiple", 9), ("irrelevance", 8))
 MAX_TOKENS = 160

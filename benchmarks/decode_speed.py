@@ -106,8 +106,8 @@ def main() -> int:
 
     from hammer_plugins import HammerEngine, Message
     from hammer_plugins.backends.llama_cpp import LlamaCppBackend
-    from hammer_plugins.demo_tools import DEMO_TOOLS
-    from hammer_plugins.model_source import default_model_path
+    from hammer_plugins.models.source import default_model_path
+    from hammer_plugins.tools.demo import DEMO_TOOLS
 
     path = str(default_model_path())
     engines = {name: HammerEngine(backend=LlamaCppBackend(path, n_ctx=4096, n_threads=args.threads, fast_forward=ff,

@@ -47,8 +47,8 @@ def main() -> int:
     args = parser.parse_args()
     import llama_cpp
 
-    from hammer_plugins._cpu_threads import physical_cores
-    from hammer_plugins.model_source import default_model_path
+    from hammer_plugins.models.source import default_model_path
+    from hammer_plugins.support.cpu_threads import physical_cores
 
     path = str(default_model_path())
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hammer_plugins import HammerEngine, Message, to_tools
-from hammer_plugins.cli import load_tools_file
+from hammer_plugins.cli.main import load_tools_file
 
 ROOT = Path(__file__).resolve().parents[1]
 

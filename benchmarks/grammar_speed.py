@@ -19,8 +19,8 @@ from hammer_evals.datasets import hammerbench_dir
 from hammer_evals.hammerbench.data import load_file, to_bench_tools
 from hammer_evals.hammerbench.runner import RunnerConfig, snapshot_prompt
 from hammer_plugins import HammerEngine
-from hammer_plugins.prompt import STOP_SEQUENCES
-from hammer_plugins.token_mask import LogitsMask
+from hammer_plugins.grammar.token_mask import LogitsMask
+from hammer_plugins.prompt.render import STOP_SEQUENCES
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """What llama-server's own chat API makes of Hammer's answers under Hammer's template (issue 31, part 4).
 
 Starts the project's llama-server build on the default model with ``--jinja --chat-template-file
-hammer_plugins/templates/hammer.jinja`` (the template vLLM users get), asks its
+hammer_plugins/prompt/templates/hammer.jinja`` (the template vLLM users get), asks its
 ``/v1/chat/completions`` a few questions with two tools, greedy, and prints per question what came
 back: ``tool_calls`` (llama-server's parser found calls) or plain ``content``, and the finish
 reason. No grammar is sent: this is llama-server on its own, as a client that talks to it directly
@@ -29,10 +29,10 @@ from typing import Any
 import hammer_plugins
 from hammer_plugins import Message, Tool
 from hammer_plugins.launch.llama_server_binary import find_or_build_llama_server
-from hammer_plugins.model_source import default_model_path
-from hammer_plugins.prompt import render_prompt
+from hammer_plugins.models.source import default_model_path
+from hammer_plugins.prompt.render import render_prompt
 
-TEMPLATE = Path(hammer_plugins.__file__).parent / "templates" / "hammer.jinja"
+TEMPLATE = Path(hammer_plugins.__file__).parent / "prompt" / "templates" / "hammer.jinja"
 TOOLS = [
     {"type": "function", "function": {
         "name": "get_weather", "description": "Get the current weather in a city.",

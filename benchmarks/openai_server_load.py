@@ -40,7 +40,7 @@ from hammer_evals.bfcl.bfcl import BfclEntry, score, to_bfcl_output, to_openai_t
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.launch import LlamaServer
-from hammer_plugins.model_source import default_model_path
+from hammer_plugins.models.source import default_model_path
 from hammer_plugins.openai_server import BackgroundServer, create_app
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "live_simple", "irrelevance")

@@ -44,8 +44,8 @@ from typing import Any
 
 from hammer_plugins import HammerEngine, HammerResponse, Message, TextDelta
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
-from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.launch import LlamaCppPythonServer
+from hammer_plugins.tools.demo import DEMO_TOOLS
 
 
 @dataclass
@@ -251,7 +251,7 @@ def main() -> None:
         runs.append(asyncio.run(main_async(args, args.base_url)))
     else:
         from hammer_plugins.launch import LlamaServer
-        from hammer_plugins.model_source import default_model_path
+        from hammer_plugins.models.source import default_model_path
 
         model = args.model_path or default_model_path()
         for kind in args.servers.split(","):

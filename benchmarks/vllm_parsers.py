@@ -5,7 +5,7 @@ The configurations, all on the same converted checkpoint (``scripts/install_vllm
 * ``a``: ``hammer serve --openai --backend server --base-url <vLLM>``: our engine in front (Hammer's
   prompt rendered by the engine, its grammar, parser and refusal mapping); vLLM only decodes;
 * ``b``: vLLM alone with Hammer's chat template and tool-parser plugin (``--chat-template
-  hammer_plugins/templates/hammer.jinja --tool-parser-plugin .../vllm_tool_parser.py --tool-call-parser
+  hammer_plugins/prompt/templates/hammer.jinja --tool-parser-plugin .../vllm_tool_parser.py --tool-call-parser
   hammer``), the flags tests/vllm/conftest.py uses;
 * ``c``: vLLM with the checkpoint's own chat template and ``--tool-call-parser xlam``;
 * ``d``: the same with ``--tool-call-parser hermes``.
@@ -33,7 +33,7 @@ BFCL's own OpenAI handler does. Before each (configuration, clients) run vLLM's 
 emptied (``/reset_prefix_cache``, vLLM's dev-mode route), so no run reuses the prompts of the one
 before it; the hit rate each run got (vLLM's ``/metrics``) is reported beside it.
 
-Then a smaller agent-shaped workload: the project's demo tools (``hammer_plugins.demo_tools``) on
+Then a smaller agent-shaped workload: the project's demo tools (``hammer_plugins.tools.demo``) on
 every request, five three-turn conversations (question -> the model's call -> a made-up tool result
 -> the model's answer -> a follow-up question -> the model's call), one conversation at a time,
 against ``a`` and ``b`` with prefix caching on (emptied once before each), and against ``hammer
@@ -76,10 +76,10 @@ from openai import AsyncOpenAI
 
 from hammer_evals.bfcl.bfcl import BfclEntry, load_category, score, to_bfcl_output, to_openai_tools
 from hammer_plugins import Tool
-from hammer_plugins._vllm_command import cpu_command, hammer_flags, minimal_environment
-from hammer_plugins.demo_tools import DEMO_TOOLS
+from hammer_plugins.cli.vllm_command import cpu_command, hammer_flags, minimal_environment
 from hammer_plugins.launch import free_port
 from hammer_plugins.launch.llama_server_binary import LlamaServerNotFoundError, find_llama_server
+from hammer_plugins.tools.demo import DEMO_TOOLS
 
 REPO = Path(__file__).resolve().parents[1]
 VLLM_VERSION = "0.32.0"

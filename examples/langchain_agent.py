@@ -36,7 +36,7 @@ from langchain_core.tools import tool
 from langchain_hammer import ChatHammer
 from pydantic import BaseModel, Field
 
-from hammer_plugins.demo_tools import calculate as _calculate
+from hammer_plugins.tools.demo import calculate as _calculate
 
 
 @tool

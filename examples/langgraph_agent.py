@@ -23,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from hammer_plugins.demo_tools import calculate, get_weather
+from hammer_plugins.tools.demo import calculate, get_weather
 
 TOOLS = [calculate, get_weather]
 QUESTIONS = ("What is 23 * 47?", "And what is 1081 * 2?")

@@ -32,7 +32,7 @@ from langgraph_swarm import create_handoff_tool, create_swarm
 from llama_index.core.agent.workflow import AgentOutput, AgentWorkflow, FunctionAgent, ToolCallResult
 from llama_index.llms.hammer import HammerLLM
 
-from hammer_plugins.demo_tools import calculate as _calculate
+from hammer_plugins.tools.demo import calculate as _calculate
 
 QUESTION = "What is 23 * 47?"
 TRIAGE_PROMPT = "You are a triage agent. Hand each question to the agent that can answer it."

@@ -22,8 +22,8 @@ import os
 
 from openai import OpenAI
 
-from hammer_plugins.demo_tools import DEMO_TOOLS
-from hammer_plugins.tools import to_tools
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools.demo import DEMO_TOOLS
 
 BASE_URL = os.environ.get("HAMMER_OPENAI_URL", "http://127.0.0.1:8080/v1")
 client = OpenAI(base_url=BASE_URL, api_key=os.environ.get("HAMMER_SERVER_API_KEY") or "none")

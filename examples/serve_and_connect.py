@@ -24,9 +24,9 @@ from typing import Any
 
 from langchain_hammer import ChatHammer
 
-from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.launch import LlamaServer
-from hammer_plugins.model_source import default_model_path
+from hammer_plugins.models.source import default_model_path
+from hammer_plugins.tools.demo import DEMO_TOOLS
 
 QUESTIONS = ["What's the weather in Paris?", "What is 23 * 47?", "What's the weather in Tokyo in fahrenheit?",
              "Email bob@example.com that the meeting moved to 3pm."]

@@ -3,7 +3,7 @@
 Start vLLM with Hammer's template and plugin first (`hammer vllm` prints the exact command; on a GPU):
 
     vllm serve MadeAgents/Hammer2.1-7b --served-model-name hammer --port 8000 --generation-config vllm \\
-        --chat-template .../hammer_plugins/templates/hammer.jinja --enable-auto-tool-choice \\
+        --chat-template .../hammer_plugins/prompt/templates/hammer.jinja --enable-auto-tool-choice \\
         --tool-parser-plugin .../hammer_plugins/vllm_plugin/vllm_tool_parser.py --tool-call-parser hammer
 
 then run this file:

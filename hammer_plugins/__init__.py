@@ -18,11 +18,9 @@ from __future__ import annotations
 from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING, Any
 
-from .backends.base import Backend, GenerationChunk, GenerationSettings, Runtime
-from .backends.scripted import ScriptedBackend
-from .calls import InvalidToolCall, ToolCall
-from .config import EngineSettings
-from .engine import (
+from hammer_plugins.backends.base import Backend, GenerationChunk, GenerationSettings, Runtime
+from hammer_plugins.backends.scripted import ScriptedBackend
+from hammer_plugins.engine import (
     DEFAULT_MAX_TOOL_ROUNDS,
     HammerEngine,
     RefusalError,
@@ -30,7 +28,16 @@ from .engine import (
     ToolCallDelta,
     normalize_tool_choice,
 )
-from .errors import (
+from hammer_plugins.engine.settings import EngineSettings
+from hammer_plugins.output.parsing import ParsedOutput, parse_output
+from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
+from hammer_plugins.slot_filling.filler import SlotFiller, SlotFillingStep
+from hammer_plugins.slot_filling.snapshots import Snapshot, SnapshotMessage
+from hammer_plugins.support import moved_paths as _moved_paths
+from hammer_plugins.tools.definition import Tool, to_tool, to_tools
+from hammer_plugins.tools.limits import SchemaLimits
+from hammer_plugins.values.calls import InvalidToolCall, ToolCall
+from hammer_plugins.values.errors import (
     BackendNotInstalledError,
     ContextWindowExceededError,
     GrammarNotSupportedError,
@@ -50,16 +57,12 @@ from .errors import (
     UnknownModelError,
     UnknownToolError,
 )
-from .messages import Message
-from .parsing import ParsedOutput, parse_output
-from .response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
-from .schema_limits import SchemaLimits
-from .slot_filling import SlotFiller, SlotFillingStep
-from .snapshots import Snapshot, SnapshotMessage
-from .tools import Tool, to_tool, to_tools
+from hammer_plugins.values.messages import Message
 
 if TYPE_CHECKING:
-    from .backends.remote import OpenAICompatibleBackend
+    from hammer_plugins.backends.remote import OpenAICompatibleBackend
+
+_moved_paths.install()  # documented paths from before the folders (support/moved_paths.py)
 
 __version__ = _distribution_version("hammer-plugins")  # one place: the root pyproject.toml
 
@@ -67,7 +70,7 @@ __version__ = _distribution_version("hammer-plugins")  # one place: the root pyp
 def __getattr__(name: str) -> Any:
     # The server backend imports httpx (the `server` extra): only when asked for.
     if name == "OpenAICompatibleBackend":
-        from .backends.remote import OpenAICompatibleBackend
+        from hammer_plugins.backends.remote import OpenAICompatibleBackend
 
         return OpenAICompatibleBackend
     raise AttributeError(f"module 'hammer_plugins' has no attribute {name!r}")

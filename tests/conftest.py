@@ -21,7 +21,7 @@ os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="hammer-tests-hf-")
 os.environ["HAMMER_PREFIX_CACHE_DIR"] = tempfile.mkdtemp(prefix="hammer-tests-kv-")
 
 from hammer_plugins import HammerEngine  # noqa: E402
-from hammer_plugins.demo_tools import DEMO_TOOLS
+from hammer_plugins.tools.demo import DEMO_TOOLS
 
 _TEMPORARY = [os.environ["HF_HUB_CACHE"], os.environ["HAMMER_PREFIX_CACHE_DIR"]]  # removed when the session ends
 hypothesis_profiles.register()
@@ -54,7 +54,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 @pytest.fixture(scope="session")
 def default_model_path() -> str:
-    from hammer_plugins.model_source import default_model_path as resolve
+    from hammer_plugins.models.source import default_model_path as resolve
 
     return str(resolve())
 
@@ -87,7 +87,7 @@ def qwen_lltokenizer(default_model_path: str) -> Iterator[Any]:
 
 @pytest.fixture
 def hammer_main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Any:
-    """``hammer ARGS`` in this process (``hammer_plugins.cli.main``: the console script's parser, commands and
+    """``hammer ARGS`` in this process (``hammer_plugins.cli.main.main``: the console script's parser, commands and
     exit status, without an interpreter start and its imports): ``run(*args, stdin="")`` gives a
     ``CompletedProcess`` with the exit status, stdout and stderr. A test of the process itself (signals, the
     console script's early exit) starts one instead."""
@@ -95,7 +95,7 @@ def hammer_main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPa
     import subprocess
     import sys
 
-    from hammer_plugins import cli
+    from hammer_plugins.cli import main as cli
 
     def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))

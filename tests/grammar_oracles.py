@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 import llguidance
 
-from hammer_plugins.grammar import Grammar
+from hammer_plugins.grammar.builder import Grammar
 
 # ------------------------------------------------------------------ formats
 # jsonschema's FormatChecker checks date, email, ipv4 and uuid with the standard library; date-time,
@@ -100,7 +100,7 @@ def lark_accepts_each(tokenizer: Any, grammar: Grammar | str, texts: list[str]) 
 def mask_accepts(tokenizer: Any, grammar: Grammar | str, text: str) -> bool:
     """Whether decoding could write ``text``: every token allowed by the engine's :class:`TokenMask` (the
     grammar and the loop guard) when it comes, and the text a complete answer."""
-    from hammer_plugins.token_mask import TokenMask
+    from hammer_plugins.grammar.token_mask import TokenMask
 
     mask = TokenMask(tokenizer, grammar)
     for token in tokenizer.tokenize_str(text):
@@ -114,7 +114,7 @@ def mask_refuses_at(tokenizer: Any, grammar: Grammar | str, text: str) -> int | 
     """Where the engine's :class:`TokenMask` (grammar and loop guard) first refuses ``text``: the offset, in
     characters of ``text``, of the first token it does not allow (the text before that token was written);
     ``len(text)`` when every token is allowed but the answer is not complete; None when it accepts it all."""
-    from hammer_plugins.token_mask import TokenMask
+    from hammer_plugins.grammar.token_mask import TokenMask
 
     mask = TokenMask(tokenizer, grammar)
     written = b""

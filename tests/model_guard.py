@@ -59,7 +59,7 @@ def _is_model_file(arg: str) -> bool:
 
 
 def _is_hammer(argv: Sequence[str]) -> bool:
-    return any(a == "hammer_plugins.cli" or Path(a).name == "hammer" for a in argv[:4])
+    return any(a in ("hammer_plugins.cli", "hammer_plugins.cli.main") or Path(a).name == "hammer" for a in argv[:4])
 
 
 def model_in_command(argv: Sequence[str]) -> str | None:

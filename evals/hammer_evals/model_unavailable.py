@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from hammer_plugins.errors import (
+from hammer_plugins.values.errors import (
     HammerError,
     InvalidModelFileError,
     ModelChecksumError,

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from ..grammar import Grammar
-from .base import Backend, GenerationChunk, GenerationSettings, Usage
+from hammer_plugins.backends.base import Backend, GenerationChunk, GenerationSettings, Usage
+from hammer_plugins.grammar.builder import Grammar
 
 
 class ScriptedBackend(Backend):

@@ -23,13 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..cache_location import cache_dir
-from ..errors import BackendNotInstalledError, InvalidModelFileError, ModelNotFoundError
-from ..grammar import Grammar
-from ..model_source import ModelSource, check_gguf, resolve_model
-from ..prompt import STOP_SEQUENCES
-from ..token_mask import TokenMask, import_llguidance
-from .base import RUNTIME_DEFAULTS, Backend, GenerationChunk, GenerationSettings, Usage, tokenize_prompt
+from hammer_plugins.backends.base import RUNTIME_DEFAULTS, Backend, GenerationChunk, GenerationSettings, Usage, tokenize_prompt
+from hammer_plugins.grammar.builder import Grammar
+from hammer_plugins.grammar.token_mask import TokenMask, import_llguidance
+from hammer_plugins.models.source import ModelSource, check_gguf, resolve_model
+from hammer_plugins.prompt.render import STOP_SEQUENCES
+from hammer_plugins.support.cache_location import cache_dir
+from hammer_plugins.values.errors import BackendNotInstalledError, InvalidModelFileError, ModelNotFoundError
 
 
 def _imports() -> tuple[Any, Any]:

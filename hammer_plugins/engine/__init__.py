@@ -12,8 +12,8 @@ package, one job a module:
 - :mod:`~hammer_plugins.engine.slots`: a slot-filling turn, as snapshot calls of the turn rules;
 - :mod:`~hammer_plugins.engine.drivers`: the rules run on a backend's sync API or its async half.
 
-The stream's events are in :mod:`hammer_plugins.events`, ``tool_choice`` in
-:mod:`hammer_plugins.tool_choice`; both are re-exported here, where they used to live.
+The stream's events are in :mod:`hammer_plugins.output.events`, ``tool_choice`` in
+:mod:`hammer_plugins.tools.choice`; both are re-exported here, where they used to live.
 
 Example:
     >>> from hammer_plugins import HammerEngine, Message
@@ -22,17 +22,19 @@ Example:
     >>> engine.generate([Message.user("Tell me a joke")], tools=[{"name": "get_weather",
     ...     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]).kind
     'refusal'
+
+Layer 3: the engine.
 """
 
 from __future__ import annotations
 
-from ..events import StreamEvent, TextDelta, ToolCallDelta
-from ..tool_choice import normalize_tool_choice
-from .api import DEFAULT_MAX_TOOL_ROUNDS, HammerEngine
-from .binding import GRAMMAR_CACHE_CHARS, GRAMMAR_CACHE_ENTRIES, ToolBinding
-from .core import EngineCore, RefusalMode
-from .runtimes import model_prompt_format
-from .turn import RefusalError
+from hammer_plugins.engine.api import DEFAULT_MAX_TOOL_ROUNDS, HammerEngine
+from hammer_plugins.engine.binding import GRAMMAR_CACHE_CHARS, GRAMMAR_CACHE_ENTRIES, ToolBinding
+from hammer_plugins.engine.core import EngineCore, RefusalMode
+from hammer_plugins.engine.runtimes import model_prompt_format
+from hammer_plugins.engine.turn import RefusalError
+from hammer_plugins.output.events import StreamEvent, TextDelta, ToolCallDelta
+from hammer_plugins.tools.choice import normalize_tool_choice
 
 _model_prompt_format = model_prompt_format  # the name it had before the package split
 

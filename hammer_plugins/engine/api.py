@@ -14,22 +14,22 @@ from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequenc
 from pathlib import Path
 from typing import Any, Literal
 
-from ..backends.base import GenerationSettings, Runtime
-from ..events import StreamEvent
-from ..messages import Message
-from ..prompt import PROMPT_FORMATS, PromptFormat
-from ..response import HammerResponse
-from ..schema_limits import SchemaLimits, schema_limits
-from ..settings import DEFAULT_MAX_TOOL_ROUNDS
-from ..settings import DEFAULTS as _D
-from ..slot_filling import SlotFiller
-from .binding import ToolBinding, bind_tools, new_binding_cache
-from .core import RefusalMode
-from .drivers import adrive, drive
-from .planning import Plan, check_rounds, make_plan
-from .runtimes import BACKEND_NAMES, loaded, model_prompt_format, new_backend, shared_backend, shared_key
-from .slots import fill_slots, slot_filler, snapshot_plan
-from .turn import last_response, run
+from hammer_plugins.backends.base import GenerationSettings, Runtime
+from hammer_plugins.engine.binding import ToolBinding, bind_tools, new_binding_cache
+from hammer_plugins.engine.core import RefusalMode
+from hammer_plugins.engine.drivers import adrive, drive
+from hammer_plugins.engine.fields import DEFAULT_MAX_TOOL_ROUNDS
+from hammer_plugins.engine.fields import DEFAULTS as _D
+from hammer_plugins.engine.planning import Plan, check_rounds, make_plan
+from hammer_plugins.engine.runtimes import BACKEND_NAMES, loaded, model_prompt_format, new_backend, shared_backend, shared_key
+from hammer_plugins.engine.slots import fill_slots, slot_filler, snapshot_plan
+from hammer_plugins.engine.turn import last_response, run
+from hammer_plugins.output.events import StreamEvent
+from hammer_plugins.output.response import HammerResponse
+from hammer_plugins.prompt.render import PROMPT_FORMATS, PromptFormat
+from hammer_plugins.slot_filling.filler import SlotFiller
+from hammer_plugins.tools.limits import SchemaLimits, schema_limits
+from hammer_plugins.values.messages import Message
 
 __all__ = ["DEFAULT_MAX_TOOL_ROUNDS", "HammerEngine"]
 
@@ -41,7 +41,7 @@ class HammerEngine:
         model_path: a ``.gguf`` file (llama.cpp) or checkpoint directory (transformers).
         model: a preset (``"hammer2.1-1.5b"``: its GGUF on llama.cpp, its checkpoint on transformers), a
             Hugging Face repo (``"owner/repo"``, ``"owner/repo:Q4_K_M"``, ``"owner/repo/file.gguf"``), a
-            local directory or a ``.gguf`` path (see :mod:`hammer_plugins.model_source`).
+            local directory or a ``.gguf`` path (see :mod:`hammer_plugins.models.source`).
         backend: ``"llama_cpp"`` (default), ``"transformers"``, ``"server"`` (an OpenAI-compatible
             inference server: pass ``base_url=``, and ``api_key=``, ``timeout=``, ... as for
             :class:`~hammer_plugins.backends.remote.OpenAICompatibleBackend`), or a :class:`Runtime` instance.
@@ -53,14 +53,14 @@ class HammerEngine:
             tool-free pass answers in plain language), or ``"raise"`` (:class:`RefusalError`).
         max_tool_rounds: rounds of tool calls in one agent turn (since the last user message) after
             which the model answers from the results instead of being offered the tools again
-            (``None``: no limit). See :mod:`hammer_plugins.agent_turn` for the end-of-turn rules.
+            (``None``: no limit). See :mod:`hammer_plugins.values.agent_loop` for the end-of-turn rules.
         max_tokens, temperature, top_p, top_k, repeat_penalty, seed: sampling settings.
         loop_guard: close a string value the model repeats itself in (constrained local decoding;
-            see :mod:`hammer_plugins.token_mask`). On by default.
+            see :mod:`hammer_plugins.grammar.token_mask`). On by default.
         n_ctx, n_threads, n_gpu_layers: llama.cpp settings. device, dtype: transformers settings.
         prefix_cache: llama.cpp: keep the KV state of the tools prefix on disk, so a new process with
             the same model and tools skips evaluating it (``True``: ``$HAMMER_CACHE_DIR/prefix-kv``;
-            a folder; ``False``: off). See :mod:`hammer_plugins.prefix_cache`.
+            a folder; ``False``: off). See :mod:`hammer_plugins.backends.prefix_cache`.
         backend_kwargs: anything else for the backend constructor.
 
     Nothing is loaded until the first call (or :meth:`load`).
@@ -68,8 +68,8 @@ class HammerEngine:
     Attributes:
         schema_limits: the budgets tool sets and response schemas are held to (size once ``$ref`` is
             inlined, depth, enums, grammar size and build time), a
-            :class:`~hammer_plugins.schema_limits.SchemaLimits`; ``None`` (default): the process default
-            (``HAMMER_LIMIT_*`` environment variables, :func:`~hammer_plugins.schema_limits.set_default_limits`).
+            :class:`~hammer_plugins.tools.limits.SchemaLimits`; ``None`` (default): the process default
+            (``HAMMER_LIMIT_*`` environment variables, :func:`~hammer_plugins.tools.limits.set_default_limits`).
 
     Example:
         >>> engine = HammerEngine()          # the embedded default model, loaded lazily
@@ -82,7 +82,7 @@ class HammerEngine:
         model_path: str | Path | None = None,
         model: str | None = None,
         *,
-        # Every default is the declaration's (hammer_plugins.settings), never written again here.
+        # Every default is the declaration's (hammer_plugins.engine.fields), never written again here.
         backend: str | Runtime = _D.backend,
         prompt_format: PromptFormat | None = _D.prompt_format,
         constrained: bool = _D.constrained,
@@ -175,7 +175,7 @@ class HammerEngine:
         """Convert and prepare a tool set once; repeated calls with the same tools hit a cache.
 
         Held to :attr:`schema_limits`: an oversized tool set raises
-        :class:`~hammer_plugins.errors.SchemaLimitError` before it costs much.
+        :class:`~hammer_plugins.values.errors.SchemaLimitError` before it costs much.
         """
         with schema_limits(self.schema_limits):
             return bind_tools(tools, self.mask_names if mask_names is None else mask_names, self.prompt_format,
@@ -239,9 +239,9 @@ class HammerEngine:
         ``response_format`` shapes the answer as JSON: ``{"type": "json_object"}`` or ``{"type":
         "json_schema", "json_schema": {"name": ..., "schema": {...}}}``; with tools, the tools stay
         offered and the JSON answer ends the turn (in ``text``). ``slot_filling`` (``True``, a dict of
-        :class:`~hammer_plugins.slot_filling.SlotFiller` options, or a filler) makes a user turn a
+        :class:`~hammer_plugins.slot_filling.filler.SlotFiller` options, or a filler) makes a user turn a
         slot-filling step: the answer is the follow-up question or the complete call, with its
-        ``snapshot`` (see :mod:`hammer_plugins.slot_filling`). ``partial_calls=True`` lets a call
+        ``snapshot`` (see :mod:`hammer_plugins.slot_filling.filler`). ``partial_calls=True`` lets a call
         leave out required parameters (the grammar makes every parameter optional): one raw snapshot.
         """
         return last_response(self.stream(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,

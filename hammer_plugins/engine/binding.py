@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..grammar import Grammar, build_grammar
-from ..name_masking import NameMask
-from ..prompt import render_prefix
-from ..schema_limits import SchemaLimits, current_limits, schema_limits
-from ..sized_cache import SizedCache
-from ..tools import Tool, relaxed_tool, to_tools
+from hammer_plugins.grammar.builder import Grammar, build_grammar
+from hammer_plugins.prompt.render import render_prefix
+from hammer_plugins.support.sized_cache import SizedCache
+from hammer_plugins.tools.definition import Tool, convert_tools, relaxed_tool
+from hammer_plugins.tools.limits import SchemaLimits, current_limits, schema_limits
+from hammer_plugins.tools.masking import NameMask
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,9 @@ def new_binding_cache() -> SizedCache[tuple[Any, ...], ToolBinding]:
 
 def bind_tools(tools: Sequence[Any], masked: bool, prompt_format: str,
                cache: SizedCache[tuple[Any, ...], ToolBinding] | None = None) -> ToolBinding:
-    """Convert and prepare a tool set once (under the schema limits in force); ``cache`` keeps it."""
-    converted = tuple(to_tools(tools))
-    prints = tuple(t.fingerprint() for t in converted)
+    """Convert and prepare a tool set once (under the schema limits in force); ``cache`` keeps it. A tool
+    set converted recently (the door validated it) is not converted again (:func:`convert_tools`)."""
+    converted, prints = convert_tools(tools)
     key = (prints, masked, prompt_format, current_limits())
     binding = cache.get(key) if cache is not None else None
     if binding is not None:

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from ..backends.base import GenerationSettings, Runtime
-from ..prompt import PromptFormat
-from ..schema_limits import SchemaLimits
-from .binding import ToolBinding
+from hammer_plugins.backends.base import GenerationSettings, Runtime
+from hammer_plugins.engine.binding import ToolBinding
+from hammer_plugins.prompt.render import PromptFormat
+from hammer_plugins.tools.limits import SchemaLimits
 
 RefusalMode = Literal["message", "answer", "raise"]
 """What Hammer's ``[]`` becomes: a refusal message, a plain-language answer, or :class:`RefusalError`."""

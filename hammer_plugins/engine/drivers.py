@@ -21,11 +21,11 @@ import threading
 from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
-from ..backends.base import GenerationCancelled, GenerationChunk
-from ..events import StreamEvent
-from .core import EngineCore
-from .planning import afit_tokens, fit_tokens
-from .turn import END, NEXT, Fit, Generate
+from hammer_plugins.backends.base import GenerationCancelled, GenerationChunk
+from hammer_plugins.engine.core import EngineCore
+from hammer_plugins.engine.planning import afit_tokens, fit_tokens
+from hammer_plugins.engine.turn import END, NEXT, Fit, Generate
+from hammer_plugins.output.events import StreamEvent
 
 
 def drive(engine: EngineCore, core: Generator[Any, Any, None],

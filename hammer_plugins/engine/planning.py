@@ -19,16 +19,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent_turn import after_tool_results, called_tools, tool_rounds
-from ..backends.base import GenerationSettings
-from ..errors import ContextWindowExceededError, SchemaConversionError
-from ..grammar import Grammar, build_json_grammar
-from ..messages import Message, to_message
-from ..prompt import describe_answer, render_chat, render_prompt
-from ..schema_limits import schema_limits
-from ..tool_choice import normalize_tool_choice
-from .binding import ToolBinding
-from .core import EngineCore
+from hammer_plugins.backends.base import GenerationSettings
+from hammer_plugins.engine.binding import ToolBinding
+from hammer_plugins.engine.core import EngineCore
+from hammer_plugins.grammar.builder import Grammar, build_json_grammar
+from hammer_plugins.prompt.render import describe_answer, render_chat, render_prompt
+from hammer_plugins.tools.choice import normalize_tool_choice
+from hammer_plugins.tools.limits import schema_limits
+from hammer_plugins.values.agent_loop import after_tool_results, called_tools, tool_rounds
+from hammer_plugins.values.errors import ContextWindowExceededError, SchemaConversionError
+from hammer_plugins.values.messages import Message, to_message
 
 MIN_ANSWER_TOKENS = 16
 

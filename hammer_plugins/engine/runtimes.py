@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..backends.base import Runtime
-from ..model_source import best_pulled_preset
-from ..presets import find_preset
-from ..prompt import PromptFormat
+from hammer_plugins.backends.base import Runtime
+from hammer_plugins.models.presets import find_preset
+from hammer_plugins.models.source import best_pulled_preset
+from hammer_plugins.prompt.render import PromptFormat
 
 BACKEND_NAMES = ("llama_cpp", "llama.cpp", "transformers", "server")
 
@@ -66,16 +66,16 @@ def new_backend(backend_name: str, model_path: str | Path | None, model: str | N
     """A new backend of ``backend_name`` for this model, with the engine's runtime options ``opts``."""
     extra = {k: v for k, v in opts.items() if k not in RUNTIME_OPTIONS}
     if backend_name == "server":
-        from ..backends.remote import OpenAICompatibleBackend
+        from hammer_plugins.backends.remote import OpenAICompatibleBackend
 
         # n_ctx & co. configure in-process runtimes; a server reports its own context window.
         return OpenAICompatibleBackend(model=model, **extra)
     if backend_name == "transformers":
-        from ..backends.transformers import TransformersBackend
+        from hammer_plugins.backends.transformers import TransformersBackend
 
         return TransformersBackend(model=model, model_path=model_path, device=opts["device"], dtype=opts["dtype"],
                                    n_ctx=opts["n_ctx"], **extra)
-    from ..backends.llama_cpp import LlamaCppBackend
+    from hammer_plugins.backends.llama_cpp import LlamaCppBackend
 
     return LlamaCppBackend(model_path, model=model, n_ctx=opts["n_ctx"], n_threads=opts["n_threads"],
                            n_gpu_layers=opts["n_gpu_layers"], prefix_cache=opts["prefix_cache"] or None, **extra)

@@ -2,7 +2,7 @@
 
 The engine hands a call here when ``slot_filling=`` is set: the :class:`~hammer_plugins.SlotFiller`
 asks for snapshot calls (each planned and run as any call is) and decides from the last one
-whether to ask a question, execute the complete call or refuse (see :mod:`hammer_plugins.slot_filling`).
+whether to ask a question, execute the complete call or refuse (see :mod:`hammer_plugins.slot_filling.filler`).
 
 Example:
     >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
-from ..agent_turn import after_tool_results
-from ..messages import Message, to_message
-from ..response import HammerResponse, Usage
-from ..slot_filling import SlotFiller, SnapshotEngine, SnapshotRequest
-from ..tool_choice import normalize_tool_choice
-from .core import EngineCore
-from .planning import Plan, make_plan
-from .turn import response_of, run
+from hammer_plugins.engine.core import EngineCore
+from hammer_plugins.engine.planning import Plan, make_plan
+from hammer_plugins.engine.turn import response_of, run
+from hammer_plugins.output.response import HammerResponse, Usage
+from hammer_plugins.slot_filling.filler import SlotFiller, SnapshotEngine, SnapshotRequest
+from hammer_plugins.tools.choice import normalize_tool_choice
+from hammer_plugins.values.agent_loop import after_tool_results
+from hammer_plugins.values.messages import Message, to_message
 
 
 def filler_for(engine: SnapshotEngine, setting: bool | Mapping[str, Any] | SlotFiller | None, tools: Sequence[Any] | None,

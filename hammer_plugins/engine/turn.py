@@ -1,10 +1,10 @@
 """The turn rules: one call's passes, free of I/O, from the plan to the final answer.
 
 :func:`run` is the logic of :meth:`~hammer_plugins.HammerEngine.stream`: it yields the stream's
-events (:mod:`hammer_plugins.events`) for the caller and requests (:class:`Fit`, :class:`Generate`,
+events (:mod:`hammer_plugins.output.events`) for the caller and requests (:class:`Fit`, :class:`Generate`,
 ``NEXT``) that a driver (:mod:`hammer_plugins.engine.drivers`) answers from the backend, so the sync
 and the async paths share every rule: when a refusal is answered in prose, when the tools are
-offered again after results (:mod:`hammer_plugins.agent_turn`), which streamed calls stand, how a cut
+offered again after results (:mod:`hammer_plugins.values.agent_loop`), which streamed calls stand, how a cut
 or invalid answer reads.
 
 Example:
@@ -26,19 +26,19 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent_turn import after_tool_results, answered_calls, call_key
-from ..backends.base import GenerationSettings
-from ..call_scanner import CallScanner
-from ..calls import InvalidToolCall, ToolCall
-from ..errors import HammerError
-from ..events import StreamEvent, TextDelta, ToolCallDelta
-from ..grammar import Grammar
-from ..keyword_check import keyword_violation
-from ..parsing import items_to_calls, parse_output, parse_stopped_list
-from ..prompt import render_chat
-from ..response import HammerResponse, Usage
-from .core import EngineCore, RefusalMode
-from .planning import Plan
+from hammer_plugins.backends.base import GenerationSettings
+from hammer_plugins.engine.core import EngineCore, RefusalMode
+from hammer_plugins.engine.planning import Plan
+from hammer_plugins.grammar.builder import Grammar
+from hammer_plugins.grammar.keyword_check import keyword_violation
+from hammer_plugins.output.call_scanner import CallScanner
+from hammer_plugins.output.events import StreamEvent, TextDelta, ToolCallDelta
+from hammer_plugins.output.parsing import items_to_calls, parse_output, parse_stopped_list
+from hammer_plugins.output.response import HammerResponse, Usage
+from hammer_plugins.prompt.render import render_chat
+from hammer_plugins.values.agent_loop import after_tool_results, answered_calls, call_key
+from hammer_plugins.values.calls import InvalidToolCall, ToolCall
+from hammer_plugins.values.errors import HammerError
 
 
 class RefusalError(HammerError):
@@ -202,7 +202,7 @@ def answer(engine: EngineCore, plan: Plan, base: HammerResponse, started: float,
 
 def resolve(plan: Plan, call: ToolCall, raw: str) -> ToolCall | InvalidToolCall:
     """Unmask a parsed call, check it names a bound tool and its arguments keep the schema keywords
-    the grammar may not express (:func:`~hammer_plugins.keyword_check.keyword_violation`)."""
+    the grammar may not express (:func:`~hammer_plugins.grammar.keyword_check.keyword_violation`)."""
     real: ToolCall | InvalidToolCall = plan.binding.mask.unmask(call) if plan.binding.mask else call
     if not isinstance(real, ToolCall):
         return real
@@ -269,7 +269,7 @@ def cut_or_invalid_text(invalid: Sequence[InvalidToolCall], finish: str, max_tok
     this text is for output that has none.
 
     Example:
-        >>> from hammer_plugins.calls import InvalidToolCall
+        >>> from hammer_plugins.values.calls import InvalidToolCall
         >>> cut_or_invalid_text([InvalidToolCall(raw="[{", name="f", reason="cut")], "length", 30)[:60]
         'No tool was called: the call to f was cut off at max_tokens='
     """

@@ -13,9 +13,11 @@ Example:
     >>> from hammer_plugins.launch import LlamaServer, free_port
     >>> isinstance(free_port(), int)
     True
+
+Layer 2: a runtime's process.
 """
 
-from .child import exposure_warning, free_port
-from .launcher import LlamaCppPythonServer, LlamaServer
+from hammer_plugins.launch.child import exposure_warning, free_port
+from hammer_plugins.launch.launcher import LlamaCppPythonServer, LlamaServer
 
 __all__ = ["LlamaCppPythonServer", "LlamaServer", "exposure_warning", "free_port"]

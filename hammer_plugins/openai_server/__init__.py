@@ -12,6 +12,8 @@ Example:
     >>> import hammer_plugins.openai_server as server
     >>> callable(server.create_app)
     True
+
+Layer 4: a door.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def __getattr__(name: str) -> Any:
     try:
         loaded = importlib.import_module(f"{__name__}.{module}")
     except ImportError as exc:
-        from ..errors import BackendNotInstalledError
+        from hammer_plugins.values.errors import BackendNotInstalledError
 
         raise BackendNotInstalledError(
             f"the OpenAI-compatible server needs {exc.name!r}. Fix: pip install 'hammer-plugins[openai-server]'"

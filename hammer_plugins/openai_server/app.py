@@ -43,14 +43,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..engine import HammerEngine
-from ..response import HammerResponse
-from .encoders import ChatEncoder, Encoder, TypedEventEncoder
-from .listener import Admission
-from .messages_api import MessagesWriter, parse_messages_request
-from .protocol import APIError, EngineCall, engine_error, parse_json, parse_request
-from .responses_api import ResponsesWriter, parse_responses_request
-from .worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT, EngineWorker
+from hammer_plugins.engine import HammerEngine
+from hammer_plugins.openai_server.encoders import ChatEncoder, Encoder, TypedEventEncoder
+from hammer_plugins.openai_server.listener import Admission
+from hammer_plugins.openai_server.messages_api import MessagesWriter, parse_messages_request
+from hammer_plugins.openai_server.protocol import APIError, EngineCall, engine_error, parse_json, parse_request
+from hammer_plugins.openai_server.responses_api import ResponsesWriter, parse_responses_request
+from hammer_plugins.openai_server.worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT, EngineWorker
+from hammer_plugins.output.response import HammerResponse
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 """Largest request body accepted (8 MiB): a long conversation with many tools is far below it."""

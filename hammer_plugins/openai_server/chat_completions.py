@@ -23,11 +23,11 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
 )
 from openai.types.completion_usage import CompletionUsage
 
-from ..calls import ToolCall
-from ..encoder import StreamEncoder
-from ..events import StreamEvent
-from ..parsing import structural_characters
-from ..response import HammerResponse
+from hammer_plugins.output.encoder import StreamEncoder
+from hammer_plugins.output.events import StreamEvent
+from hammer_plugins.output.parsing import structural_characters
+from hammer_plugins.output.response import HammerResponse
+from hammer_plugins.values.calls import ToolCall
 
 
 # ------------------------------------------------------------------ responses
@@ -129,7 +129,7 @@ class ChunkWriter(StreamEncoder[ChatCompletionChunk]):
     arguments); its arguments follow as fragments under the same index. Hammer's call syntax itself
     is never sent as content; prose (``tool_choice="none"``, the answer of ``on_refusal="answer"``,
     JSON of a ``response_format``) streams as it is generated. What was already sent is the
-    :class:`~hammer_plugins.encoder.StreamEncoder`'s state.
+    :class:`~hammer_plugins.output.encoder.StreamEncoder`'s state.
 
     Example:
         >>> from hammer_plugins import HammerResponse, ToolCall, ToolCallDelta

@@ -4,7 +4,7 @@ The route of every API does the same work (parse, queue, run the engine, follow 
 :func:`~.app.create_app`'s one ``answer`` function; what differs is only how the engine's events are
 framed, which is this module's :class:`Encoder`: Chat Completions chunks, or the typed events of the
 Responses and Messages APIs, each a thin shell around its writer (a
-:class:`~hammer_plugins.encoder.StreamEncoder`, which keeps the "already sent" state once).
+:class:`~hammer_plugins.output.encoder.StreamEncoder`, which keeps the "already sent" state once).
 
 Example:
     >>> from hammer_plugins import HammerResponse
@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..engine import StreamEvent
-from ..response import HammerResponse
-from .messages_api import MessagesWriter
-from .protocol import DONE, APIError, ChunkWriter, completion, sse
-from .responses_api import ResponsesWriter
+from hammer_plugins.engine import StreamEvent
+from hammer_plugins.openai_server.messages_api import MessagesWriter
+from hammer_plugins.openai_server.protocol import DONE, APIError, ChunkWriter, completion, sse
+from hammer_plugins.openai_server.responses_api import ResponsesWriter
+from hammer_plugins.output.response import HammerResponse
 
 
 class Encoder:

@@ -30,12 +30,12 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ..calls import ToolCall
-from ..encoder import StreamEncoder
-from ..events import StreamEvent
-from ..response import HammerResponse
-from .chat_completions import argument_fragments, arguments_json, content_of
-from .protocol import MESSAGES_PATH, APIError, EngineCall, parse_request
+from hammer_plugins.openai_server.chat_completions import argument_fragments, arguments_json, content_of
+from hammer_plugins.openai_server.protocol import MESSAGES_PATH, APIError, EngineCall, parse_request
+from hammer_plugins.output.encoder import StreamEncoder
+from hammer_plugins.output.events import StreamEvent
+from hammer_plugins.output.response import HammerResponse
+from hammer_plugins.values.calls import ToolCall
 
 TOOL_ERROR_PREFIX = "Error: "
 """Put before the text of a ``tool_result`` with ``is_error: true``, so the model reads that the call failed."""
@@ -202,7 +202,7 @@ def _stop_reason(response: HammerResponse) -> str:
 class MessagesWriter(StreamEncoder[dict[str, Any]]):
     """Turns the engine's events into Anthropic stream events; :attr:`message` is the answer so far.
 
-    What was already sent is the :class:`~hammer_plugins.encoder.StreamEncoder`'s state; the hooks
+    What was already sent is the :class:`~hammer_plugins.output.encoder.StreamEncoder`'s state; the hooks
     frame it as content blocks: prose as a ``text`` block of ``text_delta`` s, each call as a
     ``tool_use`` block whose input streams as ``input_json_delta`` pieces, then ``message_delta`` with
     the ``stop_reason`` and usage, and ``message_stop``.

@@ -31,7 +31,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 
-from ..errors import (
+from hammer_plugins.tools.choice import normalize_tool_choice
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.values.errors import (
     ContextWindowExceededError,
     GrammarNotSupportedError,
     HammerError,
@@ -45,9 +47,7 @@ from ..errors import (
     ServerUnavailableError,
     UnknownToolError,
 )
-from ..messages import Message, to_message
-from ..tool_choice import normalize_tool_choice
-from ..tools import to_tools
+from hammer_plugins.values.messages import Message, to_message
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool",
          "function": "tool"}
@@ -139,8 +139,8 @@ class EngineCall:
     tools: list[dict[str, Any]]
     tool_choice: str
     options: dict[str, Any] = field(default_factory=dict)
-    stream: bool = Field(False, strict=True)
-    include_usage: bool = Field(False, strict=True)
+    stream: bool = False
+    include_usage: bool = False
 
 
 MAX_JSON_DEPTH = 64
@@ -535,7 +535,7 @@ def engine_error(exc: Exception) -> APIError:
     ``type: "server_error"``, and names no internal address.
 
     Example:
-        >>> from hammer_plugins.errors import ServerUnavailableError
+        >>> from hammer_plugins.values.errors import ServerUnavailableError
         >>> error = engine_error(ServerUnavailableError("could not connect to http://127.0.0.1:9/v1"))
         >>> error.status, error.type, "127.0.0.1" in error.message, error.headers
         (503, 'server_error', False, {'Retry-After': '5'})
@@ -564,7 +564,7 @@ def engine_error(exc: Exception) -> APIError:
 
 # The response side moved to chat_completions.py (an encoder of the engine's stream); its names stay
 # importable from here, where the server and its tests found them.
-from .chat_completions import (  # noqa: E402
+from hammer_plugins.openai_server.chat_completions import (  # noqa: E402
     DONE,
     ChunkWriter,
     argument_fragments,

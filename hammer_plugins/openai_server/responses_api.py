@@ -30,12 +30,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..calls import ToolCall
-from ..encoder import StreamEncoder
-from ..events import StreamEvent
-from ..response import HammerResponse
-from .chat_completions import argument_fragments, arguments_json, content_of
-from .protocol import APIError, EngineCall, parse_request
+from hammer_plugins.openai_server.chat_completions import argument_fragments, arguments_json, content_of
+from hammer_plugins.openai_server.protocol import APIError, EngineCall, parse_request
+from hammer_plugins.output.encoder import StreamEncoder
+from hammer_plugins.output.events import StreamEvent
+from hammer_plugins.output.response import HammerResponse
+from hammer_plugins.values.calls import ToolCall
 
 NAMESPACE_SEPARATOR = "."
 """Joins a namespace and a function name into the one name the model sees (``crm.lookup``); Hammer
@@ -276,7 +276,7 @@ def new_response_id() -> str:
 class ResponsesWriter(StreamEncoder[dict[str, Any]]):
     """Turns the engine's events into Responses stream events; :attr:`response` is the answer so far.
 
-    What was already sent is the :class:`~hammer_plugins.encoder.StreamEncoder`'s state; the hooks
+    What was already sent is the :class:`~hammer_plugins.output.encoder.StreamEncoder`'s state; the hooks
     only frame it: prose opens a ``message`` item and streams ``output_text`` deltas, a call closes it
     and sends a ``function_call`` item, the finish sends what no event carried and ``response.completed``
     (``response.incomplete`` when ``max_output_tokens`` cut the answer).

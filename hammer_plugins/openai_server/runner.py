@@ -24,12 +24,11 @@ from typing import Any
 
 import uvicorn
 
-from ..config import EngineSettings
-from ..engine import HammerEngine
-from ..errors import ServerAuthenticationError
-from ..launch.child import exposure_warning, free_port
-from .app import DEFAULT_MAX_BODY_BYTES, create_app
-from .listener import (
+from hammer_plugins.engine import HammerEngine
+from hammer_plugins.engine.settings import EngineSettings
+from hammer_plugins.launch.child import exposure_warning, free_port
+from hammer_plugins.openai_server.app import DEFAULT_MAX_BODY_BYTES, create_app
+from hammer_plugins.openai_server.listener import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -37,7 +36,8 @@ from .listener import (
     dual_stack_socket,
     listener_config,
 )
-from .worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT
+from hammer_plugins.openai_server.worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT
+from hammer_plugins.values.errors import ServerAuthenticationError
 
 
 class BackgroundServer:
@@ -105,7 +105,7 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
         if not args.base_url:
             raise SystemExit("hammer serve --openai --backend server needs the server's URL. Fix: add "
                              "--base-url http://HOST:PORT/v1 (or use --backend llama-server to start one)")
-        from ..backends.remote import OpenAICompatibleBackend, ServerBackendSettings
+        from hammer_plugins.backends.remote import OpenAICompatibleBackend, ServerBackendSettings
 
         # The upstream server's key is not this API's key ($HAMMER_SERVER_API_KEY): a variable of its own.
         upstream_key = os.environ.get(UPSTREAM_KEY_VARIABLE) or None
@@ -121,11 +121,11 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
     if args.base_url:
         raise SystemExit("hammer serve --openai: --base-url goes with --backend server. Fix: add --backend server")
     if backend == "llama-server":
-        from ..backends.remote import OpenAICompatibleBackend
-        from ..engine.runtimes import model_prompt_format
-        from ..launch import LlamaServer
-        from ..launch.llama_server_binary import find_or_build_llama_server
-        from ..model_source import local_gguf, resolve_model
+        from hammer_plugins.backends.remote import OpenAICompatibleBackend
+        from hammer_plugins.engine.runtimes import model_prompt_format
+        from hammer_plugins.launch import LlamaServer
+        from hammer_plugins.launch.llama_server_binary import find_or_build_llama_server
+        from hammer_plugins.models.source import local_gguf, resolve_model
 
         binary = find_or_build_llama_server(build=not args.no_build)
         gguf = local_gguf(resolve_model(args.model_path, args.model, gguf=True))

@@ -3,7 +3,7 @@
 An in-process model (llama.cpp, transformers) decodes one sequence at a time, so the server does
 not pretend otherwise: every request is a job on a single-thread executor (its queue is the
 request queue), and its events come back to the event loop through the one thread bridge
-(:func:`hammer_plugins.bridge.iterate_in_thread`), which skips a job stopped while queued. Each job
+(:func:`hammer_plugins.backends.bridge.iterate_in_thread`), which skips a job stopped while queued. Each job
 has a cancel event that the engine checks between tokens and while the prompt is evaluated in
 batches; it is set when the client goes away (a queued job is then skipped, a running one stops),
 when the request's time limit passes, and at shutdown.
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import math
 import threading
 import time
@@ -48,11 +47,10 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..bridge import iterate_in_thread
-from ..engine import HammerEngine, StreamEvent
-from ..engine.drivers import drive
-from ..messages import Message
-from .protocol import APIError
+from hammer_plugins.backends.bridge import iterate_in_thread
+from hammer_plugins.engine import HammerEngine, StreamEvent
+from hammer_plugins.openai_server.protocol import APIError
+from hammer_plugins.values.messages import Message
 
 DEFAULT_QUEUE_PER_SLOT = 16
 """Requests allowed to wait per slot (an in-process model has one slot); past them: 429 at once."""
@@ -165,15 +163,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:  # a thread with no loop: the engine's, a timer's
         return None
-
-
-def _engine_stream(engine: HammerEngine, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str,
-                   options: dict[str, Any], cancel: threading.Event) -> Any:
-    """``engine.stream`` with ``cancel`` wired to the backend: a stop ends even a long prompt evaluation
-    (llama.cpp checks it between batches), not only the decoding."""
-    if "cancel" in inspect.signature(engine.stream).parameters:
-        return engine.stream(messages, tools, tool_choice, cancel=cancel, **options)
-    return drive(engine, engine._prepare(messages, tools, tool_choice, **options), cancel)  # noqa: SLF001
 
 
 class Place:
@@ -392,7 +381,8 @@ class EngineWorker:
                 if not self._start(job):  # its client left, its time ran out or the server is stopping: skipped
                     return
                 try:
-                    stream = _engine_stream(self.engine, messages, tools, tool_choice, options, cancel)
+                    # cancel reaches the backend: a stop ends even a long prompt evaluation (llama.cpp checks it between batches)
+                    stream = self.engine.stream(messages, tools, tool_choice, cancel=cancel, **options)
                     yield _STARTED
                     try:
                         for event in stream:

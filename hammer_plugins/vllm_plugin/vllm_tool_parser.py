@@ -1,11 +1,11 @@
 """Hammer's tool-call parser for vLLM: ``--tool-parser-plugin FILE --tool-call-parser hammer``.
 
 Loaded by vLLM's API server, never by hammer_plugins itself (it imports vLLM). It reads Hammer's
-answers with the engine's own parser (:func:`hammer_plugins.parsing.parse_output`): a fenced or
+answers with the engine's own parser (:func:`hammer_plugins.output.parsing.parse_output`): a fenced or
 bare JSON list of ``{"name", "arguments"}``; ``[]`` (no suitable tool) becomes a refusal in
 ``content``. Streaming sends each call's id and name as soon as its name is written, then its
 arguments when its object closes, the same JSON text as the non-streamed answer; the scanning
-state is kept between tokens (:class:`hammer_plugins.call_stream.CallStream`), so a stream costs
+state is kept between tokens (:class:`hammer_plugins.output.call_stream.CallStream`), so a stream costs
 work linear in its length, not a re-parse of the whole answer per token.
 Fail-closed: only a name the request offered (under a named ``tool_choice``, that name alone; under
 ``"none"``, none) is ever returned as a call. A call to any other name (possible where the answer
@@ -14,7 +14,7 @@ the grammar cannot express) is logged and dropped; when no call is left, the who
 message's ``content``, as vLLM's own parsers return output that is not a valid call. Streamed, such
 a call's name is never sent and its JSON object goes out as ``content`` when it closes.
 Every request with tools is decoded under the engine's own grammar
-(:func:`hammer_plugins.grammar.build_grammar`, through vLLM's ``structured_outputs``): a call list or
+(:func:`hammer_plugins.grammar.builder.build_grammar`, through vLLM's ``structured_outputs``): a call list or
 ``[]`` under ``"auto"``, at least one call under ``"required"``, only the named tool under a named
 ``tool_choice``; ``"none"``, or a request that sets its own ``structured_outputs`` or
 ``response_format``, is left as it is. After tool results the template asks for the answer in
@@ -23,7 +23,7 @@ prose (``hammer.jinja``); under ``"auto"`` that answer goes out as ``content``, 
 Run (``hammer vllm`` prints these paths and the whole command)::
 
     python -m vllm.entrypoints.openai.api_server --model DIR \\
-        --chat-template .../hammer_plugins/templates/hammer.jinja \\
+        --chat-template .../hammer_plugins/prompt/templates/hammer.jinja \\
         --enable-auto-tool-choice --tool-parser-plugin .../hammer_plugins/vllm_plugin/vllm_tool_parser.py \\
         --tool-call-parser hammer
 
@@ -31,6 +31,8 @@ The file finds the ``hammer_plugins`` package it sits in even where vLLM's envir
 installed (its only dependency, pydantic, comes with vLLM). It lives in a folder without
 ``__init__.py`` so that walking ``hammer_plugins``'s modules (the package's own import checks,
 where vLLM is not installed) never imports it.
+
+Layer 4: a door.
 
 Example (inside vLLM's environment):
     >>> parser = HammerToolParser(tokenizer)  # doctest: +SKIP
@@ -63,7 +65,7 @@ def _load_hammer_plugins() -> None:
         except Exception:  # a checkout on sys.path (vLLM started in it), not installed: no version to read
             for name in [m for m in sys.modules if m == "hammer_plugins" or m.startswith("hammer_plugins.")]:
                 del sys.modules[name]
-    if not (here / "parsing.py").is_file():
+    if not (here / "output" / "parsing.py").is_file():
         raise ImportError(f"{__file__} needs the hammer_plugins package. Fix: pip install hammer-plugins in vLLM's "
                           "environment, or pass the vllm_tool_parser.py inside an installed hammer_plugins folder")
     if importlib.util.find_spec("re2") is None:  # the package's one requirement vLLM does not bring
@@ -78,11 +80,11 @@ def _load_hammer_plugins() -> None:
 
 _load_hammer_plugins()
 
-from hammer_plugins.call_stream import CallEvent, CallStream, arguments_text, offered_calls  # noqa: E402
-from hammer_plugins.grammar import build_grammar  # noqa: E402
-from hammer_plugins.parsing import parse_output  # noqa: E402
-from hammer_plugins.response import DEFAULT_REFUSAL_TEXT  # noqa: E402
-from hammer_plugins.tools import Tool as HammerTool  # noqa: E402
+from hammer_plugins.grammar.builder import build_grammar  # noqa: E402
+from hammer_plugins.output.call_stream import CallEvent, CallStream, arguments_text, offered_calls  # noqa: E402
+from hammer_plugins.output.parsing import parse_output  # noqa: E402
+from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT  # noqa: E402
+from hammer_plugins.tools.definition import Tool as HammerTool  # noqa: E402
 
 # vLLM moves these between releases (0.32: vllm.tool_parsers, vllm.entrypoints.generate.base.protocol,
 # vllm.renderers.chat_utils; before ~0.11: vllm.entrypoints.openai.tool_parsers and .protocol).

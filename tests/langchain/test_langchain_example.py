@@ -17,7 +17,7 @@ from langchain_hammer import ChatHammer
 from langchain_hammer.chat_models import _openai_tool, to_engine_messages
 from shared_data import load_example
 
-from hammer_plugins.demo_tools import get_weather, send_email
+from hammer_plugins.tools.demo import get_weather, send_email
 
 # Longer than the suite's 300 s: agent examples took up to 155 s each on CI's fresh machine.
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]

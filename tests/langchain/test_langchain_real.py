@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_hammer import ChatHammer
 from pydantic import BaseModel
 
-from hammer_plugins.demo_tools import get_weather, send_email
+from hammer_plugins.tools.demo import get_weather, send_email
 
 # Longer than the suite's 300 s: streamed parallel calls took 130 s on CI's fresh machine.
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]

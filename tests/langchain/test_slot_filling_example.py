@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_hammer import snapshot_from_message, to_engine_messages
 from shared_data import load_example
 
-from hammer_plugins.slot_filling import SlotFiller
+from hammer_plugins.slot_filling.filler import SlotFiller
 
 pytestmark = pytest.mark.real_model
 

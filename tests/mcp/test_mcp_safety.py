@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 from installed import require
 
-from hammer_plugins.errors import HammerError
-from hammer_plugins.mcp import MCPServer, MCPTimeoutError, _split_result_str, parse_env_options, tool_result_text
+from hammer_plugins.mcp.client import MCPServer, MCPTimeoutError, _split_result_str, parse_env_options, tool_result_text
+from hammer_plugins.values.errors import HammerError
 
 mcp_types = require("mcp.types", "mcp")
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 ``schema_server.py`` (FastMCP, written here) sends ``$defs``/``$ref`` (a pydantic model argument),
 ``anyOf`` with ``null`` (``Optional``), defaults and ``additionalProperties`` (a dict argument). Each
-route (langchain-mcp-adapters, llama-index-tools-mcp, :class:`hammer_plugins.mcp.MCPServer`) must
+route (langchain-mcp-adapters, llama-index-tools-mcp, :class:`hammer_plugins.mcp.client.MCPServer`) must
 give Hammer's prompt and the grammar a schema with every ``$ref`` resolved; the real-model tests
 check the stand-in calls them and the server receives the arguments.
 """
@@ -18,9 +18,10 @@ import pytest
 from installed import require
 
 from hammer_plugins import HammerEngine, Message
-from hammer_plugins.grammar import build_grammar
-from hammer_plugins.mcp import MCPServer, result_text
-from hammer_plugins.tools import Tool, to_tool
+from hammer_plugins.grammar.builder import build_grammar
+from hammer_plugins.mcp.client import MCPServer, result_text
+from hammer_plugins.prompt.tools_block import hammer_entry
+from hammer_plugins.tools.definition import Tool, to_tool
 
 require("mcp")
 SERVER = [sys.executable, str(Path(__file__).with_name("schema_server.py"))]
@@ -59,7 +60,7 @@ async def engine_tools(route: str) -> list[Tool]:
 async def test_every_schema_feature_reaches_the_prompt_resolved(route: str) -> None:
     tools = {t.name: t for t in await engine_tools(route)}
     assert set(tools) == {"ship_parcel", "tag_photo"}
-    rendered = json.dumps([t.to_hammer() for t in tools.values()])
+    rendered = json.dumps([hammer_entry(t) for t in tools.values()])
     assert "$ref" not in rendered and "$defs" not in rendered and "anyOf" not in rendered
     ship = tools["ship_parcel"]
     address = ship.properties["address"]  # $ref resolved against $defs
@@ -68,7 +69,7 @@ async def test_every_schema_feature_reaches_the_prompt_resolved(route: str) -> N
     assert ship.properties["speed"]["default"] == "standard" and ship.properties["speed"]["enum"] == ["standard", "express"]
     assert ship.properties["note"]["type"] == "string" and ship.properties["note"]["nullable"] is True  # anyOf null
     assert set(ship.required) == {"recipient", "address", "weight_kg"}
-    hammer = ship.to_hammer()["parameters"]
+    hammer = hammer_entry(ship)["parameters"]
     assert hammer["address"]["city"]["required"] is True and hammer["address"]["required"] is True
     assert "default is 'standard'" in hammer["speed"]["description"]
     tags = tools["tag_photo"].properties["tags"]
@@ -78,7 +79,7 @@ async def test_every_schema_feature_reaches_the_prompt_resolved(route: str) -> N
 
 
 def test_the_engine_client_calls_the_server_and_reports_errors() -> None:
-    from hammer_plugins.mcp import MCPToolError
+    from hammer_plugins.mcp.client import MCPToolError
 
     with MCPServer(SERVER) as server:
         echoed = json.loads(server.call("tag_photo", {"photo_id": "IMG_1", "tags": {"place": "Rome"}}))

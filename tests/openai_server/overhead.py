@@ -16,9 +16,9 @@ import time
 from openai import OpenAI
 
 from hammer_plugins import HammerEngine, Message
-from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.openai_server import BackgroundServer, create_app
-from hammer_plugins.tools import to_tools
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools.demo import DEMO_TOOLS
 
 QUESTION = "What's the weather in Paris?"
 

@@ -9,8 +9,8 @@ import pytest
 from openai import OpenAI
 from openai_server_helpers import hammer_serve
 
-from hammer_plugins.demo_tools import DEMO_TOOLS
-from hammer_plugins.tools import to_tools
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools.demo import DEMO_TOOLS
 
 
 @pytest.mark.real_model
@@ -34,7 +34,7 @@ def test_hammer_serve_openai_answers_the_sdk_and_stops_on_ctrl_c(default_model_p
     (["serve", "--openai", "--base-url", "http://127.0.0.1:1/v1"], "--base-url goes with --backend server"),
 ])
 def test_backend_options_that_do_not_fit_are_named_with_the_fix(argv: list[str], message: str) -> None:
-    from hammer_plugins.cli import build_parser
+    from hammer_plugins.cli.main import build_parser
 
     args = build_parser(argv).parse_args(argv)
     with pytest.raises(SystemExit, match=message.replace(".", r"\.")):

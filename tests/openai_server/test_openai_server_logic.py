@@ -19,10 +19,10 @@ from openai import OpenAI
 
 from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import Backend, Usage
-from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.launch.child import exposure_warning
 from hammer_plugins.openai_server import BackgroundServer, create_app
-from hammer_plugins.tools import to_tools
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools.demo import DEMO_TOOLS
 
 KEY = "test-key"
 TOOLS = [t.to_openai() for t in to_tools(DEMO_TOOLS)]

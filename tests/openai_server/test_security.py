@@ -31,13 +31,13 @@ from raw_clients import never_reading
 
 from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import Backend, Usage
-from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.launch import free_port
 from hammer_plugins.openai_server import BackgroundServer, create_app
 from hammer_plugins.openai_server import app as app_module
 from hammer_plugins.openai_server.app import Guard
 from hammer_plugins.openai_server.protocol import MAX_JSON_DEPTH, APIError, json_too_deep, parse_json, parse_request
-from hammer_plugins.tools import to_tools
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools.demo import DEMO_TOOLS
 
 TOOLS = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
 CALL = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'

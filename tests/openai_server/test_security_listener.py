@@ -43,6 +43,7 @@ from test_security import (
 )
 
 from hammer_plugins import HammerEngine, ScriptedBackend
+from hammer_plugins.cli.serve import add_serve_parser
 from hammer_plugins.openai_server import BackgroundServer, create_app
 from hammer_plugins.openai_server.app import Guard, ip_address
 from hammer_plugins.openai_server.listener import (
@@ -53,7 +54,6 @@ from hammer_plugins.openai_server.listener import (
     listener_config,
 )
 from hammer_plugins.openai_server.runner import _listener
-from hammer_plugins.serve import add_serve_parser
 
 KEY = "listener-key"
 MIB = 2**20

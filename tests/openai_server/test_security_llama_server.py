@@ -38,10 +38,10 @@ from test_security_listener import error_code, exchange, head
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.backends.remote.wire import wire_text
-from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.launch import LlamaServer
 from hammer_plugins.openai_server import BackgroundServer, create_app
-from hammer_plugins.tools import to_tools
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools.demo import DEMO_TOOLS
 
 pytestmark = pytest.mark.real_model
 

@@ -22,10 +22,10 @@ from child_signals import default_signals
 from raw_clients import never_reading
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.demo_tools import DEMO_TOOLS
 from hammer_plugins.launch import free_port
 from hammer_plugins.openai_server import BackgroundServer, create_app
-from hammer_plugins.tools import to_tools
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools.demo import DEMO_TOOLS
 
 pytestmark = pytest.mark.real_model
 

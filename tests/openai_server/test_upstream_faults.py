@@ -24,8 +24,12 @@ import pytest
 
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
-from hammer_plugins.demo_tools import DEMO_TOOLS
-from hammer_plugins.errors import (
+from hammer_plugins.launch import LlamaServer
+from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.openai_server.protocol import engine_error
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools.demo import DEMO_TOOLS
+from hammer_plugins.values.errors import (
     ContextWindowExceededError,
     GrammarNotSupportedError,
     SchemaConversionError,
@@ -37,10 +41,6 @@ from hammer_plugins.errors import (
     ServerUnavailableError,
     UnknownToolError,
 )
-from hammer_plugins.launch import LlamaServer
-from hammer_plugins.openai_server import BackgroundServer, create_app
-from hammer_plugins.openai_server.protocol import engine_error
-from hammer_plugins.tools import to_tools
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from fault_proxy import FaultProxy  # noqa: E402

@@ -28,7 +28,7 @@ from child_signals import default_signals
 
 from hammer_plugins import HammerEngine, HammerResponse, Message, TextDelta
 from hammer_plugins.backends.base import Backend
-from hammer_plugins.demo_tools import DEMO_TOOLS, get_weather, send_email
+from hammer_plugins.tools.demo import DEMO_TOOLS, get_weather, send_email
 
 pytestmark = pytest.mark.real_model
 

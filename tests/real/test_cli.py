@@ -1,5 +1,5 @@
 """The `hammer` command on the embedded default model: the README's command as a user runs it (a process of
-its own), the others through the same entry point in this process (``hammer_plugins.cli.main``: the same
+its own), the others through the same entry point in this process (``hammer_plugins.cli.main.main``: the same
 parser, commands and exit status, without an interpreter start and imports for each)."""
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import pytest
 
 from hammer_plugins import HammerEngine, Message
 from hammer_plugins.backends.llama_cpp import LlamaCppBackend
-from hammer_plugins.cli import load_tools_file
+from hammer_plugins.cli.main import load_tools_file
 
 # Longer than the suite's 300 s: the first test decodes 27 answers (three backends) in its setup.
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(1800)]
@@ -169,7 +169,7 @@ def near_tie_verdict(plain: list[Call], fast: list[Call], plain_backend: LlamaCp
     in order; at the first one whose answer tokens differ (later calls depend on it and may differ
     freely), at the first differing token ``i``: plain greedy's logits after prompt + common prefix
     are recomputed one token at a time with the plain backend's ``Llama``, the grammar mask after
-    the common prefix is read from the project's :class:`~hammer_plugins.token_mask.TokenMask`,
+    the common prefix is read from the project's :class:`~hammer_plugins.grammar.token_mask.TokenMask`,
     and the verdict is ok only when the fast token is grammar-allowed there and
     ``|logit[plain token] - logit[fast token]| < epsilon``. A token missing because its answer
     ended is the best allowed end-of-generation token.

@@ -165,7 +165,7 @@ def test_llguidance_mask_gives_llama_cpps_own_grammar_output(llama_engine: Hamme
     """
     import llama_cpp
 
-    from hammer_plugins.grammar import build_grammar
+    from hammer_plugins.grammar.builder import build_grammar
 
     backend: Any = llama_engine.backend
     llama = backend.llama

@@ -15,7 +15,7 @@ import pytest
 
 from hammer_plugins import HammerEngine, Message
 from hammer_plugins.backends.llama_cpp import LlamaCppBackend
-from hammer_plugins.prefix_cache import PrefixCache
+from hammer_plugins.backends.prefix_cache import PrefixCache
 
 pytestmark = pytest.mark.real_model
 
@@ -84,7 +84,7 @@ def test_a_new_tool_set_on_a_known_model_reads_no_vocabulary(default_model_path:
     is never asked for a token's text. With the store empty too, it is (the check can fail)."""
     import llama_cpp
 
-    from hammer_plugins.grammar import build_json_grammar
+    from hammer_plugins.grammar.builder import build_json_grammar
 
     directory = tmp_path / "kv"
     first = HammerEngine(backend=LlamaCppBackend(default_model_path, n_ctx=4096, prefix_cache=directory), max_tokens=32)
@@ -140,7 +140,7 @@ def test_the_vocabulary_read_for_llguidance_is_llguidances_own(model: str, defau
     import llama_cpp
     from llguidance.llamacpp import lltokenizer_from_vocab
 
-    from hammer_plugins.grammar import build_json_grammar
+    from hammer_plugins.grammar.builder import build_json_grammar
 
     path = default_model_path if model == "default" else _smollm2()
     after_load = LlamaCppBackend(path, n_ctx=512, prefix_cache=tmp_path / "a")
@@ -166,7 +166,7 @@ def test_the_vocabulary_read_for_llguidance_is_llguidances_own(model: str, defau
 
 def test_a_file_whose_vocabulary_cannot_load_alone_gets_the_tokenizer_of_the_loaded_model(
         default_model_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hammer_plugins.grammar import build_json_grammar
+    from hammer_plugins.grammar.builder import build_json_grammar
 
     monkeypatch.setattr(LlamaCppBackend, "_vocabulary_only_model", lambda self, llama_cpp: None)
     backend = LlamaCppBackend(default_model_path, n_ctx=512)

@@ -12,7 +12,7 @@ import pytest
 from grammar_oracles import FORMAT_CHECKER
 
 from hammer_plugins import HammerEngine, Message
-from hammer_plugins.schema_keywords import SchemaKeywordWarning
+from hammer_plugins.grammar.keywords import SchemaKeywordWarning
 
 pytestmark = pytest.mark.real_model
 

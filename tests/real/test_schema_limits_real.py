@@ -10,7 +10,7 @@ import time
 import pytest
 
 from hammer_plugins import HammerEngine, Message
-from hammer_plugins.errors import SchemaConversionError, SchemaLimitError
+from hammer_plugins.values.errors import SchemaConversionError, SchemaLimitError
 
 pytestmark = pytest.mark.real_model
 

@@ -18,8 +18,8 @@ from installed import require
 from hammer_plugins import HammerEngine, Message, ScriptedBackend, ToolCall
 from hammer_plugins.backends.llama_cpp import LlamaCppBackend
 from hammer_plugins.backends.transformers import TransformersBackend
-from hammer_plugins.demo_tools import DEMO_TOOLS
-from hammer_plugins.prompt import MARKERS
+from hammer_plugins.prompt.render import MARKERS
+from hammer_plugins.tools.demo import DEMO_TOOLS
 
 pytestmark = pytest.mark.real_model
 

@@ -18,7 +18,7 @@ import pytest
 
 from hammer_plugins import HammerEngine, Message, ModelNotFoundError
 from hammer_plugins.backends.transformers import TransformersBackend
-from hammer_plugins.demo_tools import get_weather, send_email
+from hammer_plugins.tools.demo import get_weather, send_email
 
 # Longer than the suite's 300 s: the GGUF is dequantized on first use, and a process loads it again.
 pytestmark = [pytest.mark.transformers_model, pytest.mark.timeout(900)]
@@ -76,7 +76,7 @@ def test_hub_id_loads_offline_from_the_local_hub_cache(hf_engine: HammerEngine, 
     script = (
         "import json\n"
         "from hammer_plugins import HammerEngine, Message\n"
-        "from hammer_plugins.demo_tools import send_email\n"
+        "from hammer_plugins.tools.demo import send_email\n"
         "e = HammerEngine(model='hammer-test/qwen-stand-in', backend='transformers', max_tokens=40)\n"
         "out = e.generate([Message.user('Email bob@x.com saying hi')], tools=[send_email], tool_choice='send_email')\n"
         "print(json.dumps({'kind': out.kind, 'name': out.tool_calls[0].name, 'model': out.model}))\n"

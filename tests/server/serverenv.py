@@ -13,7 +13,7 @@ def stream_then_kill(engine: Any, server: Any, messages: list[Any], after: int =
     import pytest
 
     from hammer_plugins import TextDelta
-    from hammer_plugins.errors import ServerStreamError
+    from hammer_plugins.values.errors import ServerStreamError
 
     seen: list[str] = []
     with pytest.raises(ServerStreamError) as caught:

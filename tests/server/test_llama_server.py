@@ -22,9 +22,9 @@ from serverenv import API_KEY, MODEL, TIMEOUT, stream_then_kill
 
 from hammer_plugins import HammerEngine, HammerResponse, Message
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
-from hammer_plugins.errors import ServerUnavailableError
 from hammer_plugins.launch import LlamaServer
 from hammer_plugins.launch.llama_server_binary import LlamaServerNotFoundError, find_llama_server
+from hammer_plugins.values.errors import ServerUnavailableError
 
 SLOTS = 4
 SLOT_CTX = 4096
@@ -139,7 +139,7 @@ async def test_concurrent_conversations_are_each_answered_once_with_their_own_an
 @pytest.mark.real_model
 def test_a_prompt_over_a_slots_window_is_a_context_error(cpp_backend: OpenAICompatibleBackend,
                                                           demo_tools: list[Any]) -> None:
-    from hammer_plugins.errors import ContextWindowExceededError
+    from hammer_plugins.values.errors import ContextWindowExceededError
 
     long_question = "Summarize: " + "the quick brown fox jumps over the lazy dog " * 600
     with pytest.raises(ContextWindowExceededError, match=str(SLOT_CTX)):
@@ -205,7 +205,7 @@ def test_the_serving_example_answers_each_question_with_its_own_call(default_mod
 
 
 def test_a_model_file_that_is_not_gguf_is_named_before_the_server_starts(tmp_path: Path) -> None:
-    from hammer_plugins.errors import InvalidModelFileError, ModelNotFoundError
+    from hammer_plugins.values.errors import InvalidModelFileError, ModelNotFoundError
 
     with pytest.raises(ModelNotFoundError, match="does not exist"):
         LlamaServer(tmp_path / "missing.gguf").start()

@@ -19,8 +19,8 @@ from hammer_plugins import HammerEngine, HammerResponse, Message, TextDelta, Too
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.backends.scripted import ScriptedBackend
-from hammer_plugins.errors import GrammarNotSupportedError
 from hammer_plugins.launch import LlamaCppPythonServer
+from hammer_plugins.values.errors import GrammarNotSupportedError
 
 pytestmark = pytest.mark.real_model
 

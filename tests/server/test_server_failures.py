@@ -19,7 +19,8 @@ from serverenv import API_KEY, MODEL, TIMEOUT, stream_then_kill
 
 from hammer_plugins import ContextWindowExceededError, HammerEngine, HammerResponse, Message, TextDelta
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
-from hammer_plugins.errors import (
+from hammer_plugins.launch import LlamaCppPythonServer
+from hammer_plugins.values.errors import (
     ServerAuthenticationError,
     ServerHTTPError,
     ServerModelNotFoundError,
@@ -27,7 +28,6 @@ from hammer_plugins.errors import (
     ServerTimeoutError,
     ServerUnavailableError,
 )
-from hammer_plugins.launch import LlamaCppPythonServer
 
 pytestmark = pytest.mark.real_model
 

@@ -19,7 +19,7 @@ from hammer_plugins import ContextWindowExceededError, HammerEngine, Message
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.backends.remote.sansio import _Read, _Send, _Sleep
-from hammer_plugins.errors import ServerAuthenticationError, ServerStreamError, ServerUnavailableError
+from hammer_plugins.values.errors import ServerAuthenticationError, ServerStreamError, ServerUnavailableError
 
 EVENTS = [b'data: {"choices": [{"index": 0, "text": "Hel", "finish_reason": null}]}\n\n',
           b'data: {"choices": [{"index": 0, "text": "lo", "finish_reason": "stop"}]}\n\n', b"data: [DONE]\n\n"]

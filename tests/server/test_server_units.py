@@ -14,7 +14,7 @@ from hammer_plugins import ContextWindowExceededError
 from hammer_plugins.backends.base import GenerationSettings
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.backends.remote.wire import _CompletionReader, _SSEDecoder
-from hammer_plugins.errors import (
+from hammer_plugins.values.errors import (
     ServerAuthenticationError,
     ServerHTTPError,
     ServerModelNotFoundError,
@@ -224,8 +224,8 @@ def test_hammer_serve_reads_the_key_from_the_environment_and_warns_beyond_loopba
         monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
+    from hammer_plugins.cli.serve import add_serve_parser
     from hammer_plugins.launch.child import exposure_warning
-    from hammer_plugins.serve import add_serve_parser
 
     monkeypatch.setenv("HAMMER_SERVER_API_KEY", "sk-from-env")
     parser = argparse.ArgumentParser(prog="hammer")
@@ -239,7 +239,7 @@ def test_hammer_serve_reads_the_key_from_the_environment_and_warns_beyond_loopba
 
 
 def test_the_old_import_path_gives_the_same_classes() -> None:
-    # Code written against hammer_plugins.backends.server (before the backends were split by job) still runs.
+    # Code written against hammer_plugins.backends.remote (before the backends were split by job) still runs.
     from hammer_plugins.backends import remote, server
     from hammer_plugins.launch import LlamaCppPythonServer, LlamaServer
 

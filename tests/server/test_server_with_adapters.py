@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
-from hammer_plugins.demo_tools import get_weather, send_email
+from hammer_plugins.tools.demo import get_weather, send_email
 
 pytestmark = [
     pytest.mark.real_model,

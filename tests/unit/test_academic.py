@@ -24,8 +24,8 @@ from hammer_evals.academic import (
     score_answers,
 )
 from hammer_plugins import HammerEngine, ScriptedBackend
-from hammer_plugins.grammar import build_grammar
-from hammer_plugins.tools import to_tools
+from hammer_plugins.grammar.builder import build_grammar
+from hammer_plugins.tools.definition import to_tools
 
 
 @pytest.fixture(scope="module")

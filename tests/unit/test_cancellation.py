@@ -18,10 +18,10 @@ import pytest
 
 from hammer_plugins import HammerEngine, Message, TextDelta
 from hammer_plugins.backends.base import Backend, GenerationCancelled, GenerationChunk, GenerationSettings
-from hammer_plugins.bridge import iterate_in_thread
-from hammer_plugins.grammar import Grammar
-from hammer_plugins.prefix_cache import PrefixCache
-from hammer_plugins.response import Usage
+from hammer_plugins.backends.bridge import iterate_in_thread
+from hammer_plugins.backends.prefix_cache import PrefixCache
+from hammer_plugins.grammar.builder import Grammar
+from hammer_plugins.output.response import Usage
 
 TOKEN_SECONDS = 0.02
 
@@ -175,7 +175,7 @@ def test_an_interrupted_prefix_cache_write_leaves_no_file(tmp_path: Path, monkey
     def interrupted(*args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("hammer_plugins.prefix_cache.os.replace", interrupted)
+    monkeypatch.setattr("hammer_plugins.backends.prefix_cache.os.replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         cache.store("rt", [1, 2, 3], b"state" * 1000)
     assert list(tmp_path.iterdir()) == []
@@ -196,7 +196,7 @@ def test_temporary_files_of_a_killed_process_are_removed_later(tmp_path: Path) -
 
 def test_ctrl_c_in_the_cli_is_one_line_and_status_130(monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from hammer_plugins import cli
+    from hammer_plugins.cli import main as cli
 
     def interrupted(args: object) -> int:
         raise KeyboardInterrupt

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hammer_plugins.cli import _engine, build_parser
+from hammer_plugins.cli.main import _engine, build_parser
 
 
 def test_threads_reach_the_llama_cpp_backend() -> None:
@@ -23,7 +23,7 @@ def test_hammerbench_accepts_threads() -> None:
 
 def test_evaluator_commands_without_hammer_evals_name_what_to_install(monkeypatch, capsys) -> None:
     # A core-only install (no hammer-evals distribution registers `eval` / `bench`).
-    from hammer_plugins import cli
+    from hammer_plugins.cli import main as cli
 
     monkeypatch.setattr(cli, "_commands", lambda: [])
     assert cli.main(["eval", "academic", "--limit", "2"]) == 2
@@ -34,7 +34,7 @@ def test_evaluator_commands_without_hammer_evals_name_what_to_install(monkeypatc
 
 def test_evaluator_help_without_hammer_evals_names_what_to_install(monkeypatch, capsys) -> None:
     # `hammer eval --help` once answered "unrecognized arguments: --help": the help is what to install.
-    from hammer_plugins import cli
+    from hammer_plugins.cli import main as cli
 
     monkeypatch.setattr(cli, "_commands", lambda: [])
     for argv, fix in ((["eval", "--help"], "pip install hammer-evals\n"), (["bench", "-h"], "pip install 'hammer-evals[bench]'"),
@@ -47,7 +47,7 @@ def test_evaluator_help_without_hammer_evals_names_what_to_install(monkeypatch, 
 def test_unknown_options_of_a_real_command_are_still_refused(capsys) -> None:
     import pytest
 
-    from hammer_plugins import cli
+    from hammer_plugins.cli import main as cli
 
     with pytest.raises(SystemExit) as info:
         cli.main(["models", "--bogus"])

@@ -13,7 +13,7 @@ import pytest
 
 from hammer_plugins import HammerEngine, Message
 from hammer_plugins.backends.scripted import ScriptedBackend
-from hammer_plugins.cli import build_parser
+from hammer_plugins.cli.main import build_parser
 
 TOOLS = [{"name": "ping", "description": "Ping a host", "parameters": {"type": "object", "properties": {
     "host": {"type": "string"}}, "required": ["host"]}}]
@@ -22,7 +22,7 @@ TOOLS = [{"name": "ping", "description": "Ping a host", "parameters": {"type": "
 def test_a_call_process_imports_neither_asyncio_nor_the_hub_client_nor_the_plugin_commands(tmp_path: Path) -> None:
     script = (
         "import sys\n"
-        "from hammer_plugins.cli import build_parser, _engine\n"
+        "from hammer_plugins.cli.main import build_parser, _engine\n"
         "args = build_parser(['call', 'hi']).parse_args(['call', 'hi'])\n"
         "engine = _engine(args)\n"  # resolves the model (and looks for pulled presets), loads nothing
         "heavy = ['asyncio', 'huggingface_hub.file_download', 'httpx', 'hammer_evals',\n"
@@ -71,7 +71,7 @@ def test_a_constrained_call_prepares_the_grammar_before_the_model_loads() -> Non
 def test_a_constrained_call_without_llama_cpp_python_names_the_package_to_install(
         default_model_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from hammer_plugins.backends.llama_cpp import LlamaCppBackend
-    from hammer_plugins.errors import BackendNotInstalledError
+    from hammer_plugins.values.errors import BackendNotInstalledError
 
     backend = LlamaCppBackend(default_model_path)
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if it were not installed
@@ -87,7 +87,7 @@ def test_a_quick_exit_keeps_what_was_printed_and_logged_and_the_exit_status(tmp_
         "import logging\n"
         f"logging.basicConfig(filename={str(log)!r}, level=logging.INFO)\n"
         "logging.info('logged before the exit')\n"
-        "from hammer_plugins.cli import _exit_at_once\n"
+        "from hammer_plugins.cli.main import _exit_at_once\n"
         "print('[{\"name\": \"ping\"}]' * 1000, end='')\n"
         "_exit_at_once(3)\n"
         "print('never')\n"
@@ -100,9 +100,9 @@ def test_a_quick_exit_keeps_what_was_printed_and_logged_and_the_exit_status(tmp_
 
 def test_only_hammer_call_ends_at_once() -> None:
     """Programmatic `main()` returns its status; the executable exits at once after `call` only."""
-    from hammer_plugins import cli
+    from hammer_plugins.cli import main as cli
 
-    script = "from hammer_plugins.cli import _run; print(_run(['cache'], exit_at_once=True))"
+    script = "from hammer_plugins.cli.main import _run; print(_run(['cache'], exit_at_once=True))"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "0"  # `hammer cache` returned instead of exiting
     assert cli.main(["cache"]) == 0

@@ -1,4 +1,4 @@
-"""The AMX guard for native llama.cpp builds (hammer_plugins/_compiler_flags.py): it must recognise
+"""The AMX guard for native llama.cpp builds (hammer_plugins/support/compiler_flags.py): it must recognise
 GCC 12's short ``ldtilecfg`` operand, which crashed both our builds on an AMX machine, and leave
 compilers with a correct header alone."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hammer_plugins import _compiler_flags
+from hammer_plugins.support import compiler_flags as _compiler_flags
 
 GCC12 = '''extern __inline void
 __attribute__((__gnu_inline__, __always_inline__, __artificial__))

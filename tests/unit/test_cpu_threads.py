@@ -1,4 +1,4 @@
-"""The default decode thread count (hammer_plugins/_cpu_threads.py): one per physical core, as
+"""The default decode thread count (hammer_plugins/support/cpu_threads.py): one per physical core, as
 llama.cpp's own tools choose, read from a sysfs-shaped topology."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hammer_plugins import _cpu_threads
+from hammer_plugins.support import cpu_threads as _cpu_threads
 
 
 def topology(tmp_path: Path, siblings: dict[int, str]) -> Path:

@@ -22,11 +22,11 @@ from hypothesis_profiles import examples
 
 from hammer_plugins import HammerEngine, Message
 from hammer_plugins.backends.scripted import ScriptedBackend
-from hammer_plugins.calls import ToolCall
-from hammer_plugins.cli import _may_run
-from hammer_plugins.display import name_key, printable, printable_json
-from hammer_plugins.errors import SchemaConversionError
-from hammer_plugins.tools import to_tools
+from hammer_plugins.cli.main import _may_run
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools.names import name_key, printable, printable_json
+from hammer_plugins.values.calls import ToolCall
+from hammer_plugins.values.errors import SchemaConversionError
 
 ESCAPE_NAME = "time\x1b]0;pwned\x07\x1b[2J\x1b[1;1Hnow"
 

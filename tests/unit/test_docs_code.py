@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from hammer_plugins.cli import build_parser
-from hammer_plugins.presets import PRESETS
+from hammer_plugins.cli.main import build_parser
+from hammer_plugins.models.presets import PRESETS
 
 REPO = Path(__file__).resolve().parents[2]
 TICKED = re.compile(r"`([^`]*)`")
@@ -133,7 +133,7 @@ def test_the_schema_limits_table_gives_the_code_defaults() -> None:
     """docs/engine.md's SchemaLimits table: every field, at its default."""
     from dataclasses import fields
 
-    from hammer_plugins.schema_limits import SchemaLimits
+    from hammer_plugins.tools.limits import SchemaLimits
 
     text = (REPO / "docs" / "engine.md").read_text(encoding="utf-8")
     table = text[text.index("| limit | default | what it bounds |") :].split("\n\n", 1)[0].splitlines()[2:]

@@ -76,7 +76,7 @@ UNIT = re.compile(
 # (doc, figure, a fragment of its line, the source file, the text there that holds it): stated settings, not
 # measurements. The source must still hold the text, so a changed default fails here until the doc follows.
 SETTINGS: list[tuple[str, str, str, str, str]] = [
-    ("README.md", "491", "Q4 GGUF, 491 MB", "hammer_plugins/default_model.py", "DEFAULT_MODEL_SIZE = 491_400_064"),
+    ("README.md", "491", "Q4 GGUF, 491 MB", "hammer_plugins/models/default.py", "DEFAULT_MODEL_SIZE = 491_400_064"),
     ("docs/engine.md", "0.5", "each test asserts under 0.5 s", "tests/real/test_cancellation_real.py", "FREE_WITHIN = 0.5"),
     (
         "docs/hammerbench.md",
@@ -85,19 +85,20 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
         "tests/evals/hammerbench/test_metrics.py",
         "def test_labels_fed_back_score_100_percent_everywhere(",
     ),
-    ("docs/server.md", "600", "(600 s; 0: none)", "hammer_plugins/serve.py", '"--time-limit", type=float, default=600.0'),
+    ("docs/server.md", "600", "(600 s; 0: none)", "hammer_plugins/cli/serve.py", '"--time-limit", type=float, default=600.0'),
     (
         "docs/server.md",
         "5",
         "`--shutdown-grace` (5 s, at most 10)",
-        "hammer_plugins/serve.py",
+        "hammer_plugins/cli/serve.py",
         '"--shutdown-grace", type=float, default=5.0',
     ),
     ("docs/server.md", "15", "(`: ping`) every 15 s", "hammer_plugins/openai_server/app.py", "PING_SECONDS = 15"),
-    ("docs/server.md", "10", "listener's `--header-timeout` (10 s)", "hammer_plugins/serve.py",
+    ("docs/server.md", "10", "listener's `--header-timeout` (10 s)", "hammer_plugins/cli/serve.py",
      '"--header-timeout", type=float, default=10.0'),
-    ("docs/server.md", "30", "`--body-timeout` (30 s)", "hammer_plugins/serve.py", '"--body-timeout", type=float, default=30.0'),
-    ("docs/server.md", "5", "`--idle-timeout` (5 s)", "hammer_plugins/serve.py", '"--idle-timeout", type=int, default=5'),
+    ("docs/server.md", "30", "`--body-timeout` (30 s)", "hammer_plugins/cli/serve.py",
+     '"--body-timeout", type=float, default=30.0'),
+    ("docs/server.md", "5", "`--idle-timeout` (5 s)", "hammer_plugins/cli/serve.py", '"--idle-timeout", type=int, default=5'),
     ("README.md", "300", "Every test has a 300 s limit", "pyproject.toml", "timeout = 300"),
     (
         "docs/server.md",
@@ -142,7 +143,7 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
         "hammer_plugins/openai_server/runner.py",
         "SHUTDOWN_DEADLINE = 10.0",
     ),
-    ("docs/server.md", "5", "characters, 5 s to build", "hammer_plugins/schema_limits.py", "max_build_seconds: float = 5.0"),
+    ("docs/server.md", "5", "characters, 5 s to build", "hammer_plugins/tools/limits.py", "max_build_seconds: float = 5.0"),
     (
         "docs/server.md",
         "0.5",
@@ -171,7 +172,8 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
         "hammer_plugins/backends/remote/settings.py",
         "timeout: float = Field(120.0",
     ),
-    ("docs/cli.md", "1", "the states keep at most 1 GiB", "hammer_plugins/prefix_cache.py", "DEFAULT_MAX_BYTES = 1 << 30"),
+    ("docs/cli.md", "1", "the states keep at most 1 GiB", "hammer_plugins/backends/prefix_cache.py",
+     "DEFAULT_MAX_BYTES = 1 << 30"),
 ]
 
 # (doc, figure, a fragment of its line, "a / b"): a ratio of two numbers its section's records hold as written;

@@ -330,7 +330,7 @@ def test_stream_masked_calls_arrive_unmasked() -> None:
 
 
 def test_call_scanner_ignores_braces_in_strings_and_nested_objects() -> None:
-    from hammer_plugins.call_scanner import CallScanner
+    from hammer_plugins.output.call_scanner import CallScanner
 
     scanner = CallScanner()
     text = '```json\n[\n {"name": "f", "arguments": {"a": {"b": "}{\\"}"}, "c": [1, {"d": 2}]}},\n {"name": "g"'

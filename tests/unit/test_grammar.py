@@ -13,7 +13,7 @@ import pytest
 from grammar_oracles import lark_accepts
 
 from hammer_plugins import Tool, UnknownToolError
-from hammer_plugins.grammar import build_grammar
+from hammer_plugins.grammar.builder import build_grammar
 
 WEATHER = Tool(name="get_weather", parameters={
     "type": "object",
@@ -104,7 +104,7 @@ def test_odd_names_are_escaped(qwen_lltokenizer: Any) -> None:
 
 
 def test_json_grammar_follows_the_schema(qwen_lltokenizer: Any) -> None:
-    from hammer_plugins.grammar import build_json_grammar
+    from hammer_plugins.grammar.builder import build_json_grammar
 
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
               "required": ["name"]}

@@ -29,8 +29,8 @@ from grammar_oracles import LlamaCppGrammar, lark_accepts_each
 from installed import require
 
 from hammer_plugins import Tool
-from hammer_plugins.errors import SchemaConversionError
-from hammer_plugins.grammar import build_grammar
+from hammer_plugins.grammar.builder import build_grammar
+from hammer_plugins.values.errors import SchemaConversionError
 
 bfcl = require("hammer_evals.bfcl.bfcl", "hammer-evals")
 

@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from hammer_plugins import Tool
-from hammer_plugins.grammar import build_grammar
-from hammer_plugins.json_schema import to_json_schema
+from hammer_plugins.grammar.builder import build_grammar
+from hammer_plugins.tools.json_schema import to_json_schema
 
 # Enough generated cases in CI (the issue asks for at least a thousand): valid and invalid together.
 VALID_EXAMPLES = 600
@@ -118,7 +118,7 @@ def tool_sets(draw: Any) -> list[dict[str, Any]]:
 
 # ------------------------------------------------------------------ values
 def _json_type(name: str | None) -> str | None:
-    from hammer_plugins.json_schema import json_type
+    from hammer_plugins.tools.json_schema import json_type
 
     return None if name is None else json_type(name)
 

@@ -20,10 +20,10 @@ from installed import require
 from shared_data import academic_dir
 
 from hammer_plugins import Tool
-from hammer_plugins.grammar import build_grammar
-from hammer_plugins.json_schema import to_json_schema
-from hammer_plugins.loop_guard import LoopGuard
-from hammer_plugins.tools import to_tools
+from hammer_plugins.grammar.builder import build_grammar
+from hammer_plugins.grammar.loop_guard import LoopGuard
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools.json_schema import to_json_schema
 
 academic = require("hammer_evals.academic", "hammer-evals")
 

@@ -1,4 +1,4 @@
-"""Regexes from outside run in linear time (issue 37, class 1): :mod:`hammer_plugins.linear_regex`.
+"""Regexes from outside run in linear time (issue 37, class 1): :mod:`hammer_plugins.support.linear_regex`.
 
 * On patterns both engines read the same way, RE2 (through the translation) agrees with Python's ``re``
   (generated patterns and texts, hypothesis).
@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
-from hammer_plugins import linear_regex
-from hammer_plugins.keyword_check import keyword_violation
-from hammer_plugins.linear_regex import UnsupportedPattern, compile_pattern, fullmatch, search, to_re2
+from hammer_plugins.grammar.keyword_check import keyword_violation
+from hammer_plugins.support import linear_regex
+from hammer_plugins.support.linear_regex import UnsupportedPattern, compile_pattern, fullmatch, search, to_re2
 
 BACKSTOP_SECONDS = 20.0  # a million characters take well under a second; backtracking would take years
 

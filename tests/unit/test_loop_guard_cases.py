@@ -20,8 +20,8 @@ from installed import require
 from shared_data import academic_dir
 
 from hammer_plugins import Tool
-from hammer_plugins.grammar import build_grammar
-from hammer_plugins.loop_guard import LoopGuard
+from hammer_plugins.grammar.builder import build_grammar
+from hammer_plugins.grammar.loop_guard import LoopGuard
 
 FREE = Tool(name="f", parameters={"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]})
 

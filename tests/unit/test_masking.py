@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from hammer_plugins import InvalidToolCall, Tool, ToolCall
-from hammer_plugins.name_masking import NameMask
-from hammer_plugins.prompt import render_prefix
+from hammer_plugins.prompt.render import render_prefix
+from hammer_plugins.prompt.tools_block import hammer_entry
+from hammer_plugins.tools.masking import NameMask
 
 TOOLS = [
     Tool(name="get_weather", description="Weather for a city",
@@ -37,7 +38,7 @@ def test_only_names_change() -> None:
     assert list(weather.properties.values()) == list(TOOLS[0].properties.values())
     assert len(weather.required) == 1 and weather.required[0] != "city"
     # The default renders as for any tool (the reference prompt's rule), under the masked name.
-    unit = weather.to_hammer()["parameters"][list(weather.properties)[1]]
+    unit = hammer_entry(weather)["parameters"][list(weather.properties)[1]]
     assert unit == {"type": "string", "default": "c", "description": "Unitdefault is 'c'"}
 
 

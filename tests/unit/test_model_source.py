@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hammer_plugins import HammerEngine, InvalidModelFileError, ModelNotFoundError
-from hammer_plugins.model_source import (
+from hammer_plugins.models.source import (
     DEFAULT_MODEL_SHA256,
     DEFAULT_MODEL_SIZE,
     cache_dir,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from hammer_plugins import parse_output
-from hammer_plugins.parsing import ParsedOutput
+from hammer_plugins.output.parsing import ParsedOutput
 
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 

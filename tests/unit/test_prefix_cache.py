@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
-from hammer_plugins.prefix_cache import PrefixCache
+from hammer_plugins.backends.prefix_cache import PrefixCache
 
 tokens_st = st.lists(st.integers(min_value=0, max_value=200_000), min_size=1, max_size=40)
 

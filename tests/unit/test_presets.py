@@ -18,9 +18,9 @@ import pytest
 from hub_fixtures import COMMIT, HubState, loopback_hub, seed_cache
 
 from hammer_plugins import HammerEngine, InvalidModelFileError, ModelNotFoundError, UnknownModelError
-from hammer_plugins.model_source import best_pulled_preset, fetch_gguf, resolve_model
-from hammer_plugins.model_store import default_model_line, model_table
-from hammer_plugins.presets import PRESETS, find_preset
+from hammer_plugins.models.presets import PRESETS, find_preset
+from hammer_plugins.models.source import best_pulled_preset, fetch_gguf, resolve_model
+from hammer_plugins.models.store import default_model_line, model_table
 
 HAMMER = [sys.executable, "-m", "hammer_plugins.cli"]
 
@@ -181,7 +181,7 @@ def test_gpu_settings_reach_the_runtimes(hf_cache: Path, small_gguf: Path) -> No
 def test_models_by_name_without_huggingface_hub_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     # As after `pip install "langchain-hammer[llama-cpp]"` before huggingface-hub was in that extra.
     from hammer_plugins import BackendNotInstalledError
-    from hammer_plugins.model_store import pull
+    from hammer_plugins.models.store import pull
 
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # not importable, and find_spec finds nothing
     fix = r"need huggingface_hub.*Fix: pip install 'hammer-plugins\[llama-cpp\]'"

@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 
 from hammer_plugins import Message, Tool, ToolCall
-from hammer_plugins.prompt import (
+from hammer_plugins.prompt.render import (
     FORMAT_INSTRUCTION,
     TASK_INSTRUCTION_V21,
     render_chat,
     render_prefix,
     render_prompt,
 )
+from hammer_plugins.prompt.tools_block import hammer_entry
 
 TOOL = Tool(name="get_weather", description="Weather",
             parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
 
 
 def test_hammer21_single_turn_is_byte_exact() -> None:
-    tools_json = json.dumps([TOOL.to_hammer()])
+    tools_json = json.dumps([hammer_entry(TOOL)])
     expected = (
         "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
         "<|im_start|>user\n"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from hammer_plugins import HammerEngine, Message, ScriptedBackend, Tool, ToolCall
-from hammer_plugins.prompt import QUERY_ROLES, Prompt, escape_role_lines, format_calls, render_chat, render_prompt
+from hammer_plugins.prompt.render import QUERY_ROLES, Prompt, escape_role_lines, format_calls, render_chat, render_prompt
 
 TOOLS = [Tool(name="get_balance", description="Balance of an account",
               parameters={"type": "object", "properties": {"account": {"type": "string"}}}),

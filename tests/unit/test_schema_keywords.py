@@ -29,12 +29,12 @@ from installed import require
 
 from hammer_plugins import HammerEngine, Message, Tool
 from hammer_plugins.backends.scripted import ScriptedBackend
-from hammer_plugins.errors import SchemaConversionError
-from hammer_plugins.grammar import build_grammar, build_json_grammar
-from hammer_plugins.keyword_check import keyword_violation
-from hammer_plugins.schema_keywords import FORMATS as ENGINE_FORMATS
-from hammer_plugins.schema_keywords import SchemaKeywordWarning
-from hammer_plugins.schema_limits import SchemaLimits, schema_limits
+from hammer_plugins.grammar.builder import build_grammar, build_json_grammar
+from hammer_plugins.grammar.keyword_check import keyword_violation
+from hammer_plugins.grammar.keywords import FORMATS as ENGINE_FORMATS
+from hammer_plugins.grammar.keywords import SchemaKeywordWarning
+from hammer_plugins.tools.limits import SchemaLimits, schema_limits
+from hammer_plugins.values.errors import SchemaConversionError
 
 VALID_EXAMPLES = 150
 INVALID_EXAMPLES = 250

@@ -24,10 +24,10 @@ from hypothesis_profiles import examples
 
 from hammer_plugins import HammerEngine, Message, ScriptedBackend, Tool
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings, Usage
-from hammer_plugins.errors import ContextWindowExceededError, SchemaConversionError, SchemaLimitError
-from hammer_plugins.grammar import Grammar
-from hammer_plugins.schema_limits import Budget, SchemaLimits, limits_from_env, schema_limits
-from hammer_plugins.sized_cache import SizedCache
+from hammer_plugins.grammar.builder import Grammar
+from hammer_plugins.support.sized_cache import SizedCache
+from hammer_plugins.tools.limits import Budget, SchemaLimits, limits_from_env, schema_limits
+from hammer_plugins.values.errors import ContextWindowExceededError, SchemaConversionError, SchemaLimitError
 
 # The work before a refusal, counted in the budget's own steps (a schema object inlined, a value
 # sized): independent of the machine's speed, unlike a clock. A refusal comes after at most about

@@ -9,9 +9,9 @@ from typing import Any
 from installed import require
 
 from hammer_plugins import Tool
-from hammer_plugins.errors import SchemaConversionError, SchemaLimitError
-from hammer_plugins.grammar import build_grammar
-from hammer_plugins.schema_limits import SchemaLimits, fresh_budget
+from hammer_plugins.grammar.builder import build_grammar
+from hammer_plugins.tools.limits import SchemaLimits, fresh_budget
+from hammer_plugins.values.errors import SchemaConversionError, SchemaLimitError
 
 bfcl = require("hammer_evals.bfcl.bfcl", "hammer-evals")
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hammer_plugins.loop_guard import LoopGuard
-from hammer_plugins.token_mask import LogitsMask, TokenMask
+from hammer_plugins.grammar.loop_guard import LoopGuard
+from hammer_plugins.grammar.token_mask import LogitsMask, TokenMask
 
 BYTES = llguidance.LLTokenizer("byte")
 

@@ -15,8 +15,8 @@ import pytest
 from installed import require
 
 from hammer_plugins import Tool
-from hammer_plugins.grammar import build_grammar
-from hammer_plugins.token_mask import TokenMask
+from hammer_plugins.grammar.builder import build_grammar
+from hammer_plugins.grammar.token_mask import TokenMask
 
 WEATHER = Tool(name="get_weather", description="Weather", parameters={
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]})

@@ -9,9 +9,9 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from hammer_plugins import SchemaConversionError, Tool, to_tool, to_tools
-from hammer_plugins.docstrings import parse_docstring
-from hammer_plugins.tools import render_tools_block
+from hammer_plugins import SchemaConversionError, SchemaLimitError, Tool, to_tool, to_tools
+from hammer_plugins.prompt.tools_block import hammer_entry, render_tools_block
+from hammer_plugins.tools.docstrings import parse_docstring
 
 WEATHER_OPENAI = {
     "type": "function",
@@ -41,7 +41,7 @@ def test_openai_wrapped_and_bare_give_the_same_tool() -> None:
 def test_hammer_rendering_follows_the_reference_rules() -> None:
     """Keys in the order given, required marked, the default kept and appended with no separator
     (bfcl-eval's HammerHandler; tests/bench/test_prompt_parity.py checks every BFCL entry against it)."""
-    rendered = Tool.from_openai(WEATHER_OPENAI).to_hammer()
+    rendered = hammer_entry(Tool.from_openai(WEATHER_OPENAI))
     assert rendered == {
         "name": "get_weather",
         "description": "Get the weather",
@@ -97,7 +97,7 @@ def test_pydantic_nested_array_enum_optional_survive() -> None:
     assert props["unit"]["enum"] == ["celsius", "fahrenheit"]
     assert props["note"]["type"] == "string" and props["note"]["nullable"] is True
     assert sorted(tool.required) == ["address", "name"]
-    rendered = tool.to_hammer()["parameters"]
+    rendered = hammer_entry(tool)["parameters"]
     # A nested object renders as its properties, its own required ones marked (the reference's rule).
     assert rendered["address"]["street"] == {"type": "string", "required": True}
     assert rendered["name"]["required"] is True and "required" not in rendered["note"]
@@ -174,3 +174,46 @@ def test_duplicate_names_and_unknown_objects() -> None:
         to_tools([WEATHER_OPENAI, WEATHER_OPENAI])
     with pytest.raises(SchemaConversionError, match="cannot turn"):
         to_tool(42)
+
+
+# ------------------------------------------------------------------ a repeated tool set is converted once
+def _weather_set() -> list[dict]:
+    import copy
+
+    return copy.deepcopy([WEATHER_OPENAI, {"name": "ping", "parameters": {"type": "object", "properties": {}}}])
+
+
+def test_a_repeated_tool_set_is_converted_once(monkeypatch) -> None:
+    from hammer_plugins.tools import definition
+
+    definition._CONVERTED.clear()
+    first = definition.convert_tools(_weather_set())
+    calls = []
+    monkeypatch.setattr(definition, "to_tool", lambda obj: calls.append(obj))  # a conversion would be seen
+    again = definition.convert_tools(_weather_set())  # equal content, new objects: as a new request body
+    assert again is first and calls == []
+    assert again.prints == tuple(t.fingerprint() for t in again.tools)
+
+
+def test_a_changed_tool_set_or_other_limits_convert_again() -> None:
+    from hammer_plugins.tools import definition
+    from hammer_plugins.tools.limits import SchemaLimits, schema_limits
+
+    definition._CONVERTED.clear()
+    first = definition.convert_tools(_weather_set())
+    changed = _weather_set()
+    changed[1]["description"] = "Ping it."
+    assert definition.convert_tools(changed).tools[1].description == "Ping it."
+    reordered = _weather_set()[::-1]
+    assert [t.name for t in definition.convert_tools(reordered).tools] == ["ping", first.tools[0].name]
+    with schema_limits(SchemaLimits(max_schema_nodes=1)), pytest.raises(SchemaLimitError):
+        definition.convert_tools(_weather_set())  # a cached set is still held to the budgets in force
+
+
+def test_an_invalid_tool_set_is_refused_every_time() -> None:
+    from hammer_plugins.tools import definition
+
+    twins = [{"name": "ping", "parameters": {}}, {"name": "ping", "parameters": {}}]
+    for _ in range(2):
+        with pytest.raises(SchemaConversionError, match="two tools share this name"):
+            definition.convert_tools(twins)

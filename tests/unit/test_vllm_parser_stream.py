@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 from pydantic import BaseModel, Field
 
-from hammer_plugins.call_stream import CallStream
-from hammer_plugins.response import DEFAULT_REFUSAL_TEXT
+from hammer_plugins.output.call_stream import CallStream
+from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT
 
 PARSER_FILE = Path(__file__).resolve().parents[2] / "hammer_plugins" / "vllm_plugin" / "vllm_tool_parser.py"
 PACKAGE = str(PARSER_FILE.parents[1])

@@ -25,7 +25,7 @@ import pytest
 from child_signals import default_signals, kill_group_with_the_tests
 from vllm_server import VllmServer
 
-from hammer_plugins._vllm_command import cpu_command, hammer_flags, minimal_environment
+from hammer_plugins.cli.vllm_command import cpu_command, hammer_flags, minimal_environment
 
 REPO = Path(__file__).resolve().parents[2]
 SERVED_NAME = "hammer-vllm"

@@ -2,7 +2,7 @@
 hand-made ones with earlier calls, tool results, a failed tool and system text.
 
 Each case gives the OpenAI-style request (``messages``, ``tools`` in normal form) and what
-``hammer_plugins.prompt`` renders for it: the template must give exactly that text.
+``hammer_plugins.prompt.render`` renders for it: the template must give exactly that text.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from hammer_evals.bfcl.bfcl import load_category
-from hammer_plugins._vllm_command import TEMPLATE
-from hammer_plugins.messages import to_message
-from hammer_plugins.prompt import render_chat, render_prompt
-from hammer_plugins.tools import Tool, to_tool
+from hammer_plugins.cli.vllm_command import TEMPLATE
+from hammer_plugins.prompt.render import render_chat, render_prompt
+from hammer_plugins.tools.definition import Tool, to_tool
+from hammer_plugins.values.messages import to_message
 
 __all__ = ["TEMPLATE", "bfcl_cases", "conversation_case", "conversation_cases"]
 

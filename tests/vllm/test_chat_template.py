@@ -1,5 +1,5 @@
-"""The Hammer chat template (hammer_plugins/templates/hammer.jinja) renders exactly what
-hammer_plugins.prompt renders, through transformers' own apply_chat_template (no model: a
+"""The Hammer chat template (hammer_plugins/prompt/templates/hammer.jinja) renders exactly what
+hammer_plugins.prompt.render renders, through transformers' own apply_chat_template (no model: a
 tokenizer is only needed to call it). Through vLLM's rendering: test_vllm_template.py."""
 
 from __future__ import annotations

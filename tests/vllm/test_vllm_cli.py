@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hammer_plugins.cli import main
+from hammer_plugins.cli.main import main
 
 
 def test_hammer_vllm_prints_existing_files_and_runnable_command_lines(capsys: pytest.CaptureFixture[str]) -> None:

@@ -216,9 +216,9 @@ def test_vllm_renders_the_answer_after_tool_results_as_the_engine_does(vllm_serv
     with ``hammer_after_tools="call"`` its tools prompt (render_prompt), token for token."""
     from tokenizers import Tokenizer
 
-    from hammer_plugins.messages import to_message
-    from hammer_plugins.prompt import render_chat, render_prompt
-    from hammer_plugins.tools import Tool
+    from hammer_plugins.prompt.render import render_chat, render_prompt
+    from hammer_plugins.tools.definition import Tool
+    from hammer_plugins.values.messages import to_message
 
     tokenizer = Tokenizer.from_file(str(vllm_install[1] / "tokenizer.json"))
     messages = [to_message(m) for m in AFTER_RESULT]
@@ -305,7 +305,7 @@ def test_chat_hammer_and_hammer_llm_on_vllm(vllm_server: VllmServer) -> None:
     from llama_index.core.tools import FunctionTool
     from llama_index.llms.hammer import HammerLLM
 
-    from hammer_plugins.demo_tools import get_weather
+    from hammer_plugins.tools.demo import get_weather
 
     llm = ChatHammer(backend="server", base_url=vllm_server.base_url, model=vllm_server.model,
                      api_key=vllm_server.api_key, max_tokens=96)

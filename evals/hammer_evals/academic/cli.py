@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hammer_plugins.config import EngineSettings, add_concurrency_argument, add_engine_arguments
+from hammer_plugins.engine.settings import EngineSettings, add_concurrency_argument, add_engine_arguments
 
 from ..datasets import add_data_arguments, data_dir_from_args
 from .data import SETS

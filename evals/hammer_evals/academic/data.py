@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from hammer_plugins.messages import Message
+from hammer_plugins.values.messages import Message
 
 from ..datasets import find_json, read_json
 

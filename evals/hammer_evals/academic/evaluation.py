@@ -17,7 +17,7 @@ engine recovers from such text (its parsed calls) is scored apart, for every var
 Example:
     >>> from hammer_plugins import HammerEngine, ScriptedBackend
     >>> from hammer_evals.academic.data import AcademicEntry
-    >>> from hammer_plugins.messages import Message
+    >>> from hammer_plugins.values.messages import Message
     >>> entry = AcademicEntry(set="sealtool", index=0, messages=[Message.user("Time in Paris?")],
     ...     tools=[{"name": "getTime", "parameters": {"type": "object", "properties": {"city": {"type": "str"}}}}],
     ...     gold=[{"name": "getTime", "arguments": {"city": "Paris"}}])
@@ -39,9 +39,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from hammer_plugins.engine import HammerEngine
-from hammer_plugins.name_masking import NameMask
-from hammer_plugins.response import HammerResponse
-from hammer_plugins.tools import to_tools
+from hammer_plugins.output.response import HammerResponse
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools.masking import NameMask
 
 from ..concurrency import effective_concurrency, run_concurrently
 from ..run_journal import RUN_SETTINGS, check_resumable, drop_partial_line, write_json

@@ -9,7 +9,7 @@ by their names rather than their descriptions loses here.
 
 Example:
     >>> from hammer_evals.academic.data import AcademicEntry
-    >>> from hammer_plugins.messages import Message
+    >>> from hammer_plugins.values.messages import Message
     >>> entry = AcademicEntry(set="sealtool", index=3, messages=[Message.user("Battery of hX7?")],
     ...     tools=[{"name": "getBattery", "description": "Battery level", "parameters": {"type": "object",
     ...            "properties": {"vehicle_id": {"type": "str"}}, "required": ["vehicle_id"]}}],
@@ -27,7 +27,7 @@ import hashlib
 import random
 from typing import Any
 
-from hammer_plugins.name_masking import FUNCTION_NAME_LENGTHS, PARAMETER_NAME_LENGTHS, random_name
+from hammer_plugins.tools.masking import FUNCTION_NAME_LENGTHS, PARAMETER_NAME_LENGTHS, random_name
 
 from .data import AcademicEntry
 

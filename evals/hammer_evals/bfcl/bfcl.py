@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from hammer_plugins.json_schema import to_json_schema
+from hammer_plugins.tools.json_schema import to_json_schema
 
 CHECKER_MODEL_NAME = "MadeAgents/Hammer2.1-7b"
 """The model name passed to the checker: its BFCL config keeps dots in function names."""

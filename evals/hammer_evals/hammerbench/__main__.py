@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from hammer_plugins.errors import HammerError
+from hammer_plugins.values.errors import HammerError
 
 from ..cli import add_eval_parser
 

@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from hammer_plugins.response import DEFAULT_REFUSAL_TEXT
-from hammer_plugins.tools import Tool, to_tool
+from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT
+from hammer_plugins.tools.definition import Tool, to_tool
 
 from ..datasets import find_json, read_json
 

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from hammer_plugins.parsing import parse_output
+from hammer_plugins.output.parsing import parse_output
 
 from .data import BenchRecord
 

@@ -39,10 +39,10 @@ from typing import IO, Any, Literal, NamedTuple
 from pydantic import BaseModel, Field
 
 from hammer_plugins.engine import HammerEngine
-from hammer_plugins.messages import Message
-from hammer_plugins.slot_values import is_grounded
-from hammer_plugins.snapshots import Layout, snapshot_messages
-from hammer_plugins.tools import Tool
+from hammer_plugins.slot_filling.snapshots import Layout, snapshot_messages
+from hammer_plugins.slot_filling.values import is_grounded
+from hammer_plugins.tools.definition import Tool
+from hammer_plugins.values.messages import Message
 
 from .data import BenchRecord, BenchTurn, to_bench_tools
 
@@ -55,7 +55,7 @@ class RunnerConfig(BaseModel):
     before the history (off by default: the authors' Hammer prompt has none). ``relax_required``:
     every parameter optional in the grammar. ``mask_names``: override the engine's masking.
     ``ground_values``: drop argument values with no support in the user's turns so far (the
-    :class:`~hammer_plugins.slot_filling.SlotFiller` grounding rule), measuring model plus rules.
+    :class:`~hammer_plugins.slot_filling.filler.SlotFiller` grounding rule), measuring model plus rules.
     ``order``: ``"prefix"`` (default) runs the snapshots sorted by prompt text, so consecutive
     prompts share long prefixes the backend's KV cache can reuse; ``"data"`` runs them file by file,
     record by record, turn by turn. The prompts are the same either way; only the speed differs.

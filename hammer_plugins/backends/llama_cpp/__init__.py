@@ -9,6 +9,6 @@ Example:
     'llama_cpp'
 """
 
-from .backend import LlamaCppBackend
+from hammer_plugins.backends.llama_cpp.backend import LlamaCppBackend
 
 __all__ = ["LlamaCppBackend"]

@@ -3,7 +3,7 @@
 llama-cpp-python keeps the tokens of the previous call and re-evaluates only what differs, so
 consecutive turns of one conversation (same tools block, longer history) skip the shared prefix.
 With ``prefix_cache`` set, the state of that prefix (the system turn and the tools block) is also
-kept on disk (``hammer_plugins.prefix_cache``), so a new process with the same model and tools
+kept on disk (``hammer_plugins.backends.prefix_cache``), so a new process with the same model and tools
 loads it instead of evaluating it again.
 One ``Llama`` instance is not re-entrant: calls are serialized by the backend lock. Grammars are
 applied as an llguidance token mask (``token_mask``), not llama.cpp's own grammar sampler, which
@@ -24,15 +24,15 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from ..._cpu_threads import physical_cores
-from ...errors import InvalidModelFileError
-from ...model_source import ModelSource, local_gguf, resolve_model
-from ...prefix_cache import PrefixCache
-from ..base import RUNTIME_DEFAULTS, Backend, tokenize_prompt
-from .decoding import LlamaCppDecoding
-from .native import import_llama_cpp
-from .prefix import LlamaCppPrefix
-from .vocabulary import LlamaCppVocabulary
+from hammer_plugins.backends.base import RUNTIME_DEFAULTS, Backend, tokenize_prompt
+from hammer_plugins.backends.llama_cpp.decoding import LlamaCppDecoding
+from hammer_plugins.backends.llama_cpp.native import import_llama_cpp
+from hammer_plugins.backends.llama_cpp.prefix import LlamaCppPrefix
+from hammer_plugins.backends.llama_cpp.vocabulary import LlamaCppVocabulary
+from hammer_plugins.backends.prefix_cache import PrefixCache
+from hammer_plugins.models.source import ModelSource, local_gguf, resolve_model
+from hammer_plugins.support.cpu_threads import physical_cores
+from hammer_plugins.values.errors import InvalidModelFileError
 
 
 class LlamaCppBackend(LlamaCppDecoding, LlamaCppVocabulary, LlamaCppPrefix, Backend):
@@ -47,7 +47,7 @@ class LlamaCppBackend(LlamaCppDecoding, LlamaCppVocabulary, LlamaCppPrefix, Back
             llama-cpp-python's, half the logical CPUs, decodes 1.8x slower on a 2-core VM).
         n_gpu_layers: layers offloaded to a GPU build (0 on CPU).
         prefix_cache: keep the KV state of the tools prefix on disk across processes: ``True`` for the
-            default folder, a path or a :class:`~hammer_plugins.prefix_cache.PrefixCache`; ``None`` off.
+            default folder, a path or a :class:`~hammer_plugins.backends.prefix_cache.PrefixCache`; ``None`` off.
         fast_forward: in greedy constrained decoding, take the tokens the grammar forces without
             running the model for each (plain greedy's output but at near ties; ``_greedy_masked``). ``False``: llama-cpp-python's
             own loop for every call.

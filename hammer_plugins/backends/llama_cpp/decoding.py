@@ -16,13 +16,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ...grammar import Grammar
-from ...prompt import STOP_SEQUENCES
-from ...token_mask import LogitsMask, TokenMask
-from ..base import GenerationChunk, GenerationSettings, Usage
-from ..prompt_lookup import PromptLookup
-from .native import abort_callback, import_llama_cpp, last_logits, set_abort_callback
-from .state import LlamaCppState
+from hammer_plugins.backends.base import GenerationChunk, GenerationSettings, Usage
+from hammer_plugins.backends.llama_cpp.native import abort_callback, import_llama_cpp, last_logits, set_abort_callback
+from hammer_plugins.backends.llama_cpp.state import LlamaCppState
+from hammer_plugins.backends.prompt_lookup import PromptLookup
+from hammer_plugins.grammar.builder import Grammar
+from hammer_plugins.grammar.token_mask import LogitsMask, TokenMask
+from hammer_plugins.prompt.render import STOP_SEQUENCES
 
 
 @dataclass

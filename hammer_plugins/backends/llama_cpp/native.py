@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from ...errors import BackendNotInstalledError
+from hammer_plugins.values.errors import BackendNotInstalledError
 
 
 def import_llama_cpp() -> Any:

@@ -13,9 +13,9 @@ import ctypes
 import json
 from typing import Any
 
-from ...prompt import Prompt
-from .native import import_llama_cpp
-from .state import LlamaCppState
+from hammer_plugins.backends.llama_cpp.native import import_llama_cpp
+from hammer_plugins.backends.llama_cpp.state import LlamaCppState
+from hammer_plugins.prompt.render import Prompt
 
 
 class LlamaCppPrefix(LlamaCppState):

@@ -13,11 +13,11 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...prefix_cache import PrefixCache
+from hammer_plugins.backends.prefix_cache import PrefixCache
 
 if TYPE_CHECKING:
-    from ...grammar import Grammar
-    from ...token_mask import TokenMask
+    from hammer_plugins.grammar.builder import Grammar
+    from hammer_plugins.grammar.token_mask import TokenMask
 
 
 class LlamaCppState:

@@ -15,10 +15,10 @@ from array import array
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...grammar import Grammar
-from ...token_mask import TokenMask, import_llguidance
-from .native import import_llama_cpp
-from .state import LlamaCppState
+from hammer_plugins.backends.llama_cpp.native import import_llama_cpp
+from hammer_plugins.backends.llama_cpp.state import LlamaCppState
+from hammer_plugins.grammar.builder import Grammar
+from hammer_plugins.grammar.token_mask import TokenMask, import_llguidance
 
 
 def _pack_vocabulary(tokens: list[bytes], ends: list[int]) -> bytes:

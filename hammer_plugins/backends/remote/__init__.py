@@ -18,9 +18,9 @@ Example:
     ('http://127.0.0.1:8080', 'auto')
 """
 
-from .backend import OpenAICompatibleBackend
-from .dialects import ServerDialect, dialect_for
-from .settings import (
+from hammer_plugins.backends.remote.backend import OpenAICompatibleBackend
+from hammer_plugins.backends.remote.dialects import ServerDialect, dialect_for
+from hammer_plugins.backends.remote.settings import (
     ASSUMED_CONTEXT_WINDOW,
     DEFAULT_STOP,
     GrammarProtocol,
@@ -29,7 +29,7 @@ from .settings import (
     ServerStats,
     TokenCounting,
 )
-from .wire import estimate_tokens
+from hammer_plugins.backends.remote.wire import estimate_tokens
 
 __all__ = [
     "ASSUMED_CONTEXT_WINDOW", "DEFAULT_STOP", "GrammarProtocol", "OpenAICompatibleBackend",

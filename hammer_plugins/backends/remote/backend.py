@@ -35,25 +35,22 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from ...errors import (
-    ContextWindowExceededError,
-    HammerError,
-    ServerError,
-    ServerStreamError,
+from hammer_plugins.backends.base import GenerationChunk, GenerationSettings, Runtime
+from hammer_plugins.backends.remote.connection import ServerConnection
+from hammer_plugins.backends.remote.dialects import ServerDialect, dialect_for
+from hammer_plugins.backends.remote.discovery import ServerDiscovery
+from hammer_plugins.backends.remote.grammar_probe import ServerGrammarProbe
+from hammer_plugins.backends.remote.loop_cut import ListLoopCut, acut_list_loops, cut_list_loops
+from hammer_plugins.backends.remote.sansio import _Core, _Lines, _Read, _Setup
+from hammer_plugins.backends.remote.settings import (
+    ASSUMED_CONTEXT_WINDOW,
+    GrammarProtocol,
+    ServerBackendSettings,
+    ServerKind,
+    ServerStats,
 )
-from ...grammar import Grammar
-from ...http_client import import_httpx
-from ...sized_cache import SizedCache
-from ..base import GenerationChunk, GenerationSettings, Runtime
-from .connection import ServerConnection
-from .dialects import ServerDialect, dialect_for
-from .discovery import ServerDiscovery
-from .grammar_probe import ServerGrammarProbe
-from .loop_cut import ListLoopCut, acut_list_loops, cut_list_loops
-from .sansio import _Core, _Lines, _Read, _Setup
-from .settings import ASSUMED_CONTEXT_WINDOW, GrammarProtocol, ServerBackendSettings, ServerKind, ServerStats
-from .token_counting import ServerTokenCounting
-from .wire import (
+from hammer_plugins.backends.remote.token_counting import ServerTokenCounting
+from hammer_plugins.backends.remote.wire import (
     _CompletionReader,
     _context_error,
     _error_details,
@@ -61,6 +58,15 @@ from .wire import (
     _is_event_stream,
     _SSEDecoder,
     wire_text,
+)
+from hammer_plugins.grammar.builder import Grammar
+from hammer_plugins.support.http_client import import_httpx
+from hammer_plugins.support.sized_cache import SizedCache
+from hammer_plugins.values.errors import (
+    ContextWindowExceededError,
+    HammerError,
+    ServerError,
+    ServerStreamError,
 )
 
 

@@ -22,12 +22,12 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ...errors import HammerError, ServerTimeoutError, ServerUnavailableError
-from ...http_client import import_httpx
-from ..base import GenerationCancelled, GenerationChunk
-from .sansio import _DONE, _T, _advance, _Core, _keep_result, _Lines, _Read, _Send, _Setup, _Sleep
-from .settings import ServerBackendSettings, ServerStats
-from .wire import _http_error, _retry_after
+from hammer_plugins.backends.base import GenerationCancelled, GenerationChunk
+from hammer_plugins.backends.remote.sansio import _DONE, _T, _advance, _Core, _keep_result, _Lines, _Read, _Send, _Setup, _Sleep
+from hammer_plugins.backends.remote.settings import ServerBackendSettings, ServerStats
+from hammer_plugins.backends.remote.wire import _http_error, _retry_after
+from hammer_plugins.support.http_client import import_httpx
+from hammer_plugins.values.errors import HammerError, ServerTimeoutError, ServerUnavailableError
 
 if TYPE_CHECKING:
     import httpx
@@ -39,7 +39,7 @@ class ServerConnection:
     """The pools, the retry policy and the drivers of one server backend (see the module's docstring).
 
     ``fail(status, body, path, max_tokens)`` turns an HTTP error the policy gives up on into the
-    :class:`~hammer_plugins.errors.HammerError` to raise (the backend's: it knows the context window).
+    :class:`~hammer_plugins.values.errors.HammerError` to raise (the backend's: it knows the context window).
     """
 
     def __init__(self, settings: ServerBackendSettings, stats: ServerStats,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ..base import GenerationSettings
-from .settings import GrammarProtocol, ServerKind
+from hammer_plugins.backends.base import GenerationSettings
+from hammer_plugins.backends.remote.settings import GrammarProtocol, ServerKind
 
 
 class ServerDialect:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ...errors import (
+from hammer_plugins.backends.remote.dialects import dialect_for
+from hammer_plugins.backends.remote.sansio import _Core
+from hammer_plugins.backends.remote.settings import ServerKind
+from hammer_plugins.backends.remote.state import ServerState
+from hammer_plugins.values.errors import (
     ServerModelNotFoundError,
 )
-from .dialects import dialect_for
-from .sansio import _Core
-from .settings import ServerKind
-from .state import ServerState
 
 
 class ServerDiscovery(ServerState):

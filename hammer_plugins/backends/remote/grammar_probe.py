@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import (
+from hammer_plugins.backends.base import GenerationSettings
+from hammer_plugins.backends.remote.settings import GrammarProtocol
+from hammer_plugins.backends.remote.state import ServerState
+from hammer_plugins.values.errors import (
     GrammarNotSupportedError,
     ServerHTTPError,
 )
-from ..base import GenerationSettings
-from .settings import GrammarProtocol
-from .state import ServerState
 
 _PROBE_TEXT = "hammer grammar probe"
 _PROBE_GRAMMAR = f'root ::= "{_PROBE_TEXT}"'

@@ -1,6 +1,6 @@
 """The loop guard for a server that decodes the grammar itself.
 
-A local runtime runs :class:`~hammer_plugins.loop_guard.LoopGuard` inside its decoding loop: a call list
+A local runtime runs :class:`~hammer_plugins.grammar.loop_guard.LoopGuard` inside its decoding loop: a call list
 that starts repeating its calls is closed there, and the engine keeps the calls made so far. llama-server
 and vLLM decode under the grammar on their side, where no such guard runs, so a small model's repeating
 list went on until ``max_tokens`` (measured: the stand-in answered Codex CLI's prompt with ``get_goal``,
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 
-from ...loop_guard import LoopGuard
-from ..base import GenerationChunk, Usage
+from hammer_plugins.backends.base import GenerationChunk, Usage
+from hammer_plugins.grammar.loop_guard import LoopGuard
 
 
 class ListLoopCut:

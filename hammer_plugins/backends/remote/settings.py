@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ...prompt import STOP_SEQUENCES
+from hammer_plugins.prompt.render import STOP_SEQUENCES
 
 ServerKind = Literal["auto", "llama_cpp_python", "llama_server", "vllm", "openai"]
 GrammarProtocol = Literal["auto", "llama_cpp", "vllm", "vllm_guided", "none"]

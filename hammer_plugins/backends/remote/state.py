@@ -12,14 +12,14 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ...sized_cache import SizedCache
-from .connection import ServerConnection
-from .dialects import ServerDialect
-from .settings import GrammarProtocol, ServerBackendSettings, ServerStats
+from hammer_plugins.backends.remote.connection import ServerConnection
+from hammer_plugins.backends.remote.dialects import ServerDialect
+from hammer_plugins.backends.remote.settings import GrammarProtocol, ServerBackendSettings, ServerStats
+from hammer_plugins.support.sized_cache import SizedCache
 
 if TYPE_CHECKING:
-    from ..base import GenerationSettings
-    from .sansio import _Core
+    from hammer_plugins.backends.base import GenerationSettings
+    from hammer_plugins.backends.remote.sansio import _Core
 
 
 class ServerState:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .sansio import _Core, _Setup
-from .state import ServerState
-from .wire import (
+from hammer_plugins.backends.remote.sansio import _Core, _Setup
+from hammer_plugins.backends.remote.state import ServerState
+from hammer_plugins.backends.remote.wire import (
     estimate_tokens,
     wire_text,
 )

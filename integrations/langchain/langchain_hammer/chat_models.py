@@ -58,13 +58,13 @@ from hammer_plugins import (
     normalize_tool_choice,
     to_tool,
 )
-from hammer_plugins.calls import new_call_id
-from hammer_plugins.config import SERVER_OPTIONS, EngineSettings
-from hammer_plugins.encoder import StreamEncoder
+from hammer_plugins.engine.settings import SERVER_OPTIONS, EngineSettings
 from hammer_plugins.engine.slots import filler_for
-from hammer_plugins.mcp import tool_result_text
-from hammer_plugins.slot_filling import SlotFillingResponse
-from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
+from hammer_plugins.mcp.client import tool_result_text
+from hammer_plugins.output.encoder import StreamEncoder
+from hammer_plugins.slot_filling.filler import SlotFillingResponse
+from hammer_plugins.slot_filling.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
+from hammer_plugins.values.calls import new_call_id
 
 # LangChain passes these through the call kwargs for its own bookkeeping; every other per-call
 # argument goes to the engine, which raises TypeError for one it does not know.
@@ -111,7 +111,7 @@ class ChatHammer(BaseChatModel, EngineSettings):
     (close a string argument the model repeats itself in; on by default).
     Runtime: n_ctx, n_threads, n_gpu_layers (llama.cpp); device, dtype (transformers);
     model_kwargs (anything else for the backend). Every one of these is an
-    :class:`hammer_plugins.config.EngineSettings` field, shared with LlamaIndex's ``HammerLLM``.
+    :class:`hammer_plugins.engine.settings.EngineSettings` field, shared with LlamaIndex's ``HammerLLM``.
 
     Example:
         >>> from langchain_hammer import ChatHammer
@@ -126,7 +126,7 @@ class ChatHammer(BaseChatModel, EngineSettings):
     model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
 
     # Every engine setting (model, backend and server, Hammer behaviour, sampling, runtime) is a field
-    # inherited from hammer_plugins.config.EngineSettings: the same names and defaults as HammerLLM.
+    # inherited from hammer_plugins.engine.settings.EngineSettings: the same names and defaults as HammerLLM.
     stop: list[str] | None = None
     """Stop sequences (a per-call ``stop`` replaces these)."""
     streaming: bool = False
@@ -292,7 +292,7 @@ class ChatHammer(BaseChatModel, EngineSettings):
                 within its schema (``constrained=True``).
             kwargs: more arguments for the call (e.g. ``mask_names``, ``on_refusal``, ``max_tool_rounds``,
                 ``max_tokens``). ``slot_filling=True`` (or a dict of
-                :class:`~hammer_plugins.slot_filling.SlotFiller` options such as ``{"ask": "all"}``) turns
+                :class:`~hammer_plugins.slot_filling.filler.SlotFiller` options such as ``{"ask": "all"}``) turns
                 each user turn into a slot-filling step: the reply is the follow-up question or the
                 complete call, with the snapshot in ``response_metadata["hammer_snapshot"]``; after
                 tool results the model answers from them as usual (see docs/langchain.md, Slot filling).
@@ -529,7 +529,7 @@ class _StreamConverter(StreamEncoder[ChatGenerationChunk]):
     not content: each call is sent as one tool_call_chunk as soon as the engine has it
     (``ToolCallDelta``), and the rest (text not streamed, late or invalid calls, usage, metadata)
     comes with the final chunk. What was already sent is the shared
-    :class:`~hammer_plugins.encoder.StreamEncoder`'s state.
+    :class:`~hammer_plugins.output.encoder.StreamEncoder`'s state.
     """
 
     def __init__(self, model_name: str) -> None:

@@ -1,6 +1,6 @@
 """Slot filling for ``ChatHammer``: ``bind_tools(tools, slot_filling=True)``.
 
-Each user turn the engine's :class:`~hammer_plugins.slot_filling.SlotFiller` takes a function-calling
+Each user turn the engine's :class:`~hammer_plugins.slot_filling.filler.SlotFiller` takes a function-calling
 snapshot (the call the model would make now) and plain rules decide: ask for the missing required
 slots, or hand back the complete call. The engine runs it (``slot_filling`` is one more call option
 it takes); the LangChain edge is only where the snapshot travels:
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from langchain_core.messages import BaseMessage
 
-from hammer_plugins.snapshots import Snapshot, snapshot_of
+from hammer_plugins.slot_filling.snapshots import Snapshot, snapshot_of
 
 
 def snapshot_from_message(message: BaseMessage) -> Snapshot | None:

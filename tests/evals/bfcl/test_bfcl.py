@@ -38,8 +38,8 @@ def test_types_become_json_schema_for_other_runtimes() -> None:
 
 
 def test_tool_spec_keeps_dotted_name_and_our_engine_accepts_it() -> None:
-    from hammer_plugins.grammar import build_grammar
-    from hammer_plugins.tools import to_tool
+    from hammer_plugins.grammar.builder import build_grammar
+    from hammer_plugins.tools.definition import to_tool
 
     spec = to_tool_spec(_entry().functions[0])
     assert spec["name"] == "geo.area" and spec["parameters"]["type"] == "dict"  # as BFCL writes it

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-WITHOUT_LLAMA_CPP = ("import sys; sys.modules['llama_cpp'] = None; from hammer_plugins.cli import main; "
+WITHOUT_LLAMA_CPP = ("import sys; sys.modules['llama_cpp'] = None; from hammer_plugins.cli.main import main; "
                      "raise SystemExit(main(sys.argv[1:]))")
 
 

@@ -20,8 +20,8 @@ import pytest
 from hammer_evals.datasets import read_json
 from hammer_evals.hammerbench import evaluate, fix_tool_schema
 from hammer_plugins import HammerEngine, Message
-from hammer_plugins.slot_filling import SlotFiller
-from hammer_plugins.snapshots import dump_history, load_history
+from hammer_plugins.slot_filling.filler import SlotFiller
+from hammer_plugins.slot_filling.snapshots import dump_history, load_history
 
 # Longer than the suite's 300 s: the evaluation end to end took 144 s on CI's fresh machine.
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]

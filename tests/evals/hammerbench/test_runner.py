@@ -21,7 +21,7 @@ from hammer_evals.hammerbench import (
 )
 from hammer_plugins import HammerEngine, ToolCall
 from hammer_plugins.backends.scripted import ScriptedBackend
-from hammer_plugins.snapshots import SNAPSHOT_HINT
+from hammer_plugins.slot_filling.snapshots import SNAPSHOT_HINT
 
 GOLD = "Navigation.TrafficViolations.payViolations"
 

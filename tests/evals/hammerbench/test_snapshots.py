@@ -19,8 +19,8 @@ from hammer_evals.datasets import read_json
 from hammer_evals.hammerbench import fix_tool_schema
 from hammer_plugins import HammerEngine, Message, ToolCall
 from hammer_plugins.backends.scripted import ScriptedBackend
-from hammer_plugins.slot_filling import SlotFiller, SlotFillingStep
-from hammer_plugins.snapshots import (
+from hammer_plugins.slot_filling.filler import SlotFiller, SlotFillingStep
+from hammer_plugins.slot_filling.snapshots import (
     SNAPSHOT_HINT,
     ConversationState,
     Snapshot,
@@ -30,7 +30,7 @@ from hammer_plugins.snapshots import (
     load_history,
     snapshot_of,
 )
-from hammer_plugins.tools import Tool
+from hammer_plugins.tools.definition import Tool
 
 GOLD = "Navigation.TrafficViolations.payViolations"
 PLATE_Q = "Please provide the license plate number."

@@ -57,12 +57,12 @@ from hammer_plugins import (
     ModelNotFoundError,
     ToolCall,
 )
-from hammer_plugins.config import EngineSettings
-from hammer_plugins.encoder import StreamEncoder
-from hammer_plugins.mcp import tool_result_text
-from hammer_plugins.messages import to_message
-from hammer_plugins.slot_filling import SlotFillingResponse
-from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
+from hammer_plugins.engine.settings import EngineSettings
+from hammer_plugins.mcp.client import tool_result_text
+from hammer_plugins.output.encoder import StreamEncoder
+from hammer_plugins.slot_filling.filler import SlotFillingResponse
+from hammer_plugins.slot_filling.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
+from hammer_plugins.values.messages import to_message
 
 if TYPE_CHECKING:
     from llama_index.core.program.utils import FlexibleModel
@@ -82,7 +82,7 @@ class HammerLLM(FunctionCallingLLM, EngineSettings):
     Hammer's ``[]`` ("no suitable tool") becomes a message without calls holding ``refusal_text``;
     ``raw`` is the engine's full answer (``raw["kind"]``, ``raw["usage"]``, ``raw["raw"]``).
 
-    Every engine setting is a field (:class:`hammer_plugins.config.EngineSettings`, shared with
+    Every engine setting is a field (:class:`hammer_plugins.engine.settings.EngineSettings`, shared with
     LangChain's ``ChatHammer``: model, ``backend`` with the server options, Hammer behaviour, sampling,
     runtime, ``model_kwargs``); per-call overrides go to ``chat(..., max_tokens=..., ...)``.
     Nothing loads in the constructor: the model loads on the first call (or :meth:`load`).
@@ -100,7 +100,7 @@ class HammerLLM(FunctionCallingLLM, EngineSettings):
     """
 
     # Every engine setting (model, backend and server, Hammer behaviour, sampling, runtime) is a field
-    # inherited from hammer_plugins.config.EngineSettings: the same names and defaults as ChatHammer.
+    # inherited from hammer_plugins.engine.settings.EngineSettings: the same names and defaults as ChatHammer.
     parallel_tool_calls: bool = Field(
         default=True,
         description="Allow several calls in one answer; LlamaIndex's allow_parallel_tool_calls can only narrow it.")
@@ -324,7 +324,7 @@ def to_engine_message(message: ChatMessage) -> Message:
 
     Text blocks become the content, ``ToolCallBlock`` s (or OpenAI-style ``additional_kwargs["tool_calls"]``)
     the calls, ``additional_kwargs["tool_call_id"]`` links a tool result to its call (an MCP tool's
-    ``str(CallToolResult)`` becomes its text: :func:`hammer_plugins.mcp.tool_result_text`), and an assistant
+    ``str(CallToolResult)`` becomes its text: :func:`hammer_plugins.mcp.client.tool_result_text`), and an assistant
     message carrying a slot-filling snapshot (``additional_kwargs["hammer_snapshot"]``) becomes a
     ``SnapshotMessage``.
 
@@ -432,7 +432,7 @@ class _Turn(StreamEncoder[ChatResponse]):
     Prose (the engine's ``"prose"`` channel, already trimmed so it adds up to the final text) is
     content and streams in ``delta``; Hammer's call syntax (the ``"call"`` channel) is not: it stays
     out of ``delta``, visible in ``raw["delta"]``, and each call arrives as a ``ToolCallBlock``.
-    What was already sent is the shared :class:`~hammer_plugins.encoder.StreamEncoder`'s state.
+    What was already sent is the shared :class:`~hammer_plugins.output.encoder.StreamEncoder`'s state.
     """
 
     def on_prose(self, text: str) -> list[ChatResponse]:

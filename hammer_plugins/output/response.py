@@ -1,0 +1,58 @@
+"""What one engine call returns: the classified output plus usage, finish reason and timings.
+
+Example:
+    >>> from hammer_plugins.output.response import HammerResponse, Usage
+    >>> r = HammerResponse(kind="refusal", text="Sorry, no tool is suitable for your request.",
+    ...                    usage=Usage(prompt_tokens=10, completion_tokens=2))
+    >>> r.usage.total_tokens, r.is_refusal
+    (12, True)
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, computed_field
+
+from hammer_plugins.output.parsing import ParsedOutput
+
+DEFAULT_REFUSAL_TEXT = "Sorry, no tool is suitable for your request."
+"""What a refusal says by default (HammerBench's termination text, which Hammer is scored on)."""
+
+
+class Usage(BaseModel):
+    """Token counts of one call (summed over both passes when a refusal is answered in prose).
+
+    Example:
+        >>> (Usage(prompt_tokens=10, completion_tokens=2) + Usage(prompt_tokens=5, completion_tokens=1)).total_tokens
+        18
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+                     completion_tokens=self.completion_tokens + other.completion_tokens)
+
+
+class HammerResponse(ParsedOutput):
+    """One answer: calls, refusal, text or invalid calls, with how it was produced.
+
+    ``text`` is what to show a person: prose around calls, the refusal text, or the answer.
+    ``finish_reason`` is ``"stop"``, ``"length"`` (cut by ``max_tokens``) or ``"tool_calls"``.
+    A slot-filling turn (``slot_filling=``) answers with the subclass
+    :class:`~hammer_plugins.slot_filling.filler.SlotFillingResponse`, which adds its snapshot and decision.
+
+    Example:
+        >>> HammerResponse(kind="text", text="Hi!", usage=Usage(prompt_tokens=3, completion_tokens=2)).usage.total_tokens
+        5
+    """
+
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: str = "stop"
+    model: str = ""
+    timings: dict[str, float] = Field(default_factory=dict)
