@@ -3,7 +3,7 @@
 ``/v1/chat/completions`` (OpenAI Chat Completions), ``/v1/responses`` (OpenAI Responses) and
 ``/v1/messages`` (+ ``/count_tokens``, Anthropic Messages) share one route body, ``answer``: a place in
 the queue, the body, the engine call, the client followed; only the parser and the
-:class:`~.encoders.Encoder` differ. Every error is the API's own error JSON (OpenAI's
+:class:`~.framing.Framing` differ. Every error is the API's own error JSON (OpenAI's
 ``{"error": {"message", "type", "param", "code"}}``, Anthropic's ``{"type": "error", "error": {"type",
 "message"}}`` under ``/v1/messages``), never a traceback: the exception is logged on the server.
 In front of the routes, :class:`Guard` refuses
@@ -44,7 +44,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hammer_plugins.engine import HammerEngine
-from hammer_plugins.openai_server.encoders import ChatEncoder, Encoder, TypedEventEncoder
+from hammer_plugins.openai_server.framing import ChatFraming, Framing, TypedEventFraming
 from hammer_plugins.openai_server.listener import Admission
 from hammer_plugins.openai_server.messages_api import MessagesWriter, parse_messages_request
 from hammer_plugins.openai_server.protocol import APIError, EngineCall, engine_error, parse_json, parse_request
@@ -337,8 +337,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
             place.release()
             raise
 
-    async def answer(request: Request, place: Any, call: EngineCall, encoder: Encoder) -> Response:
-        """Run ``call`` through the worker and answer in ``encoder``'s wire format: every API's one route body."""
+    async def answer(request: Request, place: Any, call: EngineCall, framing: Framing) -> Response:
+        """Run ``call`` through the worker and answer in ``framing``'s wire format: every API's one route body."""
         try:
             events = worker.events(call.messages, call.tools, call.tool_choice, call.options, place=place)
             try:
@@ -354,7 +354,7 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
             # sse-starlette, as llama-cpp-python's server and vLLM use: it stops the generator when the
             # client disconnects, and its comment pings keep proxies from closing a stream that is quiet
             # while a long prompt is evaluated (clients ignore comments).
-            return _EventStream(_sse(encoder, events, stream), ping=PING_SECONDS, sep="\n",
+            return _EventStream(_sse(framing, events, stream), ping=PING_SECONDS, sep="\n",
                                 send_timeout=SEND_TIMEOUT_SECONDS,
                                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
@@ -377,7 +377,7 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
         if final is None:  # nobody to answer; the generation was stopped
             return Response(status_code=499)
         headers = {REFUSAL_HEADER: "true"} if final.kind == "refusal" else {}
-        return Response(json.dumps(encoder.body(final), ensure_ascii=False), media_type="application/json",
+        return Response(json.dumps(framing.body(final), ensure_ascii=False), media_type="application/json",
                         headers=headers)
 
     @app.post("/v1/chat/completions")
@@ -385,7 +385,7 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
         place, call = await read_call(request, lambda body: parse_request(body, model_name))
         if place is None:
             return call
-        return await answer(request, place, call, ChatEncoder(model_name, engine.refusal_text, call.include_usage))
+        return await answer(request, place, call, ChatFraming(model_name, engine.refusal_text, call.include_usage))
 
     @app.post("/v1/responses")
     async def responses(request: Request) -> Response:
@@ -393,7 +393,7 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
         if place is None:
             return parsed
         call, meta = parsed
-        return await answer(request, place, call, TypedEventEncoder(ResponsesWriter(meta)))
+        return await answer(request, place, call, TypedEventFraming(ResponsesWriter(meta)))
 
     @app.get("/v1/responses/{response_id}")
     async def stored_response(response_id: str) -> Response:
@@ -405,7 +405,7 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
         place, call = await read_call(request, lambda body: parse_messages_request(body, model_name))
         if place is None:
             return call
-        return await answer(request, place, call, TypedEventEncoder(MessagesWriter(model_name)))
+        return await answer(request, place, call, TypedEventFraming(MessagesWriter(model_name)))
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:
@@ -486,20 +486,20 @@ class _EventStream(EventSourceResponse):
             log.warning("a streaming client read nothing for %g s: its response was given up", self.send_timeout)
 
 
-async def _sse(encoder: Encoder, events: Any, stream: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+async def _sse(framing: Framing, events: Any, stream: AsyncIterator[Any]) -> AsyncIterator[bytes]:
     """The event stream of one call; a client that disconnects cancels this, which stops the generation."""
     try:
-        for data in encoder.start():
+        for data in framing.start():
             yield data
         async for event in stream:
-            for data in encoder.event(event):
+            for data in framing.event(event):
                 yield data
     except Exception as exc:  # noqa: BLE001 - the headers are sent: the error goes in the stream, as each API does
         error = engine_error(exc)
         if error.status >= 500:
             log.exception("the engine failed during a streamed request")
-        yield encoder.error(error)
+        yield framing.error(error)
     finally:
         await events.__aexit__(None, None, None)
-    for data in encoder.end():
+    for data in framing.end():
         yield data

@@ -23,8 +23,7 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
 )
 from openai.types.completion_usage import CompletionUsage
 
-from hammer_plugins.output.encoder import StreamEncoder
-from hammer_plugins.output.events import StreamEvent
+from hammer_plugins.output.encoder import StreamEncoder, shown_text
 from hammer_plugins.output.parsing import structural_characters
 from hammer_plugins.output.response import HammerResponse
 from hammer_plugins.values.calls import ToolCall
@@ -49,13 +48,6 @@ def _finish_reason(response: HammerResponse) -> str:
     if response.tool_calls:
         return "tool_calls" if response.finish_reason in ("stop", "tool_calls") else response.finish_reason
     return "length" if response.finish_reason == "length" else "stop"
-
-
-def content_of(response: HammerResponse) -> str | None:
-    """What a person is shown of ``response``, in every API: its text; for malformed calls, what the model wrote."""
-    if response.kind == "invalid":
-        return response.text or response.raw  # what the model wrote; the reasons are in invalid_tool_calls
-    return response.text or None
 
 
 def _invalid(response: HammerResponse) -> list[dict[str, Any]]:
@@ -85,7 +77,8 @@ def completion(response: HammerResponse, model: str, refusal_text: str, completi
     extra: dict[str, Any] = {}
     if response.invalid_tool_calls:
         extra["invalid_tool_calls"] = _invalid(response)
-    message = ChatCompletionMessage(role="assistant", content=content_of(response), tool_calls=calls or None,
+    content = shown_text(response, malformed_as_text=True) or None  # malformed calls: what the model wrote
+    message = ChatCompletionMessage(role="assistant", content=content, tool_calls=calls or None,
                                     refusal=refusal_text if response.kind == "refusal" else None, **extra)
     return ChatCompletion(id=completion_id or new_completion_id(), object="chat.completion",
                           created=created or int(time.time()), model=model,
@@ -135,11 +128,13 @@ class ChunkWriter(StreamEncoder[ChatCompletionChunk]):
         >>> from hammer_plugins import HammerResponse, ToolCall, ToolCallDelta
         >>> writer = ChunkWriter("hammer", "Sorry.", include_usage=True)
         >>> call = ToolCall(name="f", arguments={"x": 1})
-        >>> chunks = writer.start() + writer.event(ToolCallDelta(0, call))
-        >>> chunks += writer.event(HammerResponse(kind="tool_calls", tool_calls=[call], finish_reason="tool_calls"))
+        >>> chunks = writer.start() + writer.feed(ToolCallDelta(0, call))
+        >>> chunks += writer.feed(HammerResponse(kind="tool_calls", tool_calls=[call], finish_reason="tool_calls"))
         >>> [c.choices[0].finish_reason if c.choices else "usage" for c in chunks]
         [None, None, None, None, 'tool_calls', 'usage']
     """
+
+    malformed_as_text = True  # no place for malformed calls in this API: what the model wrote is the text
 
     def __init__(self, model: str, refusal_text: str, include_usage: bool = False, completion_id: str | None = None,
                  created: int | None = None) -> None:
@@ -160,10 +155,6 @@ class ChunkWriter(StreamEncoder[ChatCompletionChunk]):
     def start(self) -> list[ChatCompletionChunk]:
         return [self._chunk(ChoiceDelta(role="assistant", content=""))]
 
-    def event(self, event: StreamEvent) -> list[ChatCompletionChunk]:
-        """The chunks one engine event becomes (often none: Hammer's call syntax is not content)."""
-        return self.feed(event)
-
     def on_prose(self, text: str) -> list[ChatCompletionChunk]:
         return [self._chunk(ChoiceDelta(content=text))] if text else []
 
@@ -176,19 +167,12 @@ class ChunkWriter(StreamEncoder[ChatCompletionChunk]):
             chunks.append(self._chunk(ChoiceDelta(tool_calls=[fragment])))
         return chunks
 
-    def on_finish(self, response: HammerResponse) -> list[ChatCompletionChunk]:
-        return self.finish(response)
-
-    def finish(self, response: HammerResponse) -> list[ChatCompletionChunk]:
+    def on_finish(self, response: HammerResponse, text: str) -> list[ChatCompletionChunk]:
         chunks: list[ChatCompletionChunk] = []
-        for _, call in self.unsent_calls(response):  # calls the scanner did not see complete (e.g. unconstrained)
-            self.sent_calls.append(call)
-            chunks += self.on_call(len(self.sent_calls) - 1, call)
-        content = content_of(response)
         refusal = self.refusal_text if response.kind == "refusal" else None
         extra: dict[str, Any] = {"invalid_tool_calls": _invalid(response)} if response.invalid_tool_calls else {}
-        if (content and not self.prose) or refusal or extra:
-            chunks.append(self._chunk(ChoiceDelta(content=None if self.prose else content, refusal=refusal, **extra)))
+        if text or refusal or extra:
+            chunks.append(self._chunk(ChoiceDelta(content=text or None, refusal=refusal, **extra)))
         chunks.append(self._chunk(ChoiceDelta(), finish=_finish_reason(response)))
         if self.include_usage:
             chunks.append(self._chunk(None, usage=usage_of(response)))

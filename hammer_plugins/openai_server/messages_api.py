@@ -30,10 +30,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from hammer_plugins.openai_server.chat_completions import argument_fragments, arguments_json, content_of
+from hammer_plugins.openai_server.chat_completions import argument_fragments, arguments_json
 from hammer_plugins.openai_server.protocol import MESSAGES_PATH, APIError, EngineCall, parse_request
 from hammer_plugins.output.encoder import StreamEncoder
-from hammer_plugins.output.events import StreamEvent
 from hammer_plugins.output.response import HammerResponse
 from hammer_plugins.values.calls import ToolCall
 
@@ -211,7 +210,7 @@ class MessagesWriter(StreamEncoder[dict[str, Any]]):
         >>> from hammer_plugins import HammerResponse, ToolCall
         >>> writer = MessagesWriter("hammer")
         >>> call = ToolCall(name="f", arguments={"x": 1})
-        >>> events = writer.start() + writer.event(HammerResponse(kind="tool_calls", tool_calls=[call],
+        >>> events = writer.start() + writer.feed(HammerResponse(kind="tool_calls", tool_calls=[call],
         ...                                                       finish_reason="tool_calls"))
         >>> [e["type"] for e in events]  # doctest: +NORMALIZE_WHITESPACE
         ['message_start', 'content_block_start', 'content_block_delta', 'content_block_delta', 'content_block_stop',
@@ -219,6 +218,8 @@ class MessagesWriter(StreamEncoder[dict[str, Any]]):
         >>> writer.message["stop_reason"], writer.message["content"][0]["input"]
         ('tool_use', {'x': 1})
     """
+
+    malformed_as_text = True  # no place for malformed calls in this API: what the model wrote is the text
 
     def __init__(self, model: str, message_id: str | None = None) -> None:
         super().__init__()
@@ -234,10 +235,6 @@ class MessagesWriter(StreamEncoder[dict[str, Any]]):
 
     def start(self) -> list[dict[str, Any]]:
         return [{"type": "message_start", "message": json.loads(json.dumps(self.message))}]
-
-    def event(self, event: StreamEvent) -> list[dict[str, Any]]:
-        """The stream events one engine event becomes."""
-        return self.feed(event)
 
     def on_prose(self, text: str) -> list[dict[str, Any]]:
         return self._text(text) if text else []
@@ -274,13 +271,8 @@ class MessagesWriter(StreamEncoder[dict[str, Any]]):
         out.append({"type": "content_block_stop", "index": index})
         return out
 
-    def on_finish(self, response: HammerResponse) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for _, call in self.unsent_calls(response):  # calls no event carried (an unconstrained answer)
-            self.sent_calls.append(call)
-            out += self._close_text() + self._call(call)
-        text = self.unsent_text(content_of(response) or "")
-        out += (self._text(text) if text else []) + self._close_text()
+    def on_finish(self, response: HammerResponse, text: str) -> list[dict[str, Any]]:
+        out = (self._text(text) if text else []) + self._close_text()
         stop = _stop_reason(response)
         usage = {"input_tokens": response.usage.prompt_tokens, "output_tokens": response.usage.completion_tokens}
         self.message.update(stop_reason=stop, usage=usage)

@@ -30,10 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hammer_plugins.openai_server.chat_completions import argument_fragments, arguments_json, content_of
+from hammer_plugins.openai_server.chat_completions import argument_fragments, arguments_json
 from hammer_plugins.openai_server.protocol import APIError, EngineCall, parse_request
 from hammer_plugins.output.encoder import StreamEncoder
-from hammer_plugins.output.events import StreamEvent
 from hammer_plugins.output.response import HammerResponse
 from hammer_plugins.values.calls import ToolCall
 
@@ -285,11 +284,13 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
         >>> from hammer_plugins import HammerResponse, ToolCall
         >>> writer = ResponsesWriter(ResponsesMeta(model="hammer"))
         >>> call = ToolCall(name="f", arguments={"x": 1})
-        >>> events = writer.start() + writer.event(HammerResponse(kind="tool_calls", tool_calls=[call],
+        >>> events = writer.start() + writer.feed(HammerResponse(kind="tool_calls", tool_calls=[call],
         ...                                                       finish_reason="tool_calls"))
         >>> [e["type"] for e in events][:3], events[-1]["type"], writer.response["output"][0]["call_id"] == call.id
         (['response.created', 'response.in_progress', 'response.output_item.added'], 'response.completed', True)
     """
+
+    malformed_as_text = True  # no place for malformed calls in this API: what the model wrote is the text
 
     def __init__(self, meta: ResponsesMeta, response_id: str | None = None) -> None:
         super().__init__()
@@ -322,10 +323,6 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
     def start(self) -> list[dict[str, Any]]:
         return [self._event("response.created", response=self._snapshot()),
                 self._event("response.in_progress", response=self._snapshot())]
-
-    def event(self, event: StreamEvent) -> list[dict[str, Any]]:
-        """The stream events one engine event becomes."""
-        return self.feed(event)
 
     def on_prose(self, text: str) -> list[dict[str, Any]]:
         return self._text(text) if text else []
@@ -384,13 +381,8 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
         out.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
         return out
 
-    def on_finish(self, response: HammerResponse) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for _, call in self.unsent_calls(response):  # calls no event carried (an unconstrained answer)
-            self.sent_calls.append(call)
-            out += self._close_message() + self._call(call)
-        text = self.unsent_text(content_of(response) or "")
-        out += (self._text(text) if text else []) + self._close_message()
+    def on_finish(self, response: HammerResponse, text: str) -> list[dict[str, Any]]:
+        out = (self._text(text) if text else []) + self._close_message()
         usage = response.usage
         cached = int(response.timings.get("cached_prompt_tokens", 0)) if response.timings else 0
         self.response["usage"] = {"input_tokens": usage.prompt_tokens,

@@ -6,17 +6,16 @@ generated; ``"call"``: Hammer's call syntax, never content), :class:`~hammer_plu
 wire format (LangChain chunks, LlamaIndex responses, OpenAI Chat Completions chunks, and the next
 ones) needs the same bookkeeping on top: which calls went out already (the final answer repeats
 them, and adds the ones no scanner saw complete) and how much prose streamed (the final text
-repeats it). :class:`StreamEncoder` keeps that state and dispatches the events; a format writes
-only its hooks.
+repeats it). :class:`StreamEncoder` keeps that state, dispatches the events and ends every stream
+the same way: the calls no event carried are sent (through the format's ``on_call``), then
+``on_finish`` gets the answer and the text still to show. A format writes only its hooks.
 
 Example:
     >>> from hammer_plugins import HammerResponse, TextDelta, ToolCall, ToolCallDelta
     >>> class Names(StreamEncoder[str]):
     ...     def on_prose(self, text): return [f"text {text}"]
     ...     def on_call(self, index, call): return [f"call {index} {call.name}"]
-    ...     def on_finish(self, response):
-    ...         late = [f"call {i} {c.name}" for i, c in self.unsent_calls(response)]
-    ...         return late + [f"end {self.unsent_text(response.text)!r}"]
+    ...     def on_finish(self, response, text): return [f"end {text!r}"]
     >>> a, b = ToolCall(name="a", arguments={}), ToolCall(name="b", arguments={})
     >>> encoder = Names()
     >>> encoder.feed(ToolCallDelta(0, a)) + encoder.feed(HammerResponse(kind="tool_calls", tool_calls=[a, b]))
@@ -25,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from hammer_plugins.output.events import StreamEvent, TextDelta, ToolCallDelta
 from hammer_plugins.output.response import HammerResponse
@@ -34,14 +33,34 @@ from hammer_plugins.values.calls import ToolCall
 Out = TypeVar("Out")
 
 
+def shown_text(response: HammerResponse, *, malformed_as_text: bool = False) -> str:
+    """What a person is shown of ``response``: its text; with ``malformed_as_text``, for malformed calls what
+    the model wrote (a format with no place of its own for invalid calls shows them so).
+
+    Example:
+        >>> from hammer_plugins import HammerResponse
+        >>> bad = HammerResponse(kind="invalid", raw='[{"name": "f"')
+        >>> shown_text(bad), shown_text(bad, malformed_as_text=True)
+        ('', '[{"name": "f"')
+    """
+    if malformed_as_text and response.kind == "invalid":
+        return response.text or response.raw
+    return response.text
+
+
 class StreamEncoder(Generic[Out]):
     """The base of a wire encoder: feed it the engine's events, get the format's pieces back.
 
     ``sent_calls`` are the calls sent so far, in the order sent (a call's index in it is its index
     on the wire); ``prose`` is the prose streamed so far. Subclasses implement :meth:`on_prose`,
     :meth:`on_call` and :meth:`on_finish`, and :meth:`on_call_text` where the format shows Hammer's
-    call syntax somewhere (default: nothing).
+    call syntax somewhere (default: nothing). The end of the stream is the base's: it sends the calls
+    no event carried, then calls :meth:`on_finish` with what is left of the text to show.
     """
+
+    malformed_as_text: ClassVar[bool] = False
+    """True for a format with no place for malformed calls (the OpenAI and Anthropic APIs): their raw text
+    is shown as text (:func:`shown_text`)."""
 
     def __init__(self) -> None:
         self.sent_calls: list[ToolCall] = []
@@ -55,11 +74,24 @@ class StreamEncoder(Generic[Out]):
                 return self.on_prose(event.text)
             return self.on_call_text(event.text)
         if isinstance(event, ToolCallDelta):
-            self.sent_calls.append(event.call)
-            return self.on_call(len(self.sent_calls) - 1, event.call)
-        return self.on_finish(event)
+            return self._send(event.call)
+        return self._end(event)
 
-    # ---------------------------------------------------------------- the state, for on_finish
+    def _send(self, call: ToolCall) -> list[Out]:
+        self.sent_calls.append(call)
+        return self.on_call(len(self.sent_calls) - 1, call)
+
+    def _end(self, response: HammerResponse) -> list[Out]:
+        out: list[Out] = []
+        for _, call in self.unsent_calls(response):  # calls no scanner saw complete (e.g. unconstrained)
+            out += self._send(call)
+        return out + self.on_finish(response, self.unsent_text(self.shown_text(response)))
+
+    # ---------------------------------------------------------------- the state
+    def shown_text(self, response: HammerResponse) -> str:
+        """What a person is shown of the answer in this format (:func:`shown_text`)."""
+        return shown_text(response, malformed_as_text=self.malformed_as_text)
+
     def unsent_calls(self, response: HammerResponse) -> list[tuple[int, ToolCall]]:
         """The answer's calls not sent yet (the scanner did not see them complete, e.g. unconstrained),
         each with its index in ``response.tool_calls``."""
@@ -81,5 +113,7 @@ class StreamEncoder(Generic[Out]):
     def on_call(self, index: int, call: ToolCall) -> list[Out]:
         raise NotImplementedError
 
-    def on_finish(self, response: HammerResponse) -> list[Out]:
+    def on_finish(self, response: HammerResponse, text: str) -> list[Out]:
+        """The last pieces: ``text`` is what is left to show of the answer (all of a refusal text, nothing
+        after streamed prose); every call was sent already. Then refusal, usage and finish reason."""
         raise NotImplementedError

@@ -543,15 +543,13 @@ class _StreamConverter(StreamEncoder[ChatGenerationChunk]):
         chunk = _call_chunk(call.name, _dump(call.arguments), call.id, index)
         return [ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[chunk]))]
 
-    def on_finish(self, response: HammerResponse) -> list[ChatGenerationChunk]:
-        # What was not streamed: all of it for calls and refusal texts, nothing after streamed prose.
-        content = self.unsent_text(response.text)
-        chunks = [_call_chunk(c.name, _dump(c.arguments), c.id, i) for i, c in self.unsent_calls(response)]
-        offset = len(response.tool_calls)
-        # LangChain re-derives invalid calls from chunk args; the raw text keeps a truncated call invalid.
-        chunks += [_call_chunk(c.name, c.arguments if c.arguments is not None else c.raw, c.id, offset + i)
-                   for i, c in enumerate(response.invalid_tool_calls)]
-        message = AIMessageChunk(content=content, tool_call_chunks=chunks, usage_metadata=_usage(response),
+    def on_finish(self, response: HammerResponse, text: str) -> list[ChatGenerationChunk]:
+        # Every call went out already (the base sends the late ones through on_call); the invalid ones follow
+        # them. LangChain re-derives invalid calls from chunk args; the raw text keeps a truncated call invalid.
+        offset = len(self.sent_calls)
+        chunks = [_call_chunk(c.name, c.arguments if c.arguments is not None else c.raw, c.id, offset + i)
+                  for i, c in enumerate(response.invalid_tool_calls)]
+        message = AIMessageChunk(content=text, tool_call_chunks=chunks, usage_metadata=_usage(response),
                                  additional_kwargs=_refusal(response),
                                  response_metadata=_metadata(response, self.model_name), chunk_position="last")
         return [ChatGenerationChunk(message=message, generation_info={"finish_reason": response.finish_reason})]

@@ -444,8 +444,9 @@ class _Turn(StreamEncoder[ChatResponse]):
     def on_call(self, index: int, call: ToolCall) -> list[ChatResponse]:
         return [ChatResponse(message=_assistant(self.prose, self.sent_calls), delta="")]
 
-    def on_finish(self, response: HammerResponse) -> list[ChatResponse]:
-        """The final answer's chunk is the whole response."""
+    def on_finish(self, response: HammerResponse, text: str) -> list[ChatResponse]:
+        """The final answer's chunk is the whole response; its delta is the text not streamed (a refusal text,
+        prose around calls)."""
         usage = response.usage
         message = _assistant(response.text, response.tool_calls, response.invalid_tool_calls)
         if isinstance(response, SlotFillingResponse) and response.snapshot is not None:  # the state travels with it
@@ -453,7 +454,7 @@ class _Turn(StreamEncoder[ChatResponse]):
                                               SLOT_FILLING_ACTION_KEY: response.slot_filling_action})
         return [ChatResponse(
             message=message,
-            delta=self.unsent_text(response.text),  # a refusal text or prose around calls: not streamed
+            delta=text,
             raw=response.model_dump(mode="json"),
             additional_kwargs={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                                "total_tokens": usage.total_tokens},

@@ -1,15 +1,15 @@
-"""One encoder per wire format: the bytes a streamed answer is sent as, and the non-streamed body.
+"""One framing per wire format: the bytes a streamed answer is sent as, and the non-streamed body.
 
 The route of every API does the same work (parse, queue, run the engine, follow the client) in
 :func:`~.app.create_app`'s one ``answer`` function; what differs is only how the engine's events are
-framed, which is this module's :class:`Encoder`: Chat Completions chunks, or the typed events of the
+framed, which is this module's :class:`Framing`: Chat Completions chunks, or the typed events of the
 Responses and Messages APIs, each a thin shell around its writer (a
 :class:`~hammer_plugins.output.encoder.StreamEncoder`, which keeps the "already sent" state once).
 
 Example:
     >>> from hammer_plugins import HammerResponse
-    >>> encoder = ChatEncoder("hammer", "Sorry.", include_usage=False)
-    >>> b"".join(encoder.start() + encoder.event(HammerResponse(kind="text", text="Hi")) + encoder.end()).count(b"data:")
+    >>> framing = ChatFraming("hammer", "Sorry.", include_usage=False)
+    >>> b"".join(framing.start() + framing.event(HammerResponse(kind="text", text="Hi")) + framing.end()).count(b"data:")
     4
 """
 
@@ -25,7 +25,7 @@ from hammer_plugins.openai_server.responses_api import ResponsesWriter
 from hammer_plugins.output.response import HammerResponse
 
 
-class Encoder:
+class Framing:
     """How one API frames an answer. ``start``/``event``/``end`` give SSE bytes; ``body`` the whole answer."""
 
     def start(self) -> list[bytes]:
@@ -45,7 +45,7 @@ class Encoder:
         raise NotImplementedError
 
 
-class ChatEncoder(Encoder):
+class ChatFraming(Framing):
     """Chat Completions: ``chat.completion.chunk`` objects, then ``data: [DONE]``."""
 
     def __init__(self, model: str, refusal_text: str, include_usage: bool) -> None:
@@ -57,7 +57,7 @@ class ChatEncoder(Encoder):
         return [sse(c) for c in self.writer.start()]
 
     def event(self, event: StreamEvent) -> list[bytes]:
-        return [sse(c) for c in self.writer.event(event)]
+        return [sse(c) for c in self.writer.feed(event)]
 
     def error(self, error: APIError) -> bytes:
         return b"data: " + json.dumps(error.body()).encode() + b"\n\n"
@@ -74,7 +74,7 @@ def typed_sse(event: dict[str, Any]) -> bytes:
     return f"event: {event['type']}\ndata: ".encode() + json.dumps(event, ensure_ascii=False).encode() + b"\n\n"
 
 
-class TypedEventEncoder(Encoder):
+class TypedEventFraming(Framing):
     """The Responses and Messages APIs: their writer's typed events as SSE, and for a non-streamed request
     the writer's object (``response`` / ``message``) once it has been fed the final answer."""
 
@@ -85,11 +85,11 @@ class TypedEventEncoder(Encoder):
         return [typed_sse(e) for e in self.writer.start()]
 
     def event(self, event: StreamEvent) -> list[bytes]:
-        return [typed_sse(e) for e in self.writer.event(event)]
+        return [typed_sse(e) for e in self.writer.feed(event)]
 
     def error(self, error: APIError) -> bytes:
         return typed_sse(self.writer.error(error))
 
     def body(self, final: HammerResponse) -> dict[str, Any]:
-        self.writer.event(final)
+        self.writer.feed(final)
         return self.writer.answer
