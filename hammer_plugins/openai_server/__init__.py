@@ -21,9 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 _NAMES = {
-    "create_app": "app", "DEFAULT_MAX_BODY_BYTES": "app", "REFUSAL_HEADER": "app",
+    "create_app": "app", "DEFAULT_MAX_BODY_BYTES": "app", "REFUSAL_HEADER": "framing",
     "BackgroundServer": "runner", "serve_openai": "runner",
-    "APIError": "protocol", "parse_request": "protocol", "completion": "protocol", "ChunkWriter": "protocol",
+    "APIError": "errors", "parse_request": "chat_completions.request", "completion": "chat_completions.writer",
+    "ChunkWriter": "chat_completions.writer",
     "EngineWorker": "worker",
 }
 

@@ -19,11 +19,14 @@ import json
 from typing import Any
 
 from hammer_plugins.engine import StreamEvent
-from hammer_plugins.openai_server.messages_api import MessagesWriter
-from hammer_plugins.openai_server.protocol import DONE, APIError, ChunkWriter, completion, sse
-from hammer_plugins.openai_server.responses_api import ResponsesWriter
+from hammer_plugins.openai_server.chat_completions.writer import DONE, ChunkWriter, completion, sse
+from hammer_plugins.openai_server.errors import APIError
+from hammer_plugins.openai_server.messages.writer import MessagesWriter
+from hammer_plugins.openai_server.responses.writer import ResponsesWriter
 from hammer_plugins.output.response import HammerResponse
 
+REFUSAL_HEADER = "x-hammer-refusal"
+"""Response header set to ``true`` on a non-streamed refusal (Hammer answered ``[]``)."""
 
 class Framing:
     """How one API frames an answer. ``start``/``event``/``end`` give SSE bytes; ``body`` the whole answer."""

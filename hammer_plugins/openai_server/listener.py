@@ -37,7 +37,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from hammer_plugins.openai_server.protocol import APIError
+from hammer_plugins.openai_server.errors import APIError
 
 DEFAULT_HEADER_TIMEOUT = 10.0
 """Seconds a connection gets to send a request's headers (from when it opened, or the previous response ended)."""

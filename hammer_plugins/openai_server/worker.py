@@ -49,7 +49,7 @@ from typing import Any
 
 from hammer_plugins.backends.bridge import iterate_in_thread
 from hammer_plugins.engine import HammerEngine, StreamEvent
-from hammer_plugins.openai_server.protocol import APIError
+from hammer_plugins.openai_server.errors import APIError
 from hammer_plugins.values.messages import Message
 
 DEFAULT_QUEUE_PER_SLOT = 16

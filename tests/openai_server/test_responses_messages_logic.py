@@ -140,7 +140,7 @@ def test_responses_refusals_name_the_field(oai: openai.OpenAI, body: dict[str, A
 def test_an_output_no_call_asked_for_is_a_user_turn_naming_it() -> None:
     """Codex CLI sends a function_call_output with a name and namespace and no call_id (its goal's objective):
     the text reaches the model as a user turn saying whose output it is; no assistant call is made up."""
-    from hammer_plugins.openai_server.responses_api import ResponsesMeta, _messages
+    from hammer_plugins.openai_server.responses.request import ResponsesMeta, _messages
 
     request = {"input": [{"role": "user", "content": "Say hello."},
                          {"type": "function_call_output", "name": "goal_objective", "namespace": "agent",
@@ -221,7 +221,7 @@ def test_count_tokens_counts_the_rendered_prompt(claude: anthropic.Anthropic) ->
 
 
 def test_is_error_results_are_marked_for_the_model() -> None:
-    from hammer_plugins.openai_server.messages_api import parse_messages_request
+    from hammer_plugins.openai_server.messages.request import parse_messages_request
 
     call = parse_messages_request({"model": "hammer", "max_tokens": 8, "tools": ANTHROPIC_TOOLS, "messages": [
         {"role": "user", "content": "weather?"},

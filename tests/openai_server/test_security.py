@@ -34,8 +34,10 @@ from hammer_plugins.backends.base import Backend, Usage
 from hammer_plugins.launch import free_port
 from hammer_plugins.openai_server import BackgroundServer, create_app
 from hammer_plugins.openai_server import app as app_module
-from hammer_plugins.openai_server.app import Guard
-from hammer_plugins.openai_server.protocol import MAX_JSON_DEPTH, APIError, json_too_deep, parse_json, parse_request
+from hammer_plugins.openai_server.chat_completions.request import parse_request
+from hammer_plugins.openai_server.errors import APIError
+from hammer_plugins.openai_server.guard import Guard
+from hammer_plugins.openai_server.json_body import MAX_JSON_DEPTH, json_too_deep, parse_json
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 

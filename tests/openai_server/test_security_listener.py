@@ -45,7 +45,7 @@ from test_security import (
 from hammer_plugins import HammerEngine, ScriptedBackend
 from hammer_plugins.cli.serve import add_serve_parser
 from hammer_plugins.openai_server import BackgroundServer, create_app
-from hammer_plugins.openai_server.app import Guard, ip_address
+from hammer_plugins.openai_server.guard import Guard, ip_address
 from hammer_plugins.openai_server.listener import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,

@@ -446,7 +446,7 @@ def test_the_cli_runs_as_a_module_and_as_the_console_script() -> None:
 # ------------------------------------------------------------------ two defects the reading found
 def test_an_engine_call_defaults_to_no_stream_and_no_usage() -> None:
     """``EngineCall`` is a dataclass: a pydantic ``Field(False)`` default was a truthy ``FieldInfo``."""
-    from hammer_plugins.openai_server.protocol import EngineCall
+    from hammer_plugins.openai_server.call import EngineCall
 
     call = EngineCall(messages=[], tools=[], tool_choice="auto")
     assert call.stream is False and call.include_usage is False

@@ -2,8 +2,8 @@
 
 :func:`completion` builds the non-streaming ``chat.completion`` and :class:`ChunkWriter` the
 streamed ``chat.completion.chunk`` s, both from the ``openai`` package's own pydantic types, so what
-goes on the wire is what the SDK parses. The request side (validation, :class:`EngineCall`) is in
-:mod:`hammer_plugins.openai_server.protocol`.
+goes on the wire is what the SDK parses. The request side (validation, :class:`~hammer_plugins.openai_server.call.EngineCall`) is
+:mod:`hammer_plugins.openai_server.chat_completions.request`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The OpenAI chat-completions contract, on the engine's side: requests in, ``openai`` types out.
-
-Free of any web framework: :func:`parse_request` validates a decoded JSON body and turns it into
-an :class:`EngineCall` (messages, tools, tool choice and options for
-:meth:`~hammer_plugins.HammerEngine.stream`), raising :class:`APIError` with the status and the
-OpenAI error fields for anything it cannot serve. :func:`completion` builds the non-streaming
-answer and :class:`ChunkWriter` the streamed one, both from the ``openai`` package's own pydantic
-types, so what goes on the wire is what the SDK parses.
+"""Chat Completions requests (``POST /v1/chat/completions``): a decoded body validated into an
+:class:`~hammer_plugins.openai_server.call.EngineCall`, or an :class:`~hammer_plugins.openai_server.errors.APIError`
+with OpenAI's error fields.
 
 Example:
     >>> call = parse_request({"model": "hammer", "messages": [{"role": "user", "content": "hi"}]}, "hammer")
@@ -20,31 +15,18 @@ Example:
 
 from __future__ import annotations
 
-import itertools
-import json
-import logging
-import math
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 
+from hammer_plugins.openai_server.call import EngineCall
+from hammer_plugins.openai_server.errors import APIError, validation_error
+from hammer_plugins.openai_server.json_body import load_json
 from hammer_plugins.tools.choice import normalize_tool_choice
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.values.errors import (
-    ContextWindowExceededError,
-    GrammarNotSupportedError,
-    HammerError,
     SchemaConversionError,
-    ServerAuthenticationError,
-    ServerError,
-    ServerHTTPError,
-    ServerModelNotFoundError,
-    ServerStreamError,
-    ServerTimeoutError,
-    ServerUnavailableError,
     UnknownToolError,
 )
 from hammer_plugins.values.messages import Message, to_message
@@ -52,48 +34,6 @@ from hammer_plugins.values.messages import Message, to_message
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool",
          "function": "tool"}
 """OpenAI message roles and the engine role each becomes (``developer`` is the newer ``system``)."""
-
-
-class APIError(Exception):
-    """An error answered in its API's shape: OpenAI's ``{"error": {"message", "type", "param", "code"}}``,
-    or Anthropic's under ``/v1/messages``.
-
-    Example:
-        >>> APIError(400, "n must be 1", param="n").body()["error"]["type"]
-        'invalid_request_error'
-    """
-
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",  # noqa: A002
-                 param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None,
-                 anthropic_message: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
-        self.headers = headers  # e.g. Retry-After on a 429
-        self.anthropic_message = anthropic_message  # where Anthropic's API words the case differently
-
-    def body(self, path: str = "") -> dict[str, Any]:
-        """The error JSON in the shape of the API ``path`` belongs to: Anthropic's under ``/v1/messages``
-        (``{"type": "error", "error": {"type", "message"}}``), OpenAI's elsewhere."""
-        if path.startswith(MESSAGES_PATH):
-            message = self.anthropic_message or self.message
-            return {"type": "error", "error": {"type": self.anthropic_type(), "message": message}}
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-
-    def anthropic_type(self) -> str:
-        """Anthropic's error ``type`` for this status (``api_error`` for the 5xx it has no name for)."""
-        return ANTHROPIC_ERROR_TYPES.get(self.status, "invalid_request_error" if self.status < 500 else "api_error")
-
-
-MESSAGES_PATH = "/v1/messages"
-"""Routes under this path are Anthropic's Messages API: their errors take Anthropic's shape."""
-
-ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                         404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
-                         503: "overloaded_error", 504: "timeout_error"}
 
 
 class StreamOptions(BaseModel):
@@ -131,130 +71,6 @@ class ChatRequest(BaseModel):
     repeat_penalty: float | None = Field(None, gt=0)
 
 
-@dataclass
-class EngineCall:
-    """One validated request, ready for ``engine.stream(messages, tools, tool_choice, **options)``."""
-
-    messages: list[Message]
-    tools: list[dict[str, Any]]
-    tool_choice: str
-    options: dict[str, Any] = field(default_factory=dict)
-    stream: bool = False
-    include_usage: bool = False
-
-
-MAX_JSON_DEPTH = 64
-"""Deepest nesting of arrays and objects a body may have: a tool schema 25 levels deep fits; a body
-built to exhaust recursion (``[[[[...``) is refused."""
-
-
-# A string, or an unclosed one to the end of the body (such a body is not JSON; its decoding fails
-# before any bracket after the quote): each attempt succeeds, so the scan is linear. With the closing
-# quote required, a body of '"' + '\\"' * n made every quote start a failing scan to the end (issue 37:
-# 40 kB took 12.9 s, holding the GIL).
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
-_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def json_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether the JSON text ``body`` nests arrays/objects more than ``limit`` deep, told before it is decoded.
-
-    Strings are cut out, the brackets left become +1 / -1 steps, and their running sum's maximum
-    is the depth: C-speed loops only (8 MiB of brackets in a fraction of a second), no recursion.
-
-    Example:
-        >>> json_too_deep(b'{"a": [[1]], "b": "[[[[["}', limit=3), json_too_deep(b"[" * 5 + b"]" * 5, limit=3)
-        (False, True)
-    """
-    steps = _JSON_STRING.sub(b"", body).translate(_STEPS, _NOT_BRACKETS)
-    return bool(steps) and max(itertools.accumulate(memoryview(steps).cast("b"))) > limit
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite(text: str) -> float:
-    """A JSON number as a float, refused when it is not finite (``1e999`` overflows to infinity)."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:40]} is too large for a 64-bit float")
-    return value
-
-
-def _check_strings(value: Any) -> None:
-    """Raise ValueError on a string no UTF-8 encoder takes (a lone surrogate sent as ``\\ud800``)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            item.encode("utf-8")
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-
-
-def load_json(data: bytes | str, what: str = "The JSON body of your request", *, param: str | None = None,
-              code: str = "invalid_json", fix: str = "send valid JSON, its numbers finite") -> Any:
-    """``data`` decoded, or a 400 naming ``what``: too deep, not UTF-8, not JSON, a number that is not
-    finite (``NaN``, ``Infinity``, ``1e999``), a lone surrogate (``"\\ud800"``, which no UTF-8 encoder takes
-    further on). Every JSON text from outside is read here: the body, and the strings in it that hold
-    JSON (an assistant call's ``arguments``), so each gets the same limits.
-
-    Example:
-        >>> load_json(b'{"a": 1}')
-        {'a': 1}
-        >>> for bad in (b"[" * 100_000 + b"]" * 100_000, b'{"t": 1e999}', '{"t": Infinity}'):
-        ...     try:
-        ...         load_json(bad)
-        ...     except APIError as exc:
-        ...         print(exc.status, exc.code)
-        400 invalid_json
-        400 invalid_json
-        400 invalid_json
-    """
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if json_too_deep(raw):
-        raise APIError(400, f"{what} nests arrays or objects more than {MAX_JSON_DEPTH} levels deep. Fix: send "
-                            "flatter JSON.", param=param, code=code)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise APIError(400, f"{what} is not valid UTF-8 ({exc.reason} at byte {exc.start}). Fix: {fix}.", param=param,
-                       code=code) from None
-    try:
-        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
-        if _SURROGATE_ESCAPE.search(raw):  # only escapes can make a surrogate: walk the strings then
-            _check_strings(value)
-    except (ValueError, RecursionError) as exc:
-        raise APIError(400, f"We could not parse {what[:1].lower() + what[1:]} as JSON ({exc}). Fix: {fix}.", param=param,
-                       code=code) from None
-    return value
-
-
-def parse_json(body: bytes) -> Any:
-    """The decoded request body (:func:`load_json`), or its 400.
-
-    Example:
-        >>> try:
-        ...     parse_json(b"[" * 100_000 + b"]" * 100_000)
-        ... except APIError as exc:
-        ...     print(exc.status, exc.code)
-        400 invalid_json
-    """
-    return load_json(body)
-
-
-def _validation_error(exc: ValidationError) -> APIError:
-    first = exc.errors()[0]
-    param = ".".join(str(p) for p in first["loc"]) or None
-    return APIError(400, f"Invalid value for '{param}': {first['msg']}.", param=param, code="invalid_value")
-
-
 def parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
     """Validate a decoded request body and map it to an engine call (raises :class:`APIError`).
 
@@ -276,7 +92,7 @@ def _parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
     try:
         request = ChatRequest.model_validate(body)
     except ValidationError as exc:
-        raise _validation_error(exc) from None
+        raise validation_error(exc) from None
     served = [served_model] if isinstance(served_model, str) else list(served_model)
     if request.model not in served:
         raise APIError(404, f"The model '{request.model}' does not exist. This server serves {served}.",
@@ -358,6 +174,7 @@ class RefusalPart(BaseModel):
 
 _JSON_TYPES = {type(None): "null", dict: "an object", list: "an array", bool: "a boolean", int: "a number",
                float: "a number"}
+
 
 _CONTENT_PART: TypeAdapter[TextPart | RefusalPart] = TypeAdapter(Annotated[TextPart | RefusalPart,
                                                                            Field(discriminator="type")])
@@ -477,103 +294,3 @@ def _response_format(spec: dict[str, Any] | None) -> dict[str, Any] | None:
         return {"type": "json_schema", "json_schema": dict(inner)}
     raise APIError(400, f"response_format type {spec.get('type')!r} is not supported; use 'text', 'json_object' or "
                         "'json_schema'.", param="response_format.type", code="unsupported_value")
-
-
-UPSTREAM_RETRY_AFTER_SECONDS = 5
-"""The ``Retry-After`` of a 503 while the model server behind this API is down or restarting."""
-
-
-def _upstream_error(exc: Exception) -> APIError | None:
-    """The 5xx for a failure of the model server behind this API, or None when ``exc`` is no such failure.
-
-    Its message names no internal address (the exception's, with the URL, goes to this server's log,
-    once); 4xx only where the request itself is at fault (the upstream refused its content).
-    """
-    if not isinstance(exc, ServerError):
-        return None
-    if not getattr(exc, "_hammer_logged", False):
-        logging.getLogger("hammer_plugins.openai_server").error("the model server failed a request: %s", exc)
-        try:
-            exc._hammer_logged = True  # type: ignore[attr-defined]  # app.py may map the same one twice
-        except AttributeError:
-            pass
-    operator = "if it persists, this server's operator should read its log"
-    status = exc.status_code or 0
-    if isinstance(exc, ServerTimeoutError):
-        return APIError(504, "The model server behind this API sent nothing in time, so the request was given up. "
-                             f"Fix: retry later, or with a shorter conversation or a lower max_tokens; {operator}.",
-                        type="server_error", code="upstream_timeout")
-    if isinstance(exc, ServerStreamError):
-        return APIError(502, "The model server behind this API broke off the answer (it may have crashed; a model "
-                             f"server this API started is restarted). Fix: retry the request; {operator}.",
-                        type="server_error", code="upstream_connection_lost")
-    if isinstance(exc, ServerAuthenticationError):
-        return APIError(502, "The model server behind this API refused this API's credentials: a configuration "
-                             "error of this server, not of your request. Fix: the operator sets "
-                             "$HAMMER_UPSTREAM_API_KEY to the model server's key.",
-                        type="server_error", code="upstream_auth_failed")
-    if isinstance(exc, ServerUnavailableError) or status == 429:
-        return APIError(503, "The model server behind this API is not available right now (starting, restarting "
-                             f"or overloaded). Fix: retry in a few seconds; {operator}.", type="server_error",
-                        code="upstream_unavailable", headers={"Retry-After": str(UPSTREAM_RETRY_AFTER_SECONDS)})
-    if isinstance(exc, (ServerModelNotFoundError, GrammarNotSupportedError)) or status == 404:
-        return APIError(502, f"The model server behind this API is misconfigured ({type(exc).__name__}). Fix: "
-                             "this server's operator should read its log.", type="server_error",
-                        code="upstream_misconfigured")
-    if isinstance(exc, ServerHTTPError) and 400 <= status < 500:
-        return APIError(400, f"The model server behind this API refused the request (HTTP {status}: "
-                             f"{exc.detail[:500]}).", code="upstream_rejected")
-    return APIError(502, f"The model server behind this API failed on the request{f' (HTTP {status})' if status else ''}"
-                         f". Fix: retry; {operator}.", type="server_error", code="upstream_error")
-
-
-def engine_error(exc: Exception) -> APIError:
-    """The HTTP error for an exception the engine raised on a request (500 for the unexpected).
-
-    The client's own mistakes are 4xx; a failure of the model server behind this API (down, restarting,
-    refusing this API's key, answering 5xx, too slow) is 502, 503 (with ``Retry-After``) or 504 with
-    ``type: "server_error"``, and names no internal address.
-
-    Example:
-        >>> from hammer_plugins.values.errors import ServerUnavailableError
-        >>> error = engine_error(ServerUnavailableError("could not connect to http://127.0.0.1:9/v1"))
-        >>> error.status, error.type, "127.0.0.1" in error.message, error.headers
-        (503, 'server_error', False, {'Retry-After': '5'})
-    """
-    if isinstance(exc, APIError):
-        return exc
-    upstream = _upstream_error(exc)
-    if upstream is not None:
-        return upstream
-    if isinstance(exc, ContextWindowExceededError):
-        # Anthropic's clients read its own words for this case (Claude Code compacts on them).
-        return APIError(400, f"This model's maximum context length is {exc.context_window} tokens. However, your "
-                             f"messages resulted in {exc.prompt_tokens} tokens and {exc.max_new_tokens} more are "
-                             "reserved for the completion. Please reduce the length of the messages or tools, or "
-                             "max_tokens.", param="messages", code="context_length_exceeded",
-                        anthropic_message=f"prompt is too long: {exc.prompt_tokens} tokens > {exc.context_window} maximum")
-    if isinstance(exc, UnknownToolError):
-        return APIError(400, str(exc), param="tool_choice", code="invalid_tool_choice")
-    if isinstance(exc, SchemaConversionError):
-        return APIError(400, f"Invalid tool schema: {exc}", param="tools", code="invalid_tool_schema")
-    if isinstance(exc, (HammerError, ValueError, TypeError)):
-        return APIError(400, str(exc), code="invalid_request")
-    return APIError(500, f"The server failed to answer the request ({type(exc).__name__}); see the server's log.",
-                    type="server_error", code="internal_error")
-
-
-# The response side moved to chat_completions.py (an encoder of the engine's stream); its names stay
-# importable from here, where the server and its tests found them.
-from hammer_plugins.openai_server.chat_completions import (  # noqa: E402
-    DONE,
-    ChunkWriter,
-    argument_fragments,
-    arguments_json,
-    completion,
-    new_completion_id,
-    sse,
-    usage_of,
-)
-
-__all__ = ["DONE", "APIError", "ChunkWriter", "EngineCall", "argument_fragments", "arguments_json", "completion",
-           "engine_error", "new_completion_id", "parse_json", "parse_request", "sse", "usage_of"]

@@ -1,0 +1,1 @@
+"""The Chat Completions API: its request (``request``) and its answer (``writer``)."""

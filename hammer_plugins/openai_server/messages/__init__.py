@@ -1,0 +1,1 @@
+"""Anthropic's Messages API: its request (``request``) and its answer (``writer``)."""

@@ -1,0 +1,1 @@
+"""The OpenAI Responses API: its request (``request``) and its answer (``writer``)."""
