@@ -103,6 +103,10 @@ class PrefixCache:
             pass
         return state
 
+    def discard(self, runtime: str, tokens: Sequence[int]) -> None:
+        """Remove what is kept for ``tokens`` (a state its reader found unusable); never raises."""
+        self.path_for(runtime, tokens).unlink(missing_ok=True)
+
     def store(self, runtime: str, tokens: Sequence[int], state: bytes) -> None:
         """Keep ``state`` for ``tokens``; never raises for a full or read-only disk (the cache is an optimization)."""
         header = json.dumps({"runtime": runtime, "n_tokens": len(tokens),
@@ -157,13 +161,17 @@ class PrefixCache:
         if not blob.startswith(_MAGIC):
             return None
         end = blob.find(b"\n", len(_MAGIC))
+        if end < 0:
+            return None
         try:
             header = json.loads(blob[len(_MAGIC):end])
         except ValueError:
             return None
+        if not isinstance(header, dict):  # valid JSON of another shape (null, [], 1): damaged all the same
+            return None
         body = blob[end + 1:]
         expected = _token_bytes(tokens)
-        if (end < 0 or header.get("runtime") != runtime or header.get("n_tokens") != len(tokens)
+        if (header.get("runtime") != runtime or header.get("n_tokens") != len(tokens)
                 or body[:len(expected)] != expected):
             return None
         state = body[len(expected):]

@@ -8,12 +8,15 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from hammer_plugins.tools.names import printable
 from hammer_plugins.values.errors import (
     ContextWindowExceededError,
     GrammarNotSupportedError,
@@ -92,6 +95,38 @@ def validation_error(exc: ValidationError) -> APIError:
     first = exc.errors()[0]
     param = ".".join(str(p) for p in first["loc"]) or None
     return APIError(400, f"Invalid value for '{param}': {first['msg']}.", param=param, code="invalid_value")
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def api_errors_only(parse: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``parse`` raising only :class:`APIError`: a body shaped in a way no check foresaw is still the client's
+    error, a 400 in its API's shape with one log line (never a traceback, and the connection is kept).
+
+    Example:
+        >>> @api_errors_only
+        ... def parse(body): return body["tool_choice"]["name"] + 1
+        >>> try:
+        ...     parse({"tool_choice": {"name": ["f"]}})
+        ... except APIError as exc:
+        ...     print(exc.status, exc.code)
+        400 invalid_request
+    """
+
+    @functools.wraps(parse)
+    def checked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return parse(*args, **kwargs)
+        except APIError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            what = printable(f"{type(exc).__name__}: {exc}")[:300]
+            logging.getLogger("hammer_plugins.openai_server").info("unreadable request body (%s)", what)
+            raise APIError(400, f"The request could not be read ({what}).", code="invalid_request") from None
+
+    return checked
 
 
 UPSTREAM_RETRY_AFTER_SECONDS = 5

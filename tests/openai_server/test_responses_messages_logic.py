@@ -145,8 +145,10 @@ def test_an_output_no_call_asked_for_is_a_user_turn_naming_it() -> None:
     request = {"input": [{"role": "user", "content": "Say hello."},
                          {"type": "function_call_output", "name": "goal_objective", "namespace": "agent",
                           "output": "Be brief."}]}
-    assert _messages(request, ResponsesMeta(model="hammer")) == [
-        {"role": "user", "content": "Say hello."}, {"role": "user", "content": "(output of agent.goal_objective) Be brief."}]
+    messages, origins = _messages(request, ResponsesMeta(model="hammer"))
+    assert [(m.role, m.content, m.tool_calls) for m in messages] == [
+        ("user", "Say hello.", []), ("user", "(output of agent.goal_objective) Be brief.", [])]
+    assert origins == ["input[0]", "input[1]"]
 
 
 def test_stored_responses_are_not_kept(server: BackgroundServer) -> None:

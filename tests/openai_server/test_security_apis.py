@@ -162,3 +162,131 @@ def test_garbage_never_gets_a_5xx_on_any_api(server: BackgroundServer, api: str,
     assert reply.status_code < 500, (api, payload, reply.text[:300])
     if reply.status_code >= 400:
         refusal(reply, api)
+
+
+# ------------------------------------------------------------------ each API in its own words (issue 46), unforeseen
+# bodies (issue 47, class 5) and quadratic walks (class 1)
+def _parsers() -> dict[str, Callable[[Any], Any]]:
+    from hammer_plugins.openai_server.chat_completions.request import parse_request
+    from hammer_plugins.openai_server.messages.request import parse_messages_request
+    from hammer_plugins.openai_server.responses.request import parse_responses_request
+
+    return {"chat": lambda body: parse_request(body, "hammer"),
+            "responses": lambda body: parse_responses_request(body, "hammer"),
+            "messages": lambda body: parse_messages_request(body, "hammer")}
+
+
+def _refused(api: str, body: dict[str, Any]) -> Any:
+    from hammer_plugins.openai_server.errors import APIError
+
+    with pytest.raises(APIError) as caught:
+        _parsers()[api](body)
+    return caught.value
+
+
+@pytest.mark.parametrize(("api", "change", "param"), [
+    ("responses", {"max_output_tokens": 0}, "max_output_tokens"),
+    ("responses", {"input": [{"type": "function_call_output", "call_id": "c9", "output": "x"}]}, "input[0].call_id"),
+    ("responses", {"input": [{"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{"}]},
+     "input[0].arguments"),
+    ("responses", {"tool_choice": {"type": "allowed_tools", "tools": 5}}, "tool_choice.tools"),
+    ("responses", {"input": [{"type": ["x"]}]}, "input[0].type"),
+    ("responses", {"text_field": {"format": "x"}}, "text.format"),
+    ("responses", {"stop": ["s"] * 17}, "stop"),
+    ("messages", {"stop_sequences": ["s"] * 17}, "stop_sequences"),
+    ("messages", {"temperature": 1.5}, "temperature"),
+    ("messages", {"max_tokens": True}, "max_tokens"),
+    ("messages", {"tool_choice": {"type": "tool", "name": ["f"]}}, "tool_choice.name"),
+    ("messages", {"messages": [{"role": "user", "content": "hi"}, {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t9", "content": "x"}]}]}, "messages[1].content[0].tool_use_id"),
+    ("chat", {"stop": ["s"] * 17}, "stop"),
+    ("chat", {"stop": "s" * 5000}, "stop"),
+])
+def test_each_api_names_its_own_field(api: str, change: dict[str, Any], param: str) -> None:
+    """A Responses or Messages request is read as that API, not rewritten into a Chat body first: its errors
+    name its own fields (the rewrite named max_tokens for max_output_tokens and messages[2] for input[5]), and
+    the bodies issue 47 found raising TypeError past the parser are 400s like any other."""
+    body = request(api, **{k: v for k, v in change.items() if k != "text_field"})
+    if "text_field" in change:
+        body["text"] = change["text_field"]
+    error = _refused(api, body)
+    assert (error.status, error.param) == (400, param), error.message
+    assert error.code != "invalid_request", error.message  # a foreseen case, not the catch-all
+
+
+def test_stop_lists_are_bounded_on_every_api() -> None:
+    from hammer_plugins.openai_server.call import MAX_STOP_CHARACTERS, MAX_STOP_SEQUENCES
+
+    for api, field in (("chat", "stop"), ("responses", "stop"), ("messages", "stop_sequences")):
+        call = _parsers()[api](request(api, **{field: ["s"] * MAX_STOP_SEQUENCES}))
+        call = call[0] if isinstance(call, tuple) else call
+        assert call.options["stop"] == ["s"] * MAX_STOP_SEQUENCES
+        _refused(api, request(api, **{field: ["s"] * (MAX_STOP_SEQUENCES + 1)}))
+        _refused(api, request(api, **{field: ["s" * (MAX_STOP_CHARACTERS // 2 + 1)] * 2}))
+
+
+_KEYS = ["model", "messages", "input", "tools", "tool_choice", "content", "role", "type", "text", "format", "name",
+         "namespace", "call_id", "tool_use_id", "arguments", "output", "input_schema", "parameters", "function", "mode",
+         "max_tokens", "max_output_tokens", "stop", "stop_sequences", "system", "instructions", "stream", "id"]
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
+@given(api=st.sampled_from(["chat", "responses", "messages"]), payload=st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
+    | st.sampled_from(["function", "function_call", "function_call_output", "message", "tool", "tool_use",
+                       "tool_result", "allowed_tools", "namespace", "json_schema", "user", "assistant", "hammer"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=6),
+    max_leaves=30))
+def test_the_parsers_foresee_every_body(api: str, payload: Any) -> None:
+    """Every parser answers any body with a call or an API error it meant to give: the catch-all (a 400 with
+    one log line) never has to step in. The bodies are built from the APIs' own keys and values."""
+    from hammer_plugins.openai_server.errors import APIError
+
+    if isinstance(payload, dict):
+        payload.setdefault("model", "hammer")
+    try:
+        _parsers()[api](payload)
+    except APIError as exc:
+        assert exc.code != "invalid_request", (api, payload, exc.message)
+
+
+@pytest.mark.parametrize("api", ["responses", "messages", "chat"])
+def test_parsing_grows_linearly_with_the_body(api: str) -> None:
+    """40k outputs of one call and 20k tools parse in time linear in their number (issue 47: a scan back over
+    the history per output, and names.count per tool, were quadratic and ran before admission)."""
+    import time
+
+    def body(n: int) -> dict[str, Any]:
+        names = [f"tool_{i}" for i in range(n)]
+        base = request(api, tool_names=tuple(names), tool_schema={"type": "object", "properties": {}})
+        if api == "responses":
+            base["input"] = [{"role": "user", "content": "hi"},
+                             {"type": "function_call", "call_id": "c1", "name": "tool_0", "arguments": "{}"},
+                             *({"type": "function_call_output", "call_id": "c1", "output": "x"} for _ in range(n))]
+        elif api == "messages":
+            base["messages"] = [{"role": "user", "content": "hi"},
+                                {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "tool_0",
+                                                                   "input": {}}]},
+                                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "x"}
+                                                             for _ in range(n)]}]
+        return base
+
+    def seconds(n: int) -> float:
+        import gc
+
+        payload = body(n)
+        gc.disable()
+        try:
+            started = time.perf_counter()
+            try:
+                _parsers()[api](payload)
+            except Exception:  # noqa: BLE001 - a refusal (a budget) is fine: only the time is measured
+                pass
+            return time.perf_counter() - started
+        finally:
+            gc.enable()
+
+    seconds(500)  # warm
+    small, large = min(seconds(1_000) for _ in range(3)), min(seconds(8_000) for _ in range(3))
+    # 8x the body: linear is about 8x, quadratic about 64x; the bound leaves room for a busy machine.
+    assert large < 30 * small + 0.05, (small, large)

@@ -45,6 +45,54 @@ def test_a_damaged_file_is_a_miss_and_is_removed(tmp_path_factory, state, cut, f
     assert not path.exists()
 
 
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                     max_leaves=6)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(header=_JSON)
+def test_a_header_of_any_other_json_is_a_miss_and_is_removed(tmp_path_factory, header) -> None:
+    """A header that is valid JSON of another shape (null, [], 1, a dict of wrong values) used to raise
+    AttributeError from every later load: the file stayed and every call failed."""
+    import json
+
+    cache = PrefixCache(tmp_path_factory.mktemp("kv"))
+    cache.store("rt", [1, 2, 3], b"state")
+    path = cache.path_for("rt", [1, 2, 3])
+    blob = path.read_bytes()
+    magic_end = blob.index(b"{")
+    end = blob.index(b"\n", magic_end)
+    path.write_bytes(blob[:magic_end] + json.dumps(header).encode() + blob[end:])
+    assert cache.load("rt", [1, 2, 3]) is None
+    assert not path.exists()
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(blob=st.binary(max_size=200), tokens=st.lists(st.binary(max_size=6), max_size=6),
+       ends=st.lists(st.integers(min_value=0, max_value=5), max_size=3), cut=st.integers(min_value=0, max_value=50))
+def test_a_vocabulary_blob_unpacks_to_what_was_packed_or_is_refused(blob, tokens, ends, cut) -> None:
+    """A vocabulary whose file checksum holds but whose layout does not is a ValueError (a miss), never a
+    wrong vocabulary or another exception."""
+    import pytest
+
+    from hammer_plugins.backends.llama_cpp.vocabulary import _pack_vocabulary, _unpack_vocabulary
+
+    ends = [e for e in ends if e < len(tokens)]
+    packed = _pack_vocabulary(tokens, ends)
+    assert _unpack_vocabulary(packed) == (tokens, ends)
+    for damaged in (blob, packed[:max(0, len(packed) - 1 - cut)], packed + blob[:1]):
+        if damaged == packed:
+            continue
+        try:
+            unpacked = _unpack_vocabulary(damaged)
+        except ValueError:
+            continue
+        assert _pack_vocabulary(*unpacked) == damaged  # what it read is exactly what the bytes say
+    with pytest.raises(ValueError):
+        _unpack_vocabulary(packed[:-1] if tokens and any(tokens) else packed + b"x")
+
+
 def test_the_store_stays_under_its_bound_and_keeps_the_recently_used(tmp_path: Path) -> None:
     cache = PrefixCache(tmp_path, max_bytes=3 * 1200)  # a file is the state and a header of ~120 bytes
     for i in range(3):

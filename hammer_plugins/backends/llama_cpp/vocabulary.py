@@ -27,11 +27,19 @@ def _pack_vocabulary(tokens: list[bytes], ends: list[int]) -> bytes:
 
 
 def _unpack_vocabulary(blob: bytes) -> tuple[list[bytes], list[int]]:
-    counts = array("I", blob[:8])
-    n_tokens, n_ends = counts
-    head = array("I", blob[8:8 + 4 * (n_ends + n_tokens)])
+    """The vocabulary :func:`_pack_vocabulary` packed; ``ValueError`` for any other layout (a damaged file
+    whose checksum still holds, or one from another version)."""
+    if len(blob) < 8:
+        raise ValueError("a vocabulary blob shorter than its counts")
+    n_tokens, n_ends = array("I", blob[:8])
+    start = 8 + 4 * (n_ends + n_tokens)
+    if len(blob) < start:
+        raise ValueError("a vocabulary blob shorter than its table")
+    head = array("I", blob[8:start])
     ends, lengths = list(head[:n_ends]), head[n_ends:]
-    tokens, at = [], 8 + 4 * (n_ends + n_tokens)
+    if sum(lengths) != len(blob) - start or any(e >= n_tokens for e in ends):
+        raise ValueError("a vocabulary blob whose table does not match its tokens")
+    tokens, at = [], start
     for length in lengths:
         tokens.append(blob[at:at + length])
         at += length
@@ -131,7 +139,10 @@ class LlamaCppVocabulary(LlamaCppState):
         key = json.dumps([*self._file_id(), "vocabulary"]) if cache is not None else ""
         blob = cache.load(key, [0]) if cache is not None else None
         if blob is not None:
-            return _unpack_vocabulary(blob)
+            try:
+                return _unpack_vocabulary(blob)
+            except ValueError:  # damaged: a miss, and the file goes
+                cache.discard(key, [0])  # type: ignore[union-attr]
         n_tokens = llama_cpp.llama_vocab_n_tokens(vocab)
         buffer = ctypes.create_string_buffer(16 * 1024 + 1)
         address = ctypes.addressof(buffer)

@@ -20,15 +20,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 
-from hammer_plugins.openai_server.call import EngineCall
-from hammer_plugins.openai_server.errors import APIError, validation_error
+from hammer_plugins.openai_server.call import EngineCall, check_served, checked_stop, checked_tool_choice, checked_tools
+from hammer_plugins.openai_server.errors import APIError, api_errors_only, validation_error
 from hammer_plugins.openai_server.json_body import load_json
-from hammer_plugins.tools.choice import normalize_tool_choice
-from hammer_plugins.tools.definition import to_tools
-from hammer_plugins.values.errors import (
-    SchemaConversionError,
-    UnknownToolError,
-)
 from hammer_plugins.values.messages import Message, to_message
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool",
@@ -71,32 +65,20 @@ class ChatRequest(BaseModel):
     repeat_penalty: float | None = Field(None, gt=0)
 
 
+@api_errors_only
 def parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
     """Validate a decoded request body and map it to an engine call (raises :class:`APIError`).
 
     Whatever the body holds, the answer is a call or an :class:`APIError` (400 for anything that
     cannot be read), never another exception.
     """
-    try:
-        return _parse_request(body, served_model)
-    except APIError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a body shaped in a way no check foresaw is still the client's error
-        raise APIError(400, f"The request could not be read ({type(exc).__name__}: {exc}).",
-                       code="invalid_request") from None
-
-
-def _parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
     if not isinstance(body, Mapping):
         raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
     try:
         request = ChatRequest.model_validate(body)
     except ValidationError as exc:
         raise validation_error(exc) from None
-    served = [served_model] if isinstance(served_model, str) else list(served_model)
-    if request.model not in served:
-        raise APIError(404, f"The model '{request.model}' does not exist. This server serves {served}.",
-                       param="model", code="model_not_found")
+    check_served(request.model, served_model)
     if request.n not in (None, 1):
         raise APIError(400, f"n={request.n} is not supported: this server returns one choice. Fix: leave n out or "
                             "send n=1.", param="n", code="unsupported_value")
@@ -110,9 +92,9 @@ def _parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
         raise APIError(400, "messages must hold at least one message.", param="messages", code="invalid_value")
     messages = [_message(m, i) for i, m in enumerate(request.messages)]
     _check_order(request.messages)
-    tools = _tools(request.tools or [])
-    tool_choice = _tool_choice(request.tool_choice, tools)
-    stop = [request.stop] if isinstance(request.stop, str) else request.stop
+    tools = checked_tools(_tools(request.tools or []))
+    tool_choice = checked_tool_choice(request.tool_choice, tools)
+    stop = checked_stop(request.stop, "stop")
     options: dict[str, Any] = {
         "max_tokens": request.max_completion_tokens or request.max_tokens,
         "temperature": request.temperature, "top_p": request.top_p, "seed": request.seed, "stop": stop,
@@ -259,26 +241,7 @@ def _tools(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if function.get("parameters") is not None and not isinstance(function["parameters"], Mapping):
             raise APIError(400, f"tools[{i}].function.parameters must be a JSON schema object.",
                            param=f"tools[{i}].function.parameters", code="invalid_value")
-    try:
-        to_tools(raw)
-    except SchemaConversionError as exc:
-        raise APIError(400, f"Invalid tool schema: {exc}", param="tools", code="invalid_tool_schema") from None
-    except (ValueError, TypeError) as exc:
-        raise APIError(400, f"Invalid tools: {exc}", param="tools", code="invalid_value") from None
     return raw
-
-
-def _tool_choice(choice: str | dict[str, Any] | None, tools: list[dict[str, Any]]) -> str:
-    names = [t.get("function", t)["name"] for t in tools]
-    if not tools:
-        if choice in (None, "auto", "none") or (isinstance(choice, Mapping) and choice.get("type") in ("auto", "none")):
-            return "none"
-        raise APIError(400, f"tool_choice {choice!r} needs tools, and the request has none.", param="tool_choice",
-                       code="invalid_value")
-    try:
-        return normalize_tool_choice(choice, names)
-    except UnknownToolError as exc:
-        raise APIError(400, str(exc), param="tool_choice", code="invalid_tool_choice") from None
 
 
 def _response_format(spec: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -1,12 +1,12 @@
 """The Anthropic Messages API (``POST /v1/messages``, ``/v1/messages/count_tokens``) over the same engine call.
 
-As with the Responses API, a request is translated into the Chat Completions body it means and
-validated by :func:`~..chat_completions.request.parse_request` (one set of rules and limits for every API): ``system``
-(a string or text blocks, also a ``system`` turn inside ``messages``, as Claude Code sends) becomes
-system messages, ``tool_use`` blocks assistant tool calls, ``tool_result`` blocks tool messages
-(``is_error`` results are marked as errors for the model). :class:`MessagesWriter` encodes the engine's
-events as Anthropic's stream (``message_start``, ``content_block_start`` / ``_delta`` / ``_stop`` with
-``text_delta`` and ``input_json_delta``, ``message_delta``, ``message_stop``); errors are Anthropic's
+A request is read into its own type (:class:`MessagesRequest`: a wrong value is named as Anthropic's API
+names it, ``stop_sequences``, ``messages[2].content[0].tool_use_id``): ``system`` (a string or text
+blocks, also a ``system`` turn inside ``messages``, as Claude Code sends) becomes system messages,
+``tool_use`` blocks assistant tool calls, ``tool_result`` blocks tool messages (``is_error`` results are
+marked as errors for the model). The checks every API makes are
+:mod:`~hammer_plugins.openai_server.call`'s. The answer is
+:class:`~hammer_plugins.openai_server.messages.writer.MessagesWriter`'s; errors are Anthropic's
 ``{"type": "error", "error": {"type", "message"}}``.
 
 Rules for what a small local model cannot do (docs/server.md, "The Messages API"): server tools
@@ -25,16 +25,49 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
-from hammer_plugins.openai_server.call import EngineCall
-from hammer_plugins.openai_server.chat_completions.request import parse_request
-from hammer_plugins.openai_server.errors import APIError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hammer_plugins.openai_server.call import (
+    EngineCall,
+    check_served,
+    checked_stop,
+    checked_tool_choice,
+    checked_tools,
+    engine_call,
+)
+from hammer_plugins.openai_server.errors import APIError, api_errors_only, validation_error
+from hammer_plugins.values.calls import ToolCall
+from hammer_plugins.values.messages import Message
 
 TOOL_ERROR_PREFIX = "Error: "
 """Put before the text of a ``tool_result`` with ``is_error: true``, so the model reads that the call failed."""
+
+
+class MessagesRequest(BaseModel):
+    """The fields of ``POST /v1/messages`` this server reads (others are accepted and ignored), plus Hammer's own."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    model: str
+    max_tokens: int | None = Field(None, ge=1, strict=True)  # required, except by count_tokens: checked in the parse
+    messages: Any = None
+    system: Any = None
+    tools: Any = None
+    tool_choice: Any = None
+    temperature: float | None = Field(None, ge=0, le=1)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=0)
+    stop_sequences: list[str] | None = None
+    stream: Any = False
+    # Hammer's own options (the SDK's extra_body=...).
+    seed: int | None = None
+    mask_names: bool | None = Field(None, strict=True)
+    on_refusal: Literal["message", "answer"] | None = None
+    constrained: bool | None = Field(None, strict=True)
+    repeat_penalty: float | None = Field(None, gt=0)
 
 
 def _require(condition: bool, message: str, param: str) -> None:
@@ -68,18 +101,18 @@ def _text_of(content: Any, param: str) -> str:
     return "\n\n".join(texts)
 
 
-def _turn(raw: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
-    """One Anthropic message as the Chat Completions messages it holds."""
+def _turn(raw: Mapping[str, Any], index: int) -> list[tuple[Message, str]]:
+    """One Anthropic message as the engine's messages it holds, each with its place in the request."""
     param = f"messages[{index}]"
     role = raw.get("role")
     _require(role in ("user", "assistant", "system"), "role must be user or assistant.", f"{param}.role")
     content = raw.get("content")
     if isinstance(content, str) or role == "system":
-        return [{"role": role, "content": _text_of(content, f"{param}.content")}]
+        return [(Message(role=role, content=_text_of(content, f"{param}.content")), param)]
     _require(isinstance(content, list), "content must be a string or a list of content blocks.", f"{param}.content")
     texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
+    calls: list[ToolCall] = []
+    results: list[tuple[Message, str]] = []
     for j, block in enumerate(content):
         where = f"{param}.content[{j}]"
         _require(isinstance(block, Mapping), "must be an object.", where)
@@ -88,21 +121,20 @@ def _turn(raw: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
             _require(isinstance(block.get("id"), str) and isinstance(block.get("name"), str), "needs id and name.", where)
             arguments = block.get("input") if block.get("input") is not None else {}
             _require(isinstance(arguments, Mapping), "input must be an object.", f"{where}.input")
-            calls.append({"id": block["id"], "type": "function",
-                          "function": {"name": block["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}})
+            calls.append(ToolCall(id=block["id"], name=block["name"], arguments=dict(arguments)))
         elif kind == "tool_result" and role == "user":
             _require(isinstance(block.get("tool_use_id"), str), "needs tool_use_id.", f"{where}.tool_use_id")
             text = _text_of(block.get("content") if block.get("content") is not None else "", f"{where}.content")
             if block.get("is_error") is True:
                 text = TOOL_ERROR_PREFIX + text
-            results.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
+            results.append((Message.tool(text, tool_call_id=block["tool_use_id"]), where))
         else:
             text = _block_text(block, where)
             if text is not None:
                 texts.append(text)
     if role == "assistant":
-        return [{"role": "assistant", "content": "\n\n".join(texts) or None, "tool_calls": calls or None}]
-    return results + ([{"role": "user", "content": "\n\n".join(texts)}] if texts or not results else [])
+        return [(Message.assistant("\n\n".join(texts), calls), param)]
+    return results + ([(Message.user("\n\n".join(texts)), param)] if texts or not results else [])
 
 
 def _tools(raw: Any) -> list[dict[str, Any]]:
@@ -129,48 +161,60 @@ def _tool_choice(choice: Any, tools: list[dict[str, Any]]) -> tuple[Any, bool | 
     parallel = False if choice.get("disable_parallel_tool_use") is True else None
     kind = choice.get("type")
     if kind == "tool":
+        _require(isinstance(choice.get("name"), str), "name must be a string.", "tool_choice.name")
         names = {t["function"]["name"] for t in tools}
         if choice.get("name") not in names:
             raise APIError(400, f"tool_choice names the tool {choice.get('name')!r}, which is not among the tools this "
-                                f"model is offered {sorted(names)} (server tools are not run here).",
+                                f"model is offered {sorted(names)[:20]} (server tools are not run here).",
                            param="tool_choice.name", code="invalid_tool_choice")
         return {"type": "function", "function": {"name": choice["name"]}}, parallel
     _require(kind in ("auto", "any", "none"), "type must be auto, any, tool or none.", "tool_choice.type")
     return {"auto": "auto", "any": "required", "none": "none"}[kind], parallel
 
 
+@api_errors_only
 def parse_messages_request(body: Any, served_model: str | list[str], *, count_only: bool = False) -> EngineCall:
-    """Validate a ``/v1/messages`` body (or a ``count_tokens`` one) and map it to an engine call."""
+    """Validate a ``/v1/messages`` body (or a ``count_tokens`` one) and map it to an engine call (raises
+    :class:`APIError` only)."""
     if not isinstance(body, Mapping):
         raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
+    try:
+        request = MessagesRequest.model_validate(body)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
     if not count_only:
-        _require(isinstance(body.get("max_tokens"), int) and not isinstance(body.get("max_tokens"), bool)
-                 and body["max_tokens"] >= 1, "max_tokens is required: a positive integer.", "max_tokens")
-    _require(isinstance(body.get("messages"), list) and bool(body.get("messages")), "must be a non-empty list.",
-             "messages")
-    messages: list[dict[str, Any]] = []
-    if body.get("system") is not None:
-        messages.append({"role": "system", "content": _text_of(body["system"], "system")})
-    for index, raw in enumerate(body["messages"]):
+        _require(request.max_tokens is not None, "max_tokens is required: a positive integer.", "max_tokens")
+    _require(isinstance(request.messages, list) and bool(request.messages), "must be a non-empty list.", "messages")
+    check_served(request.model, served_model)
+    turns: list[tuple[Message, str]] = []
+    if request.system is not None:
+        turns.append((Message.system(_text_of(request.system, "system")), "system"))
+    for index, raw in enumerate(request.messages):
         _require(isinstance(raw, Mapping), "must be an object.", f"messages[{index}]")
-        messages += _turn(raw, index)
-    tools = _tools(body.get("tools"))
-    tool_choice, parallel = _tool_choice(body.get("tool_choice"), tools)
+        turns += _turn(raw, index)
+    tools = _tools(request.tools)
+    tool_choice, parallel = _tool_choice(request.tool_choice, tools)
     if not tools and tool_choice == "required":
         raise APIError(400, "tool_choice 'any' needs tools, and the request has none this model is offered.",
                        param="tool_choice", code="invalid_value")
-    chat: dict[str, Any] = {"model": body.get("model"), "messages": messages, "tools": tools or None,
-                            "tool_choice": tool_choice if tools else None, "stream": body.get("stream", False) is True}
-    if not count_only:
-        chat["max_tokens"] = body["max_tokens"]
-    for name in ("temperature", "top_p", "top_k", "mask_names", "on_refusal", "constrained", "seed", "repeat_penalty"):
-        if body.get(name) is not None:
-            chat[name] = body[name]
-    # Agent clients (Codex, the Agents SDK, Claude Code) show whatever comes back: Hammer's [] is answered in
-    # prose by a tool-free pass, as Hammer's own client does, unless the request asks for the refusal text.
-    chat.setdefault("on_refusal", "answer")
-    if body.get("stop_sequences") is not None:
-        chat["stop"] = body["stop_sequences"]
-    if parallel is False:
-        chat["parallel_tool_calls"] = False
-    return parse_request(chat, served_model)
+    tools = checked_tools(tools)
+    options: dict[str, Any] = {
+        "max_tokens": None if count_only else request.max_tokens, "temperature": request.temperature,
+        "top_p": request.top_p, "top_k": request.top_k, "seed": request.seed,
+        "stop": checked_stop(request.stop_sequences, "stop_sequences"), "repeat_penalty": request.repeat_penalty,
+        "parallel_tool_calls": False if parallel is False else None, "mask_names": request.mask_names,
+        "constrained": request.constrained, "response_format": None,
+        # Agent clients (Claude Code) show whatever comes back: Hammer's [] is answered in prose by a tool-free
+        # pass, as Hammer's own client does, unless the request asks for the refusal text.
+        "on_refusal": request.on_refusal or "answer",
+    }
+    messages = [message for message, _ in turns]
+
+    def origin(index: int) -> tuple[str, str]:
+        place = turns[index][1]
+        return (f"{place}.tool_use_id", f"{place}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                                        f"{messages[index].tool_call_id}. Each `tool_result` block must have a "
+                                        "corresponding `tool_use` block in an earlier assistant message.")
+
+    return engine_call(messages, tools, checked_tool_choice(tool_choice if tools else None, tools), options,
+                       stream=request.stream is True, origin=origin)

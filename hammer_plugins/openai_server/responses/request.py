@@ -1,11 +1,12 @@
 """The OpenAI Responses API (``POST /v1/responses``) over the same engine call as Chat Completions.
 
-A request is translated into the Chat Completions body it means (input items become messages,
-function tools and namespaces become tools, ``text.format`` becomes ``response_format``) and then
-validated by :func:`~..chat_completions.request.parse_request`, so both APIs share every rule and limit. The answer is
-encoded from the engine's events by :class:`ResponsesWriter`, one event per step with its
-``sequence_number``, in the order OpenAI documents; the non-streamed answer is the same writer's
-final ``response`` object.
+A request is read into its own type (:class:`ResponsesRequest`, so a wrong value is named as the
+Responses API names it: ``max_output_tokens``, ``input[3].call_id``), its input items become the
+engine's messages, function tools and namespaces its tools, and ``text.format`` its
+``response_format``; the checks every API makes (the model, the tools, ``tool_choice``, stop lists, a
+result answering a call) are :mod:`~hammer_plugins.openai_server.call`'s. Every walk over the request is
+linear in its size. The answer is encoded from the engine's events by
+:class:`~hammer_plugins.openai_server.responses.writer.ResponsesWriter`.
 
 Rules for what a small local model cannot do (docs/server.md, "The Responses API"):
 - stateless, as Ollama's: nothing is stored; ``previous_response_id`` and ``conversation`` are a 400,
@@ -23,13 +24,25 @@ Example:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from hammer_plugins.openai_server.call import EngineCall
-from hammer_plugins.openai_server.chat_completions.request import parse_request
-from hammer_plugins.openai_server.errors import APIError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hammer_plugins.openai_server.call import (
+    EngineCall,
+    check_served,
+    checked_stop,
+    checked_tool_choice,
+    checked_tools,
+    engine_call,
+)
+from hammer_plugins.openai_server.errors import APIError, api_errors_only, validation_error
+from hammer_plugins.openai_server.json_body import load_json
+from hammer_plugins.values.calls import ToolCall
+from hammer_plugins.values.messages import Message
 
 NAMESPACE_SEPARATOR = "."
 """Joins a namespace and a function name into the one name the model sees (``crm.lookup``); Hammer
@@ -62,6 +75,33 @@ class ResponsesMeta:
     metadata: dict[str, Any] | None = None
 
 
+class ResponsesRequest(BaseModel):
+    """The fields of ``POST /v1/responses`` this server reads (others are accepted and ignored), plus Hammer's own."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    model: str
+    input: Any = None
+    instructions: Any = None
+    tools: Any = None
+    tool_choice: Any = None
+    text: Any = None
+    parallel_tool_calls: bool | None = Field(None, strict=True)
+    max_output_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    seed: int | None = None
+    stream: bool = Field(False, strict=True)
+    metadata: Any = None
+    # Hammer's own options (the SDK's extra_body=...).
+    stop: str | list[str] | None = None
+    mask_names: bool | None = Field(None, strict=True)
+    on_refusal: Literal["message", "answer"] | None = None
+    constrained: bool | None = Field(None, strict=True)
+    top_k: int | None = Field(None, ge=0)
+    repeat_penalty: float | None = Field(None, gt=0)
+
+
 def _require(condition: bool, message: str, param: str) -> None:
     if not condition:
         raise APIError(400, message, param=param, code="invalid_value")
@@ -90,7 +130,7 @@ def _texts(content: Any, param: str) -> str:
 
 
 def _tools(raw: Any, meta: ResponsesMeta) -> list[dict[str, Any]]:
-    """Function tools (namespaces flattened) as Chat Completions tools; built-in tools left out."""
+    """Function tools (namespaces flattened) as OpenAI function tools; built-in tools left out."""
     if raw is None:
         return []
     _require(isinstance(raw, list), "tools must be a list.", "tools")
@@ -98,6 +138,10 @@ def _tools(raw: Any, meta: ResponsesMeta) -> list[dict[str, Any]]:
 
     def add(tool: Mapping[str, Any], param: str, namespace: str | None) -> None:
         _require(isinstance(tool.get("name"), str) and bool(tool.get("name")), f"{param} needs a name.", f"{param}.name")
+        _require(tool.get("description") is None or isinstance(tool["description"], str),
+                 f"{param}.description must be a string.", f"{param}.description")
+        _require(tool.get("parameters") is None or isinstance(tool["parameters"], Mapping),
+                 f"{param}.parameters must be a JSON schema object.", f"{param}.parameters")
         name = f"{namespace}{NAMESPACE_SEPARATOR}{tool['name']}" if namespace else tool["name"]
         if namespace:
             meta.namespaces[name] = (namespace, tool["name"])
@@ -117,9 +161,9 @@ def _tools(raw: Any, meta: ResponsesMeta) -> list[dict[str, Any]]:
                 if isinstance(inner, Mapping) and inner.get("type") == "function":
                     add(inner, f"tools[{i}].tools[{j}]", tool["name"])
         # any other type is a built-in tool (or a custom one): not offered to the model (module docstring)
-    names = [t["function"]["name"] for t in tools]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    _require(not duplicates, f"Two tools share the name(s) {duplicates} (a namespace's functions are named "
+    counts = Counter(t["function"]["name"] for t in tools)  # one pass: a names.count per name was quadratic
+    duplicates = sorted(n for n, c in counts.items() if c > 1)
+    _require(not duplicates, f"Two tools share the name(s) {duplicates[:10]} (a namespace's functions are named "
                              f"'namespace{NAMESPACE_SEPARATOR}function').", "tools")
     meta.tools = [{"type": "function", "name": t["function"]["name"], "description": t["function"].get("description"),
                    "parameters": t["function"].get("parameters"), "strict": t["function"].get("strict", False)}
@@ -127,58 +171,78 @@ def _tools(raw: Any, meta: ResponsesMeta) -> list[dict[str, Any]]:
     return tools
 
 
-def _tool_choice(choice: Any, tools: list[dict[str, Any]], meta: ResponsesMeta) -> Any:
-    """Responses' tool_choice as Chat Completions': function -> named, allowed_tools -> a subset of tools."""
+def _tool_choice(choice: Any, tools: list[dict[str, Any]]) -> Any:
+    """Responses' tool_choice as the engine's: function -> named, allowed_tools -> a subset of tools."""
     if choice is None or isinstance(choice, str):
         return choice
     _require(isinstance(choice, Mapping), "tool_choice must be a string or an object.", "tool_choice")
     kind = choice.get("type")
     if kind == "function":
-        name = choice.get("name")
-        if isinstance(choice.get("namespace"), str):
-            name = f"{choice['namespace']}{NAMESPACE_SEPARATOR}{name}"
+        name, namespace = choice.get("name"), choice.get("namespace")
+        _require(isinstance(name, str), "tool_choice.name must be a string.", "tool_choice.name")
+        if isinstance(namespace, str):
+            name = f"{namespace}{NAMESPACE_SEPARATOR}{name}"
         return {"type": "function", "function": {"name": name}}
     if kind == "allowed_tools":
-        allowed = {t.get("name") for t in choice.get("tools") or [] if isinstance(t, Mapping)}
+        listed = choice.get("tools")
+        _require(listed is None or isinstance(listed, list), "tool_choice.tools must be a list of tools.",
+                 "tool_choice.tools")
+        allowed = {t.get("name") for t in listed or [] if isinstance(t, Mapping) and isinstance(t.get("name"), str)}
         tools[:] = [t for t in tools if t["function"]["name"] in allowed]
         return "required" if choice.get("mode") == "required" else "auto"
-    raise APIError(400, f"tool_choice {dict(choice)!r} names a built-in tool, which this server does not run. Fix: "
-                        "send function tools and tool_choice 'auto', 'required', 'none' or a function.",
+    raise APIError(400, f"tool_choice of type {str(kind)[:40]!r} names a built-in tool, which this server does not "
+                        "run. Fix: send function tools and tool_choice 'auto', 'required', 'none' or a function.",
                    param="tool_choice", code="unsupported_value")
 
 
-def _messages(request: Mapping[str, Any], meta: ResponsesMeta) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
+def _item_name(item: Mapping[str, Any]) -> str:
+    name = item["name"]
+    return f"{item['namespace']}{NAMESPACE_SEPARATOR}{name}" if isinstance(item.get("namespace"), str) else name
+
+
+def _call(item: Mapping[str, Any], param: str) -> ToolCall:
+    """A ``function_call`` item as the engine's call; its ``arguments`` a JSON object in a string."""
+    _require(isinstance(item.get("call_id"), str) and isinstance(item.get("name"), str),
+             f"{param} (a function_call) needs call_id and name.", param)
+    arguments = item.get("arguments") or "{}"
+    parsed = load_json(arguments, f"{param}.arguments", param=f"{param}.arguments", code="invalid_value",
+                       fix="arguments must be a JSON object in a string") if isinstance(arguments, str) else arguments
+    _require(isinstance(parsed, dict), f"{param}.arguments must be a JSON object in a string.", f"{param}.arguments")
+    return ToolCall(id=item["call_id"], name=_item_name(item), arguments=parsed)
+
+
+def _messages(request: Mapping[str, Any], meta: ResponsesMeta) -> tuple[list[Message], list[str]]:
+    """The engine's messages, and for each the item of ``input`` it came from (for errors)."""
+    messages: list[Message] = []
+    origins: list[str] = []
     if request.get("instructions") is not None:
         _require(isinstance(request["instructions"], str), "instructions must be a string.", "instructions")
         meta.instructions = request["instructions"]
-        messages.append({"role": "system", "content": request["instructions"]})
+        messages.append(Message.system(request["instructions"]))
+        origins.append("instructions")
     items = request.get("input")
     if isinstance(items, str):
-        return [*messages, {"role": "user", "content": items}]
+        return [*messages, Message.user(items)], [*origins, "input"]
     _require(isinstance(items, list) and bool(items), "input must be a string or a non-empty list of items.", "input")
+    open_turn: Message | None = None  # the assistant turn calls still join (until a result answers it)
     for i, item in enumerate(items):
         param = f"input[{i}]"
         _require(isinstance(item, Mapping), f"{param} must be an object.", param)
         kind = item.get("type", "message" if "role" in item else None)
+        _require(kind is None or isinstance(kind, str), f"{param}.type must be a string.", f"{param}.type")
         if kind == "message":
             role = item.get("role")
             _require(role in ("user", "system", "developer", "assistant"),
                      f"{param}.role must be user, system, developer or assistant.", f"{param}.role")
-            messages.append({"role": role, "content": _texts(item.get("content"), f"{param}.content")})
+            text = _texts(item.get("content"), f"{param}.content")
+            message = Message(role="system" if role == "developer" else role, content=text)
+            open_turn = message if role == "assistant" else None
         elif kind == "function_call":
-            _require(isinstance(item.get("call_id"), str) and isinstance(item.get("name"), str),
-                     f"{param} (a function_call) needs call_id and name.", param)
-            name = item["name"]
-            if isinstance(item.get("namespace"), str):
-                name = f"{item['namespace']}{NAMESPACE_SEPARATOR}{name}"
-            call = {"id": item["call_id"], "type": "function",
-                    "function": {"name": name, "arguments": item.get("arguments") or "{}"}}
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant" and not last.get("_answered"):
-                last.setdefault("tool_calls", []).append(call)  # one assistant turn: its text and its calls
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            call = _call(item, param)
+            if open_turn is not None:
+                open_turn.tool_calls.append(call)  # one assistant turn: its text and its calls
+                continue
+            message = open_turn = Message.assistant(tool_calls=[call])
         elif kind == "function_call_output":
             output = item.get("output")
             text = output if isinstance(output, str) else _texts(output, f"{param}.output")
@@ -187,46 +251,49 @@ def _messages(request: Mapping[str, Any], meta: ResponsesMeta) -> list[dict[str,
                 # Codex CLI sends outputs that no call asked for, named instead (name "goal_objective",
                 # namespace "agent"). No call of the assistant's is made up for them (that would put words in
                 # its turn): the client's text comes as a user turn that says whose output it is.
-                name = item["name"]
-                if isinstance(item.get("namespace"), str):
-                    name = f"{item['namespace']}{NAMESPACE_SEPARATOR}{name}"
-                messages.append({"role": "user", "content": f"(output of {name}) {text}"})
-                continue
-            _require(isinstance(call_id, str), f"{param} needs call_id (or, for an output no call asked for, name).",
-                     f"{param}.call_id")
-            for message in reversed(messages):  # results close the assistant turn they answer
-                if message["role"] == "assistant":
-                    message["_answered"] = True
-                    break
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+                message = Message.user(f"(output of {_item_name(item)}) {text}")
+            else:
+                _require(isinstance(call_id, str), f"{param} needs call_id (or, for an output no call asked for, "
+                                                   "name).", f"{param}.call_id")
+                message = Message.tool(text, tool_call_id=call_id)
+            open_turn = None  # results close the assistant turn they answer
         elif kind == "item_reference":
             raise APIError(400, f"{param} is an item_reference, but this server stores nothing (it is stateless). Fix: "
                                 "send the items themselves.", param=param, code="unsupported_value")
         elif kind not in IGNORED_ITEMS:
-            raise APIError(400, f"{param} has type {kind!r}, which this server does not read. Fix: send messages, "
-                                "function_call and function_call_output items.", param=f"{param}.type",
+            raise APIError(400, f"{param} has type {str(kind)[:40]!r}, which this server does not read. Fix: send "
+                                "messages, function_call and function_call_output items.", param=f"{param}.type",
                            code="unsupported_value")
-    for message in messages:
-        message.pop("_answered", None)
-    return messages
+        else:
+            continue
+        messages.append(message)
+        origins.append(param)
+    return messages, origins
 
 
 def _response_format(text: Any, meta: ResponsesMeta) -> dict[str, Any] | None:
     if text is None:
         return None
     _require(isinstance(text, Mapping), "text must be an object.", "text")
-    meta.text = {"format": dict(text.get("format") or {"type": "text"})}
     fmt = text.get("format")
-    if not isinstance(fmt, Mapping) or fmt.get("type") in (None, "text"):
+    _require(fmt is None or isinstance(fmt, Mapping), "text.format must be an object.", "text.format")
+    meta.text = {"format": dict(fmt or {"type": "text"})}
+    if fmt is None or fmt.get("type") in (None, "text"):
         return None
+    if fmt.get("type") == "json_object":
+        return {"type": "json_object"}
     if fmt.get("type") == "json_schema":
-        return {"type": "json_schema", "json_schema": {"name": fmt.get("name", "response"), "schema": fmt.get("schema"),
+        _require(isinstance(fmt.get("schema"), Mapping), "text.format.schema must be a JSON schema object.",
+                 "text.format.schema")
+        return {"type": "json_schema", "json_schema": {"name": fmt.get("name", "response"), "schema": fmt["schema"],
                                                         "strict": fmt.get("strict")}}
-    return dict(fmt)
+    raise APIError(400, f"text.format type {str(fmt.get('type'))[:40]!r} is not supported; use 'text', 'json_object' "
+                        "or 'json_schema'.", param="text.format.type", code="unsupported_value")
 
 
+@api_errors_only
 def parse_responses_request(body: Any, served_model: str | list[str]) -> tuple[EngineCall, ResponsesMeta]:
-    """Validate a ``/v1/responses`` body and map it to an engine call (raises :class:`APIError`)."""
+    """Validate a ``/v1/responses`` body and map it to an engine call (raises :class:`APIError` only)."""
     if not isinstance(body, Mapping):
         raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
     for stateful in ("previous_response_id", "conversation"):
@@ -237,28 +304,40 @@ def parse_responses_request(body: Any, served_model: str | list[str]) -> tuple[E
     if body.get("background"):
         raise APIError(400, "background responses are not supported. Fix: leave background out and stream instead.",
                        param="background", code="unsupported_value")
-    meta = ResponsesMeta(model=str(body.get("model")), temperature=body.get("temperature"), top_p=body.get("top_p"),
-                         max_output_tokens=body.get("max_output_tokens"),
-                         metadata=body.get("metadata") if isinstance(body.get("metadata"), Mapping) else None)
-    tools = _tools(body.get("tools"), meta)
-    chat: dict[str, Any] = {"model": body.get("model"), "messages": _messages(body, meta), "tools": tools or None,
-                            "stream": body.get("stream", False)}
-    choice = _tool_choice(body.get("tool_choice"), tools, meta)
+    try:
+        request = ResponsesRequest.model_validate(body)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    check_served(request.model, served_model)
+    meta = ResponsesMeta(model=request.model, temperature=request.temperature, top_p=request.top_p,
+                         max_output_tokens=request.max_output_tokens,
+                         metadata=request.metadata if isinstance(request.metadata, Mapping) else None)
+    tools = _tools(request.tools, meta)
+    messages, origins = _messages(body, meta)
+    choice = _tool_choice(request.tool_choice, tools)
     if not tools and choice not in (None, "auto", "none"):
-        raise APIError(400, f"tool_choice {body.get('tool_choice')!r} needs function tools, and the request has none "
-                            "(built-in tools are not run here).", param="tool_choice", code="invalid_value")
-    chat["tool_choice"] = choice if tools else None
-    meta.tool_choice = body.get("tool_choice") or "auto"
-    for name in ("temperature", "top_p", "parallel_tool_calls", "top_k", "repeat_penalty", "seed", "mask_names",
-                 "on_refusal", "constrained", "stop"):
-        if body.get(name) is not None:
-            chat[name] = body[name]
-    # Agent clients (Codex, the Agents SDK, Claude Code) show whatever comes back: Hammer's [] is answered in
-    # prose by a tool-free pass, as Hammer's own client does, unless the request asks for the refusal text.
-    chat.setdefault("on_refusal", "answer")
-    if body.get("max_output_tokens") is not None:
-        chat["max_tokens"] = body["max_output_tokens"]
-    chat["response_format"] = _response_format(body.get("text"), meta)
-    meta.parallel_tool_calls = body.get("parallel_tool_calls") is not False
-    call = parse_request(chat, served_model)
+        raise APIError(400, f"tool_choice {str(request.tool_choice)[:80]!r} needs function tools, and the request has "
+                            "none (built-in tools are not run here).", param="tool_choice", code="invalid_value")
+    tools = checked_tools(tools)
+    meta.tool_choice = request.tool_choice or "auto"
+    meta.parallel_tool_calls = request.parallel_tool_calls is not False
+    options: dict[str, Any] = {
+        "max_tokens": request.max_output_tokens, "temperature": request.temperature, "top_p": request.top_p,
+        "seed": request.seed, "stop": checked_stop(request.stop, "stop"), "top_k": request.top_k,
+        "repeat_penalty": request.repeat_penalty, "parallel_tool_calls": request.parallel_tool_calls,
+        "mask_names": request.mask_names, "constrained": request.constrained,
+        # Agent clients (Codex, the Agents SDK) show whatever comes back: Hammer's [] is answered in prose by a
+        # tool-free pass, as Hammer's own client does, unless the request asks for the refusal text.
+        "on_refusal": request.on_refusal or "answer",
+        "response_format": _response_format(request.text, meta),
+    }
+
+    def origin(index: int) -> tuple[str, str]:
+        place = origins[index]
+        return (f"{place}.call_id", f"{place} is the output of call_id {messages[index].tool_call_id!r}, which no "
+                                    "earlier function_call item in input made. Fix: send the function_call item before "
+                                    "its output (a stateless server needs the whole conversation in input).")
+
+    call = engine_call(messages, tools, checked_tool_choice(choice if tools else None, tools), options,
+                       stream=request.stream, origin=origin)
     return call, meta
