@@ -27,6 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from hammer_plugins.engine.settings import add_setting_argument
+from hammer_plugins.openai_server.defaults import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_QUEUE_PER_SLOT,
+    DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_TIME_LIMIT,
+)
 
 OPENAI_BACKENDS = ("llama_cpp", "transformers", "llama-server", "server")
 """What can run the model behind ``hammer serve --openai``."""
@@ -62,7 +72,6 @@ def add_serve_parser(sub: Any) -> None:
     serve.add_argument("--print-command", action="store_true", help="print the server's command line and exit")
     serve.add_argument("extra", nargs=argparse.REMAINDER,
                        help="after --: more llama-server options, passed as they are")
-    # --- issue 25: --openai serves HammerEngine in process behind an OpenAI-compatible API (hammer_plugins/openai_server)
     serve.add_argument("--openai", action="store_true",
                        help="serve Hammer behind an OpenAI-compatible /v1/chat/completions (Hammer's trained prompt, "
                             "constrained calls, refusals) for any OpenAI client, instead of the raw llama-server; "
@@ -74,10 +83,8 @@ def add_serve_parser(sub: Any) -> None:
                             "batching; built on first use); server: an OpenAI-compatible server already running at "
                             "--base-url (llama-server, vLLM; its key from $HAMMER_UPSTREAM_API_KEY)")
     serve.add_argument("--base-url", help="with --openai --backend server: that server's URL, e.g. http://127.0.0.1:8080/v1")
-    serve.add_argument("--max-body-mb", type=int, default=8,
+    serve.add_argument("--max-body-mb", type=int, default=DEFAULT_MAX_BODY_BYTES // (1024 * 1024),
                        help="with --openai: largest request body accepted, in MiB (default: %(default)s)")
-    # --- end of issue 25
-    # --- issue 29: what a server left running refuses and bounds (docs/server.md, Security)
     serve.add_argument("--allow-origin", action="append", metavar="ORIGIN",
                        help="with --openai: a web origin allowed to use the API besides this machine's pages "
                             "(http://localhost:*, ...), e.g. https://app.example or chrome-extension://*; '*' allows "
@@ -85,30 +92,27 @@ def add_serve_parser(sub: Any) -> None:
     serve.add_argument("--allow-host", action="append", metavar="NAME",
                        help="with --openai: a Host name accepted on loopback besides localhost, IP addresses and "
                             "this machine's name (e.g. a local reverse proxy's name); repeatable; also $HAMMER_HOSTS")
-    serve.add_argument("--queue-per-slot", type=int, default=16, metavar="N",
+    serve.add_argument("--queue-per-slot", type=int, default=DEFAULT_QUEUE_PER_SLOT, metavar="N",
                        help="with --openai: requests allowed to wait per slot (1 slot in process, --parallel on "
                             "llama-server); more get 429 with Retry-After (default: %(default)s)")
-    serve.add_argument("--time-limit", type=float, default=600.0, metavar="SECONDS",
+    serve.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
                        help="with --openai: seconds a request may take from its arrival, queueing included; then "
                             "504 and its generation is stopped; 0: no limit (default: %(default)s)")
-    serve.add_argument("--shutdown-grace", type=float, default=5.0, metavar="SECONDS",
+    serve.add_argument("--shutdown-grace", type=float, default=DEFAULT_SHUTDOWN_GRACE, metavar="SECONDS",
                        help="with --openai: on SIGTERM / Ctrl-C, seconds running requests get to finish before they "
                             "are stopped (queued ones get 503 at once; at most 10) (default: %(default)s)")
-    # --- end of issue 29
-    # --- issue 37: the listener's cheap checks (hammer_plugins/openai_server/listener.py; docs/server.md, Security)
-    serve.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS",
+    serve.add_argument("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT, metavar="SECONDS",
                        help="with --openai: seconds a connection gets to send a request's headers (from when it "
                             "opened or its previous response ended); then 408 and it is closed (default: %(default)s)")
-    serve.add_argument("--body-timeout", type=float, default=30.0, metavar="SECONDS",
+    serve.add_argument("--body-timeout", type=float, default=DEFAULT_BODY_TIMEOUT, metavar="SECONDS",
                        help="with --openai: seconds a request gets to send its body once its headers are in; then "
                             "408 and the connection is closed (default: %(default)s)")
-    serve.add_argument("--idle-timeout", type=int, default=5, metavar="SECONDS",
+    serve.add_argument("--idle-timeout", type=int, default=DEFAULT_IDLE_TIMEOUT, metavar="SECONDS",
                        help="with --openai: seconds a kept-alive connection may wait for its next request "
                             "(default: %(default)s)")
-    serve.add_argument("--max-connections", type=int, default=128, metavar="N",
+    serve.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS, metavar="N",
                        help="with --openai: open connections (and running requests) at once; past it new requests "
                             "get 503 (default: %(default)s)")
-    # --- end of issue 37
     serve.set_defaults(func=cmd_serve)
 
 

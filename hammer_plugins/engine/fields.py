@@ -6,7 +6,9 @@ defaults, the fields of :class:`~hammer_plugins.engine.settings.EngineSettings` 
 (:func:`~hammer_plugins.engine.settings.add_engine_arguments`, ``hammer serve``'s ``--n-ctx``). Sampling
 defaults are :class:`~hammer_plugins.backends.base.GenerationSettings`' (the per-call settings a
 runtime receives) and the runtime defaults :class:`~hammer_plugins.backends.base.RuntimeSettings`'
-(the runtimes' own keyword arguments read them too): read here, never written again. ``tests/unit/test_layout.py`` fails when a
+(the runtimes' own keyword arguments read them too): read here, never written again. A setting the ``hammer``
+command shows names its flag in ``json_schema_extra`` (``flag``, and ``dest``, ``flag_help``), so a new flag is
+one line of its field. ``tests/unit/test_layout.py`` fails when a
 default of a setting is written anywhere else.
 
 Example:
@@ -44,15 +46,23 @@ class EngineFields(BaseModel):
     # --- the model
     model_path: str | Path | None = Field(
         default=None, description="A .gguf file (llama.cpp) or checkpoint directory (transformers); with "
-                                  "model unset too, the embedded default model.")
+                                  "model unset too, the embedded default model.",
+        json_schema_extra={"flag": "--model-path",
+                           "flag_help": "a .gguf file (or checkpoint directory); default: the embedded model"})
     model: str | None = Field(default=None, description="A preset ('hammer2.1-1.5b'), a Hugging Face repo ('owner/repo', "
                                                         "'owner/repo:Q4_K_M', 'owner/repo/file.gguf'), a local "
-                                                        "directory or a .gguf path.")
+                                                        "directory or a .gguf path.",
+        json_schema_extra={"flag": "--model",
+                           "flag_help": "a preset (hammer2.1-1.5b; `hammer models` lists them), a Hugging Face repo "
+                                        "('owner/repo', 'owner/repo:Q4_K_M', 'owner/repo/file.gguf') or a local "
+                                        "directory"})
     backend: Literal["llama_cpp", "transformers", "server"] | Runtime = Field(
         default="llama_cpp", description="'llama_cpp', 'transformers', 'server' (an OpenAI-compatible inference "
-                                         "server, docs/server.md) or a hammer_plugins Backend instance.")
+                                         "server, docs/server.md) or a hammer_plugins Backend instance.",
+        json_schema_extra={"flag": "--backend"})
     base_url: str | None = Field(default=None, description="backend='server': the server's URL, e.g. "
-                                                           "http://127.0.0.1:8080/v1.")
+                                                           "http://127.0.0.1:8080/v1.",
+        json_schema_extra={"flag": "--base-url", "flag_help": "--backend server: the server's URL, e.g. http://127.0.0.1:8080/v1"})
     api_key: SecretStr | None = Field(default=None, description="backend='server': its bearer token.")
     timeout: float | None = Field(default=None, description="backend='server': the longest silence allowed, in s.")
     max_retries: int | None = Field(default=None, description="backend='server': retries of connection failures "
@@ -60,10 +70,13 @@ class EngineFields(BaseModel):
     # --- Hammer behaviour
     prompt_format: Literal["hammer2.1", "hammer2.0", "hammer1.0"] | None = Field(
         default=None, description="The prompt layout the checkpoint was trained on; None: the named model's "
-                                  "(a Hammer 2.0 or 1.0 preset has its own), else hammer2.1.")
-    constrained: bool = Field(default=True, description="Constrain decoding with a grammar built from the tools.")
+                                  "(a Hammer 2.0 or 1.0 preset has its own), else hammer2.1.",
+        json_schema_extra={"flag": "--prompt-format", "flag_help": "default: the model's own (a preset's), else hammer2.1"})
+    constrained: bool = Field(default=True, description="Constrain decoding with a grammar built from the tools.",
+        json_schema_extra={"flag": "--no-constrained", "flag_help": "turn constrained decoding off"})
     mask_names: bool = Field(default=False, description="Show the model opaque function and parameter names; "
-                                                        "calls come back with the real ones.")
+                                                        "calls come back with the real ones.",
+        json_schema_extra={"flag": "--mask-names", "flag_help": "mask function and parameter names"})
     on_refusal: Literal["message", "answer", "raise"] = Field(
         default="message", description="What Hammer's [] (no suitable tool) becomes: refusal_text, a tool-free "
                                        "answer, or RefusalError.")
@@ -73,7 +86,8 @@ class EngineFields(BaseModel):
         description="Rounds of tool calls per user turn (per agent) before the model answers from the results without "
                     "tools; None: no cap.")
     # --- sampling
-    max_tokens: int = Field(default=_DEFAULTS.max_tokens, gt=0, description="Most tokens to generate.")
+    max_tokens: int = Field(default=_DEFAULTS.max_tokens, gt=0, description="Most tokens to generate.",
+        json_schema_extra={"flag": "--max-tokens", "flag_help": "default: %(default)s"})
     temperature: float = Field(default=_DEFAULTS.temperature, ge=0.0, description="0 is greedy decoding.")
     top_p: float = Field(default=_DEFAULTS.top_p, gt=0.0, le=1.0, description="Nucleus sampling mass (1.0: off).")
     top_k: int = Field(default=_DEFAULTS.top_k, ge=0, description="Top-k sampling (0: off).")
@@ -83,8 +97,12 @@ class EngineFields(BaseModel):
                                                                       "itself in (constrained, local backends).")
     seed: int | None = Field(default=_DEFAULTS.seed, description="Sampling seed (only matters when temperature > 0).")
     # --- runtime
-    n_ctx: int = Field(default=RUNTIME_DEFAULTS.n_ctx, gt=0, description="Context window in tokens (llama.cpp, transformers).")
-    n_threads: int | None = Field(default=None, description="llama.cpp decode threads (None: one per physical core).")
+    n_ctx: int = Field(default=RUNTIME_DEFAULTS.n_ctx, gt=0, description="Context window in tokens (llama.cpp, transformers).",
+        json_schema_extra={"flag": "--n-ctx"})
+    n_threads: int | None = Field(default=None, description="llama.cpp decode threads (None: one per physical core).",
+        json_schema_extra={"flag": "--threads", "dest": "threads",
+                           "flag_help": "llama.cpp decode threads (default: one per physical core, as llama.cpp's "
+                                        "own tools)"})
     n_gpu_layers: int = Field(default=RUNTIME_DEFAULTS.n_gpu_layers,
                               description="Layers llama.cpp offloads to a GPU build (-1: all).")
     device: str = Field(default=RUNTIME_DEFAULTS.device, description="transformers device: auto, cpu, cuda, mps.")

@@ -124,22 +124,14 @@ def add_concurrency_argument(parser: argparse.ArgumentParser) -> None:
                              "several slots (`hammer serve --parallel N`); a local model answers one at a time")
 
 
-# The ``hammer`` command's engine flags: the flag, the argparse dest and the help. Type, choices and
-# default come from the declaration (EngineFields); a bool setting that is on by default gets a
-# ``--no-...`` flag that turns it off.
+# The ``hammer`` command's engine flags, read from the declaration (EngineFields: each shown setting's
+# json_schema_extra holds its flag, its argparse dest where that differs from its name, and its help). Type,
+# choices and default come from the declaration too; a bool setting that is on by default gets a ``--no-...``
+# flag that turns it off.
 ENGINE_FLAGS: dict[str, tuple[str, str, str | None]] = {
-    "model_path": ("--model-path", "model_path", "a .gguf file (or checkpoint directory); default: the embedded model"),
-    "model": ("--model", "model", "a preset (hammer2.1-1.5b; `hammer models` lists them), a Hugging Face repo "
-                                  "('owner/repo', 'owner/repo:Q4_K_M', 'owner/repo/file.gguf') or a local directory"),
-    "backend": ("--backend", "backend", None),
-    "base_url": ("--base-url", "base_url", "--backend server: the server's URL, e.g. http://127.0.0.1:8080/v1"),
-    "prompt_format": ("--prompt-format", "prompt_format", "default: the model's own (a preset's), else hammer2.1"),
-    "constrained": ("--no-constrained", "constrained", "turn constrained decoding off"),
-    "mask_names": ("--mask-names", "mask_names", "mask function and parameter names"),
-    "max_tokens": ("--max-tokens", "max_tokens", "default: %(default)s"),
-    "n_ctx": ("--n-ctx", "n_ctx", None),
-    "n_threads": ("--threads", "threads",
-                  "llama.cpp decode threads (default: one per physical core, as llama.cpp's own tools)"),
+    name: (extra["flag"], extra.get("dest", name), extra.get("flag_help"))
+    for name, field in EngineFields.model_fields.items()
+    if isinstance(extra := field.json_schema_extra, dict) and "flag" in extra
 }
 
 

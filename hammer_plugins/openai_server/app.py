@@ -44,6 +44,12 @@ from starlette.types import Receive, Scope, Send
 from hammer_plugins.engine import HammerEngine
 from hammer_plugins.openai_server.call import EngineCall
 from hammer_plugins.openai_server.chat_completions.request import parse_request
+from hammer_plugins.openai_server.defaults import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_QUEUE_PER_SLOT,
+    DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_TIME_LIMIT,
+)
 from hammer_plugins.openai_server.errors import APIError, engine_error, error_response
 from hammer_plugins.openai_server.framing import REFUSAL_HEADER, ChatFraming, Framing, TypedEventFraming
 from hammer_plugins.openai_server.guard import Guard
@@ -53,11 +59,8 @@ from hammer_plugins.openai_server.messages.request import parse_messages_request
 from hammer_plugins.openai_server.messages.writer import MessagesWriter
 from hammer_plugins.openai_server.responses.request import parse_responses_request
 from hammer_plugins.openai_server.responses.writer import ResponsesWriter
-from hammer_plugins.openai_server.worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT, EngineWorker
+from hammer_plugins.openai_server.worker import EngineWorker
 from hammer_plugins.output.response import HammerResponse
-
-DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
-"""Largest request body accepted (8 MiB): a long conversation with many tools is far below it."""
 
 PING_SECONDS = 15
 """A comment line this often on a quiet event stream (as llama-cpp-python's server does)."""

@@ -37,19 +37,13 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from hammer_plugins.openai_server.defaults import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+)
 from hammer_plugins.openai_server.errors import APIError
-
-DEFAULT_HEADER_TIMEOUT = 10.0
-"""Seconds a connection gets to send a request's headers (from when it opened, or the previous response ended)."""
-
-DEFAULT_BODY_TIMEOUT = 30.0
-"""Seconds a request gets to send its body once its headers are in (8 MiB at 10 Mbit/s takes 7 s)."""
-
-DEFAULT_IDLE_TIMEOUT = 5
-"""Seconds a kept-alive connection may stay idle between requests (uvicorn's ``timeout_keep_alive``)."""
-
-DEFAULT_MAX_CONNECTIONS = 128
-"""Connections (and running requests) at once; past it uvicorn answers 503 (``limit_concurrency``)."""
 
 UNAUTHENTICATED_PATHS = ("/health",)
 """Paths answered without the API key: a load balancer's probe has none."""

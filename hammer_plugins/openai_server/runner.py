@@ -27,7 +27,13 @@ import uvicorn
 from hammer_plugins.engine import HammerEngine
 from hammer_plugins.engine.settings import EngineSettings
 from hammer_plugins.launch.child import exposure_warning, free_port
-from hammer_plugins.openai_server.app import DEFAULT_MAX_BODY_BYTES, create_app
+from hammer_plugins.openai_server.app import create_app
+from hammer_plugins.openai_server.defaults import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_QUEUE_PER_SLOT,
+    DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_TIME_LIMIT,
+)
 from hammer_plugins.openai_server.listener import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -36,7 +42,6 @@ from hammer_plugins.openai_server.listener import (
     dual_stack_socket,
     listener_config,
 )
-from hammer_plugins.openai_server.worker import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT
 from hammer_plugins.values.errors import ServerAuthenticationError
 
 

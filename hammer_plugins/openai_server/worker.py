@@ -49,17 +49,9 @@ from typing import Any
 
 from hammer_plugins.backends.bridge import iterate_in_thread
 from hammer_plugins.engine import HammerEngine, StreamEvent
+from hammer_plugins.openai_server.defaults import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT
 from hammer_plugins.openai_server.errors import APIError
 from hammer_plugins.values.messages import Message
-
-DEFAULT_QUEUE_PER_SLOT = 16
-"""Requests allowed to wait per slot (an in-process model has one slot); past them: 429 at once."""
-
-DEFAULT_TIME_LIMIT = 600.0
-"""Seconds a request may take from its arrival, queueing included; then 504 and its generation stops."""
-
-DEFAULT_SHUTDOWN_GRACE = 5.0
-"""Seconds running requests get to finish once shutdown begins, before they are stopped."""
 
 STUCK_GRACE = 30.0
 """A call still running this long past its time limit (its model ignores the stop) makes /health 503."""

@@ -238,7 +238,8 @@ def _raw_key(obj: Any) -> str | None:
     if isinstance(obj, dict):  # key order counts, as in a fingerprint
         try:
             return "raw:" + json.dumps(obj, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError):  # not JSON (a class as a default, a NaN): converted each time
+        except (TypeError, ValueError, RecursionError):  # not JSON, or nested past Python's stack: converted each
+            # time (the conversion's budgets answer a schema that deep)
             return None
     return None  # a function or a pydantic class: converted each time
 
