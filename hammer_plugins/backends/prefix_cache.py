@@ -4,9 +4,11 @@ Every ``hammer call`` with the same tools starts with the same ~600 prompt token
 and the tools block). Evaluating them is most of a cold call on a CPU; their KV state is a few
 megabytes. The store keeps one file per (runtime, prefix tokens):
 
-- **keyed** by a runtime description (model file path, size and modification time, the runtime's
-  version and the context settings that shape the KV layout) and the exact prefix token ids, so a
-  changed model, runtime or tool set can never load a stale state: it just misses;
+- **keyed** by a runtime description (the model file's content, as a SHA-256 computed once and remembered
+  by its inode, size and times (:meth:`PrefixCache.file_digest`); the runtime's version and
+  the context settings that shape the KV layout) and the exact prefix token ids, so a changed model
+  (even one written over the same path with the same size and time), runtime or tool set can never load
+  a stale state: it just misses;
 - **checked** on load: a header, the token ids and a SHA-256 of the payload must match, or the
   file is deleted and the caller evaluates as if nothing were cached;
 - **safe with concurrent processes and interrupts**: files are written to a temporary name and
@@ -50,6 +52,10 @@ from hammer_plugins.support.cache_location import cache_dir
 _MAGIC = b"HAMMER-KV 1\n"
 _VOCABULARIES = "vocabularies"
 DEFAULT_MAX_BYTES = 1 << 30
+_DIGEST_INDEX = "file-digests.json"
+_DIGEST_ENTRIES = 256
+_DIGESTS: dict[str, str] = {}  # this process's memo of file_digest
+
 # A store takes milliseconds: a temporary file this old belongs to a process killed mid-write (SIGKILL).
 _STALE_PARTIAL_SECONDS = 600
 
@@ -102,6 +108,41 @@ class PrefixCache:
         except OSError:
             pass
         return state
+
+    def file_digest(self, path: str | Path) -> str:
+        """The SHA-256 of the file at ``path``, read once: remembered in this process and in the store by the
+        file's device, inode, size and modification time (a file written again gets a new entry). Half a
+        second for a 0.5 GB model, once per machine; never raises for a full or read-only disk."""
+        stat = Path(path).stat()
+        # ctime too: setting a file's time back (utime) changes it, so rewriting a model in place and restoring
+        # its modification time is still a new entry.
+        where = f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
+        if (known := _DIGESTS.get(where)) is not None:
+            return known
+        index_path = self.directory / _DIGEST_INDEX
+        try:
+            index = json.loads(index_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            index = {}
+        index = index if isinstance(index, dict) else {}  # a damaged index is rebuilt
+        digest = index.get(where)
+        if not (isinstance(digest, str) and len(digest) == 64):
+            sha = hashlib.sha256()
+            with open(path, "rb") as stream:
+                while chunk := stream.read(1 << 20):
+                    sha.update(chunk)
+            digest = sha.hexdigest()
+            index = {**{k: v for k, v in list(index.items())[-(_DIGEST_ENTRIES - 1):]}, where: digest}
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".partial-", suffix=".json")  # created 0600
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    json.dump(index, out)
+                os.replace(tmp, index_path)
+            except OSError:
+                pass
+        _DIGESTS[where] = digest
+        return digest
 
     def discard(self, runtime: str, tokens: Sequence[int]) -> None:
         """Remove what is kept for ``tokens`` (a state its reader found unusable); never raises."""

@@ -153,3 +153,23 @@ def test_concurrent_writers_never_leave_a_torn_file(tmp_path: Path) -> None:
         assert process.exitcode == 0
     assert cache.load("rt", [7, 7]) is not None
     assert not list(tmp_path.glob(".partial-*"))
+
+
+def test_a_model_written_over_with_the_same_size_and_time_is_another_model(tmp_path: Path) -> None:
+    """The states' key names the model file by content: a different model written to the same path with the same
+    size and modification time used to load the first one's KV state (the key was path, size and mtime)."""
+    cache = PrefixCache(tmp_path / "kv")
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"A" * 4096)
+    stat = model.stat()
+    first = cache.file_digest(model)
+    assert first == cache.file_digest(model) == PrefixCache(tmp_path / "kv").file_digest(model)
+    with open(model, "r+b") as stream:  # in place: same inode and size
+        stream.write(b"B" * 4096)
+    os.utime(model, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same modification time
+    assert model.stat().st_mtime_ns == stat.st_mtime_ns and model.stat().st_size == stat.st_size
+    assert cache.file_digest(model) != first
+    index = tmp_path / "kv" / "file-digests.json"
+    assert index.stat().st_mode & 0o777 == 0o600
+    index.write_text("[1, 2")  # a damaged index is rebuilt, not an error
+    assert cache.file_digest(model) == cache.file_digest(model)

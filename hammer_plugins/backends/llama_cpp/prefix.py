@@ -66,10 +66,11 @@ class LlamaCppPrefix(LlamaCppState):
         return self._runtime
 
     def _file_id(self) -> list[Any]:
-        """The model file (path, size, modification time) and the llama.cpp runtime's version."""
+        """The model file, by content (its SHA-256, read once and remembered by the prefix cache), and the llama.cpp
+        runtime's version: a model written over the same path, size and time is another model here."""
         path = self._gguf_path().resolve()
-        stat = path.stat()
-        return [str(path), stat.st_size, stat.st_mtime_ns, getattr(import_llama_cpp(), "__version__", "?")]
+        assert self.prefix_cache is not None  # only the prefix cache's keys need it
+        return [self.prefix_cache.file_digest(path), path.stat().st_size, getattr(import_llama_cpp(), "__version__", "?")]
 
     def _restore_or_store(self, shared: list[int]) -> int:
         """Put the state of ``shared`` in the context, from disk when stored; the tokens it saved from evaluation.
