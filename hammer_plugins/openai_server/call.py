@@ -19,9 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from hammer_plugins.openai_server.errors import APIError
+from pydantic import BaseModel, ValidationError
+
+from hammer_plugins.openai_server.errors import APIError, validation_error
 from hammer_plugins.tools.choice import normalize_tool_choice
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.values.errors import SchemaConversionError, UnknownToolError
@@ -44,6 +46,21 @@ class EngineCall:
     options: dict[str, Any] = field(default_factory=dict)
     stream: bool = False
     include_usage: bool = False
+
+
+_Request = TypeVar("_Request", bound=BaseModel)
+
+
+def read_request(body: Any, request_type: type[_Request], served_model: str | list[str]) -> _Request:
+    """``body`` read into the API's own request type (a 400 naming the API's field), for a model served here."""
+    if not isinstance(body, Mapping):
+        raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
+    try:
+        request = request_type.model_validate(body)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    check_served(getattr(request, "model", None), served_model)
+    return request
 
 
 def check_served(model: Any, served_model: str | list[str]) -> None:

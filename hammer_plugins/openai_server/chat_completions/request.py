@@ -20,8 +20,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 
-from hammer_plugins.openai_server.call import EngineCall, check_served, checked_stop, checked_tool_choice, checked_tools
-from hammer_plugins.openai_server.errors import APIError, api_errors_only, validation_error
+from hammer_plugins.openai_server.call import EngineCall, checked_stop, checked_tool_choice, checked_tools, read_request
+from hammer_plugins.openai_server.errors import APIError, api_errors_only
 from hammer_plugins.openai_server.json_body import load_json
 from hammer_plugins.values.messages import Message, to_message
 
@@ -72,13 +72,7 @@ def parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
     Whatever the body holds, the answer is a call or an :class:`APIError` (400 for anything that
     cannot be read), never another exception.
     """
-    if not isinstance(body, Mapping):
-        raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
-    try:
-        request = ChatRequest.model_validate(body)
-    except ValidationError as exc:
-        raise validation_error(exc) from None
-    check_served(request.model, served_model)
+    request = read_request(body, ChatRequest, served_model)
     if request.n not in (None, 1):
         raise APIError(400, f"n={request.n} is not supported: this server returns one choice. Fix: leave n out or "
                             "send n=1.", param="n", code="unsupported_value")

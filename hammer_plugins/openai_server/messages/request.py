@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from hammer_plugins.openai_server.call import (
     EngineCall,
@@ -37,8 +37,9 @@ from hammer_plugins.openai_server.call import (
     checked_tool_choice,
     checked_tools,
     engine_call,
+    read_request,
 )
-from hammer_plugins.openai_server.errors import APIError, api_errors_only, validation_error
+from hammer_plugins.openai_server.errors import APIError, api_errors_only
 from hammer_plugins.values.calls import ToolCall
 from hammer_plugins.values.messages import Message
 
@@ -176,12 +177,7 @@ def _tool_choice(choice: Any, tools: list[dict[str, Any]]) -> tuple[Any, bool | 
 def parse_messages_request(body: Any, served_model: str | list[str], *, count_only: bool = False) -> EngineCall:
     """Validate a ``/v1/messages`` body (or a ``count_tokens`` one) and map it to an engine call (raises
     :class:`APIError` only)."""
-    if not isinstance(body, Mapping):
-        raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
-    try:
-        request = MessagesRequest.model_validate(body)
-    except ValidationError as exc:
-        raise validation_error(exc) from None
+    request = read_request(body, MessagesRequest, served_model)
     if not count_only:
         _require(request.max_tokens is not None, "max_tokens is required: a positive integer.", "max_tokens")
     _require(isinstance(request.messages, list) and bool(request.messages), "must be a non-empty list.", "messages")

@@ -29,17 +29,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from hammer_plugins.openai_server.call import (
     EngineCall,
-    check_served,
     checked_stop,
     checked_tool_choice,
     checked_tools,
     engine_call,
+    read_request,
 )
-from hammer_plugins.openai_server.errors import APIError, api_errors_only, validation_error
+from hammer_plugins.openai_server.errors import APIError, api_errors_only
 from hammer_plugins.openai_server.json_body import load_json
 from hammer_plugins.values.calls import ToolCall
 from hammer_plugins.values.messages import Message
@@ -294,8 +294,7 @@ def _response_format(text: Any, meta: ResponsesMeta) -> dict[str, Any] | None:
 @api_errors_only
 def parse_responses_request(body: Any, served_model: str | list[str]) -> tuple[EngineCall, ResponsesMeta]:
     """Validate a ``/v1/responses`` body and map it to an engine call (raises :class:`APIError` only)."""
-    if not isinstance(body, Mapping):
-        raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
+    request = read_request(body, ResponsesRequest, served_model)
     for stateful in ("previous_response_id", "conversation"):
         if body.get(stateful) is not None:
             raise APIError(400, f"{stateful} is not supported: this server is stateless and stores no responses. "
@@ -304,11 +303,6 @@ def parse_responses_request(body: Any, served_model: str | list[str]) -> tuple[E
     if body.get("background"):
         raise APIError(400, "background responses are not supported. Fix: leave background out and stream instead.",
                        param="background", code="unsupported_value")
-    try:
-        request = ResponsesRequest.model_validate(body)
-    except ValidationError as exc:
-        raise validation_error(exc) from None
-    check_served(request.model, served_model)
     meta = ResponsesMeta(model=request.model, temperature=request.temperature, top_p=request.top_p,
                          max_output_tokens=request.max_output_tokens,
                          metadata=request.metadata if isinstance(request.metadata, Mapping) else None)
