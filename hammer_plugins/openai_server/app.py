@@ -30,6 +30,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -61,6 +62,7 @@ from hammer_plugins.openai_server.responses.request import parse_responses_reque
 from hammer_plugins.openai_server.responses.writer import ResponsesWriter
 from hammer_plugins.openai_server.worker import EngineWorker
 from hammer_plugins.output.response import HammerResponse
+from hammer_plugins.values.errors import ContextWindowExceededError
 
 PING_SECONDS = 15
 """A comment line this often on a quiet event stream (as llama-cpp-python's server does)."""
@@ -81,6 +83,19 @@ PARSE_OFF_LOOP_BYTES = 256 * 1024
 
 HEALTH_CHECK_SECONDS = 0.5
 """Longest a health check may take before /health calls it failed (/health itself answers within a second)."""
+
+REQUEST_WORK_THREADS = 2
+"""Threads of the server's own pool for request work off the event loop (parsing large bodies, counting
+tokens): not asyncio's default executor, which other libraries share; every such request also holds a place
+in the queue while it works, so the queue's bound is its bound."""
+
+HEALTH_CHECK_THREADS = 2
+"""Threads for /health's checks alone: they never wait behind request work."""
+
+COUNT_CHARS_PER_TOKEN = 16
+"""``count_tokens`` tokenizes a prompt of at most this many characters per token of the context window; a
+longer one cannot fit, and is answered at once (Anthropic's "prompt is too long") instead of tokenized: a
+7.8 MiB text took 7 s of CPU to count."""
 
 
 
@@ -115,11 +130,16 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
     worker = EngineWorker(engine, slots=slots, queue_per_slot=queue_per_slot, time_limit=time_limit,
                           shutdown_grace=shutdown_grace)
     started = int(time.time())
+    request_work = ThreadPoolExecutor(REQUEST_WORK_THREADS, thread_name_prefix="hammer-request")
+    health_work = ThreadPoolExecutor(HEALTH_CHECK_THREADS, thread_name_prefix="hammer-health")
+    counting = [0]  # count_tokens requests in flight (shown by /health)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         worker.close()
+        request_work.shutdown(wait=False, cancel_futures=True)
+        health_work.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="Hammer OpenAI-compatible server", docs_url=None, redoc_url=None, openapi_url=None,
                   lifespan=lifespan)
@@ -150,7 +170,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
             if reason is not None:
                 break
             try:
-                reason = await asyncio.wait_for(asyncio.to_thread(check), HEALTH_CHECK_SECONDS)
+                reason = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(health_work, check),
+                                                HEALTH_CHECK_SECONDS)
             except TimeoutError:
                 reason = f"the health check {getattr(check, '__name__', check)!r} did not answer in {HEALTH_CHECK_SECONDS} s"
             except Exception as exc:  # noqa: BLE001 - a failing check is an unhealthy server, not a 500
@@ -163,7 +184,7 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
         body = {"status": "ok" if reason is None else "unavailable", "model": model_name, "loaded": engine.is_loaded,
                 "reading": worker.reading, "waiting": worker.waiting, "running": worker.running,
                 "peak_running": worker.peak_running, "completed": worker.completed, "cancelled": worker.cancelled,
-                "refused": worker.refused, "timed_out": worker.timed_out}
+                "refused": worker.refused, "timed_out": worker.timed_out, "counting": counting[0]}
         if reason is not None:
             body["reason"] = reason
         elif worker.closing:
@@ -193,7 +214,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
                 place.release()
                 return None, Response(status_code=499)
             if len(raw) > PARSE_OFF_LOOP_BYTES:  # decoding megabytes takes a while: /health and streams keep going
-                return place, await asyncio.to_thread(lambda: parse(parse_json(raw)))
+                loop = asyncio.get_running_loop()
+                return place, await loop.run_in_executor(request_work, lambda: parse(parse_json(raw)))
             return place, parse(parse_json(raw))
         except BaseException:
             place.release()
@@ -275,17 +297,30 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
                                       lambda body: parse_messages_request(body, model_name, count_only=True))
         if place is None:
             return call
-        place.release()  # counting is no generation: it takes no place in the queue
 
         def count() -> int:
             prompt = engine.render(call.messages, call.tools, call.tool_choice,
                                    response_format=call.options.get("response_format"))
+            window = engine.backend.context_window
+            if len(prompt) > COUNT_CHARS_PER_TOKEN * window:  # cannot fit: said at once, not tokenized
+                raise ContextWindowExceededError(len(prompt) // COUNT_CHARS_PER_TOKEN, 0, window)
             return engine.count_tokens(prompt)
 
+        # Counting holds its place in the queue (the queue's bound is its bound), runs on the server's own
+        # pool, and is held to the time limit like any request.
+        counting[0] += 1
         try:
-            return JSONResponse({"input_tokens": await asyncio.to_thread(count)})
+            work = asyncio.get_running_loop().run_in_executor(request_work, count)
+            tokens = await asyncio.wait_for(work, worker.time_limit or None)
+        except TimeoutError:
+            raise APIError(504, f"Counting did not finish within the server's time limit ({worker.time_limit:g} s).",
+                           type="server_error", code="timeout") from None
         except Exception as exc:  # noqa: BLE001 - an unrenderable request is the client's error, in Anthropic's shape
             raise engine_error(exc) from None
+        finally:
+            counting[0] -= 1
+            place.release()
+        return JSONResponse({"input_tokens": tokens})
 
     return app
 

@@ -290,3 +290,52 @@ def test_parsing_grows_linearly_with_the_body(api: str) -> None:
     small, large = min(seconds(1_000) for _ in range(3)), min(seconds(8_000) for _ in range(3))
     # 8x the body: linear is about 8x, quadratic about 64x; the bound leaves room for a busy machine.
     assert large < 30 * small + 0.05, (small, large)
+
+
+# ------------------------------------------------------------------ issue 47, classes 2 and 4: the server's own threads
+def test_count_tokens_of_a_text_far_beyond_the_window_is_answered_at_once(server: BackgroundServer) -> None:
+    """A 7.8 MiB text cannot fit any window this server has: it is not tokenized (7 s of CPU, outside every
+    bound, before this) but refused in Anthropic's words; a text that may fit is counted; /health shows counting."""
+    huge = {"model": "hammer", "messages": [{"role": "user", "content": "word " * (1_600_000)}]}
+    reply = httpx.post(server.base_url + "/messages/count_tokens", json=huge, timeout=30, trust_env=False,
+                       headers={"authorization": f"Bearer {KEY}"})
+    assert reply.status_code == 400, reply.text[:300]
+    kind, message = refusal(reply, "messages")
+    assert kind == "invalid_request_error" and message.startswith("prompt is too long: ")
+    small = {"model": "hammer", "messages": [{"role": "user", "content": "hi"}]}
+    counted = httpx.post(server.base_url + "/messages/count_tokens", json=small, timeout=30, trust_env=False,
+                         headers={"authorization": f"Bearer {KEY}"})
+    assert counted.status_code == 200 and counted.json()["input_tokens"] > 0
+    health = httpx.get(server.base_url.removesuffix("/v1") + "/health", timeout=5, trust_env=False).json()
+    assert health["counting"] == 0 and health["reading"] == 0  # both places given back
+
+
+def test_health_checks_and_large_bodies_run_on_the_servers_own_threads() -> None:
+    """Not on asyncio's default executor, which the engine's planning and other libraries share: six large
+    bodies whose clients left made /health answer 503 there before this."""
+    import threading
+
+    seen: dict[str, str] = {}
+
+    def check() -> None:
+        seen["check"] = threading.current_thread().name
+
+    def parse(body: Any, served: Any) -> Any:
+        from hammer_plugins.openai_server.chat_completions.request import parse_request
+
+        seen["parse"] = threading.current_thread().name
+        return parse_request(body, served)
+
+    engine = HammerEngine(backend=ScriptedBackend(["[]"] * 10))
+    import hammer_plugins.openai_server.app as app_module
+
+    original = app_module.parse_request
+    app_module.parse_request = parse
+    try:
+        with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY, health_checks=[check])) as running:
+            assert httpx.get(running.base_url.removesuffix("/v1") + "/health", timeout=5, trust_env=False).status_code == 200
+            big = request("chat", metadata={"note": "x" * (300 * 1024)})  # over PARSE_OFF_LOOP_BYTES, ignored
+            assert post(running, "chat", big).status_code == 200
+    finally:
+        app_module.parse_request = original
+    assert seen["check"].startswith("hammer-health") and seen["parse"].startswith("hammer-request"), seen
