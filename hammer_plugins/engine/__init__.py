@@ -36,8 +36,6 @@ from hammer_plugins.engine.turn import RefusalError
 from hammer_plugins.output.events import StreamEvent, TextDelta, ToolCallDelta
 from hammer_plugins.tools.choice import normalize_tool_choice
 
-_model_prompt_format = model_prompt_format  # the name it had before the package split
-
 __all__ = ["DEFAULT_MAX_TOOL_ROUNDS", "GRAMMAR_CACHE_CHARS", "GRAMMAR_CACHE_ENTRIES", "EngineCore", "HammerEngine",
            "RefusalError", "RefusalMode", "StreamEvent", "TextDelta", "ToolBinding", "ToolCallDelta", "model_prompt_format",
            "normalize_tool_choice"]

@@ -11,8 +11,7 @@ Resolution order: ``model_path=`` (a file or directory), ``model=``, ``$HAMMER_M
 the embedded default.
 
 The embedded default (:mod:`hammer_plugins.models.default`) is Qwen2.5-Coder-0.5B-Instruct, the
-base model of Hammer2.1-0.5b, shipped on PyPI; it is not a Hammer fine-tune. ``cache_dir``,
-``default_model_path`` and the ``DEFAULT_MODEL_*`` values stay importable from here.
+base model of Hammer2.1-0.5b, shipped on PyPI; it is not a Hammer fine-tune.
 
 Example:
     >>> resolve_model(model="hammer2.1-0.5b").preset.name
@@ -30,10 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hammer_plugins.models.default import DEFAULT_MODEL_NAME, default_model_path
-from hammer_plugins.models.default import DEFAULT_MODEL_SHA256 as DEFAULT_MODEL_SHA256
-from hammer_plugins.models.default import DEFAULT_MODEL_SIZE as DEFAULT_MODEL_SIZE
 from hammer_plugins.models.presets import PRESETS, Preset, closest_presets, find_preset, looks_like_a_preset
-from hammer_plugins.support.cache_location import cache_dir as cache_dir  # importable from here, as before the split
 from hammer_plugins.values.errors import (
     BackendNotInstalledError,
     InvalidModelFileError,

@@ -15,9 +15,9 @@ from hammer_plugins.slot_filling.filler import (
     SlotFillingStep,
     SnapshotEngine,
     SnapshotRequest,
-    is_grounded,
 )
 from hammer_plugins.slot_filling.snapshots import ConversationState, Snapshot, SnapshotMessage
+from hammer_plugins.slot_filling.values import is_grounded
 
 __all__ = ["ConversationState", "SlotFiller", "SlotFillingResponse", "SlotFillingStep", "Snapshot", "SnapshotEngine",
            "SnapshotMessage", "SnapshotRequest", "is_grounded"]

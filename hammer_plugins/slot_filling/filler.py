@@ -54,8 +54,7 @@ from hammer_plugins.slot_filling.snapshots import (
     snapshot_messages,
     snapshot_of,
 )
-from hammer_plugins.slot_filling.values import clean_arguments, same_value
-from hammer_plugins.slot_filling.values import is_grounded as is_grounded  # importable from here, as documented
+from hammer_plugins.slot_filling.values import clean_arguments, is_grounded, same_value
 from hammer_plugins.tools.definition import Tool, to_tools
 from hammer_plugins.values.calls import ToolCall
 from hammer_plugins.values.messages import Message, to_message
@@ -388,4 +387,4 @@ class SlotFiller:
         return SlotFillingResponse(**fields)
 
 
-__all__ = ["SlotFiller", "SlotFillingResponse", "SlotFillingStep", "SnapshotEngine", "SnapshotRequest", "is_grounded"]
+__all__ = ["SlotFiller", "SlotFillingResponse", "SlotFillingStep", "SnapshotEngine", "SnapshotRequest"]

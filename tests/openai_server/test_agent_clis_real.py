@@ -36,8 +36,8 @@ import pytest
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.launch import LlamaServer
-from hammer_plugins.models.source import cache_dir
 from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.support.cache_location import cache_dir
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(1500)]  # two agent CLIs on 12-15k-token prompts, 2 cores
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from built_dists import ROOT, clean_venv, install, wheel_path
 
-from hammer_plugins.models.source import cache_dir
+from hammer_plugins.support.cache_location import cache_dir
 
 # real_model: the bench case runs the default model, and every case runs `hammer` processes, which the model
 # guard of the no-model phase points at no model; clean venvs from the index take minutes each.

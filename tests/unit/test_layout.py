@@ -461,3 +461,18 @@ def test_no_door_reaches_into_the_engines_private_preparation() -> None:
     private = [f"{p.relative_to(ROOT)}:{n}" for p in doors for n, line in enumerate(p.read_text().splitlines(), 1)
                if re.search(r"engine\._prepare\(", line)]
     assert private == []
+
+
+def test_the_engines_keywords_are_the_declaration() -> None:
+    """HammerEngine spells its keywords out (typed, for editors and help()), each defaulting to the declaration;
+    a setting declared in EngineFields and missing here (or the reverse) fails, naming it."""
+    import inspect
+
+    from hammer_plugins import HammerEngine
+    from hammer_plugins.engine.fields import EngineFields
+    from hammer_plugins.engine.settings import SERVER_OPTIONS
+
+    keywords = {name for name, p in inspect.signature(HammerEngine.__init__).parameters.items()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name != "self"}
+    declared = set(EngineFields.model_fields) - set(SERVER_OPTIONS) - {"model_kwargs"}
+    assert keywords == declared, (sorted(declared - keywords), sorted(keywords - declared))

@@ -140,7 +140,7 @@ class DataDownloadError(HammerError):
 
 def downloaded_dir(name: str) -> Path:
     """Where :func:`download` keeps data set ``name`` (per pinned commit, under the cache)."""
-    from hammer_plugins.models.source import cache_dir
+    from hammer_plugins.support.cache_location import cache_dir
 
     upstream = _upstream(name)
     return cache_dir() / "data" / name / upstream.commit[:12] / upstream.folder
