@@ -8,13 +8,9 @@ from pathlib import Path
 import pytest
 
 from hammer_plugins import HammerEngine, InvalidModelFileError, ModelNotFoundError
-from hammer_plugins.models.source import (
-    DEFAULT_MODEL_SHA256,
-    DEFAULT_MODEL_SIZE,
-    cache_dir,
-    default_model_path,
-    resolve_model,
-)
+from hammer_plugins.models.default import DEFAULT_MODEL_SHA256, DEFAULT_MODEL_SIZE, default_model_path
+from hammer_plugins.models.source import resolve_model
+from hammer_plugins.support.cache_location import cache_dir
 
 
 def test_missing_file_names_the_path_and_the_fix(tmp_path: Path) -> None:
