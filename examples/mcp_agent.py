@@ -62,7 +62,7 @@ async def run_llama_index(question: str = QUESTION, command: list[str] | None = 
     from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
     from llama_index.llms.hammer import HammerLLM
 
-    from hammer_plugins.mcp.client import tool_result_text
+    from hammer_plugins.mcp import tool_result_text
 
     tools = await llama_index_tools(command or time_server_command())
     agent = FunctionAgent(tools=tools, llm=HammerLLM(**llm),

@@ -22,7 +22,7 @@ import os
 
 from openai import OpenAI
 
-from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 
 BASE_URL = os.environ.get("HAMMER_OPENAI_URL", "http://127.0.0.1:8080/v1")

@@ -62,7 +62,7 @@ else
     echo "install_vllm: $PROJECT_PY not found; the default model comes from hammer-plugins. Fix: bash scripts/install.sh first, or pass a GGUF path" >&2
     exit 1
   fi
-  read -r gguf sha < <("$PROJECT_PY" -c "from hammer_plugins.models.source import default_model_path as p, DEFAULT_MODEL_SHA256 as s; print(p(), s)")
+  read -r gguf sha < <("$PROJECT_PY" -c "from hammer_plugins.models.default import default_model_path as p, DEFAULT_MODEL_SHA256 as s; print(p(), s)")
 fi
 stem="$(basename "$gguf" .gguf)"
 out="$HOME_DIR/models/$stem-${sha:0:16}"
