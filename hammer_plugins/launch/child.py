@@ -32,8 +32,10 @@ def exposure_warning(host: str, api_key: str | None) -> str | None:
 
 
 def pdeathsig() -> Any:
-    """libc's ``prctl`` (Linux), looked up in this process: a forked child must not load libraries."""
-    global _PRCTL
+    """libc's ``prctl`` (Linux), looked up in this process: a forked child must not load libraries. Call it
+    just before starting a child with :func:`die_with_parent`: it also notes this process as the parent."""
+    global _PRCTL, _PARENT
+    _PARENT = os.getpid()
     if _PRCTL is None:
         try:
             import ctypes
@@ -45,14 +47,20 @@ def pdeathsig() -> Any:
 
 
 _PRCTL: Any = None
+_PARENT: int | None = None
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    # Linux: the server gets SIGTERM when the process that started it dies, so a crashed test run
-    # leaves no model server behind. Best effort elsewhere. (The signal follows the *thread* that
-    # started the child: a restarted child's is the supervisor thread, which outlives it.)
+    # Linux: the server is killed when the process that started it dies, so a crashed or killed parent
+    # leaves no model server behind (gigabytes and a port). SIGKILL, not SIGTERM: nobody waits for a graceful
+    # shutdown once the parent is gone, and a llama-server busy with a long prompt can put one off for
+    # minutes. The signal follows the *thread* that started the child: a restarted child's is the supervisor
+    # thread, which outlives it. A parent that died between fork and this call would never send it: the
+    # child then exits at once.
     if _PRCTL:
-        _PRCTL(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        _PRCTL(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        if _PARENT is not None and os.getppid() != _PARENT:
+            os._exit(1)
 
 
 _ENV_NAMES = frozenset({
