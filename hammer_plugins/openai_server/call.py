@@ -125,13 +125,12 @@ def unanswered_result(messages: Sequence[Message]) -> int | None:
 
 
 def engine_call(messages: list[Message], tools: list[dict[str, Any]], tool_choice: str, options: dict[str, Any], *,
-                stream: bool, include_usage: bool = False,
-                origin: Callable[[int], tuple[str, str]] | None = None) -> EngineCall:
+                stream: bool, origin: Callable[[int], tuple[str, str]], include_usage: bool = False) -> EngineCall:
     """The call, once a tool result that answers no call is refused in the API's words: ``origin(i)``
     gives the place of message ``i`` in the request and the sentence that says what went wrong."""
     lone = unanswered_result(messages)
     if lone is not None:
-        param, message = origin(lone) if origin is not None else (f"messages[{lone}]", "a tool result answers no call")
+        param, message = origin(lone)
         raise APIError(400, message, param=param, code="invalid_value")
     return EngineCall(messages=messages, tools=tools, tool_choice=tool_choice, options=options, stream=stream,
                       include_usage=include_usage)
