@@ -54,6 +54,7 @@ from hammer_plugins.values.errors import (
     ServerStreamError,
     ServerTimeoutError,
     ServerUnavailableError,
+    ToolBudgetError,
     UnknownModelError,
     UnknownToolError,
 )
@@ -116,6 +117,7 @@ __all__ = [
     "TextDelta",
     "Tool",
     "ToolCall",
+    "ToolBudgetError",
     "ToolCallDelta",
     "UnknownModelError",
     "UnknownToolError",

@@ -353,7 +353,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_mcp_arguments(call)
     call.add_argument("--tool-choice", default="auto", help="auto, required, none, or a tool name")
     call.add_argument("-v", "--verbose", action="store_true", help="print usage and timings to stderr")
-    add_engine_arguments(call, prefix_cache=True)
+    add_engine_arguments(call)
     call.set_defaults(func=cmd_call)
 
     chat = sub.add_parser("chat", help="interactive multi-turn chat that runs the tools it calls")
@@ -364,7 +364,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     chat.add_argument("-y", "--yes", action="store_true",
                       help="run the model's tool calls without asking (by default each is shown and confirmed)")
     chat.add_argument("--max-steps", type=int, default=1, help="tool rounds per user turn before a plain answer")
-    add_engine_arguments(chat, prefix_cache=True)
+    add_engine_arguments(chat)
     chat.set_defaults(func=cmd_chat)
 
     pull_cmd = sub.add_parser("pull", help="download a Hammer model by name (a preset, or a Hugging Face repo)")

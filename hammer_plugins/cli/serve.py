@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hammer_plugins.engine.settings import add_setting_argument
+from hammer_plugins.engine.settings import add_prefix_cache_argument, add_setting_argument
 from hammer_plugins.openai_server.defaults import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -82,6 +82,10 @@ def add_serve_parser(sub: Any) -> None:
                             "llama.cpp's llama-server on loopback with --parallel slots behind the API (continuous "
                             "batching; built on first use); server: an OpenAI-compatible server already running at "
                             "--base-url (llama-server, vLLM; its key from $HAMMER_UPSTREAM_API_KEY)")
+    add_setting_argument(serve, "tool_budget", "--tool-budget",
+                         help="with --openai: prompt tokens the tools block may take before the tools that best match "
+                              "the conversation are selected (default: %(default)s; 0: offer every tool; docs/tools.md)")
+    add_prefix_cache_argument(serve)
     serve.add_argument("--base-url", help="with --openai --backend server: that server's URL, e.g. http://127.0.0.1:8080/v1")
     serve.add_argument("--max-body-mb", type=int, default=DEFAULT_MAX_BODY_BYTES // (1024 * 1024),
                        help="with --openai: largest request body accepted, in MiB (default: %(default)s)")

@@ -20,7 +20,7 @@ from hammer_plugins.engine.core import RefusalMode
 from hammer_plugins.engine.drivers import adrive, drive
 from hammer_plugins.engine.fields import DEFAULT_MAX_TOOL_ROUNDS
 from hammer_plugins.engine.fields import DEFAULTS as _D
-from hammer_plugins.engine.planning import Plan, check_rounds, make_plan
+from hammer_plugins.engine.planning import check_budget, check_rounds, make_plan
 from hammer_plugins.engine.runtimes import BACKEND_NAMES, loaded, model_prompt_format, new_backend, shared_backend, shared_key
 from hammer_plugins.engine.slots import fill_slots, slot_filler, snapshot_plan
 from hammer_plugins.engine.turn import last_response, run
@@ -54,13 +54,14 @@ class HammerEngine:
         max_tool_rounds: rounds of tool calls in one agent turn (since the last user message) after
             which the model answers from the results instead of being offered the tools again
             (``None``: no limit). See :mod:`hammer_plugins.values.agent_loop` for the end-of-turn rules.
+        tool_budget: prompt tokens the tools block may take; a larger tool set is narrowed per call to the
+            best matches (:mod:`~hammer_plugins.engine.tool_selection`; ``pinned_tools`` stay). 0: all tools.
         max_tokens, temperature, top_p, top_k, repeat_penalty, seed: sampling settings.
         loop_guard: close a string value the model repeats itself in (constrained local decoding;
             see :mod:`hammer_plugins.grammar.token_mask`). On by default.
         n_ctx, n_threads, n_gpu_layers: llama.cpp settings. device, dtype: transformers settings.
-        prefix_cache: llama.cpp: keep the KV state of the tools prefix on disk, so a new process with
-            the same model and tools skips evaluating it (``True``: ``$HAMMER_CACHE_DIR/prefix-kv``;
-            a folder; ``False``: off). See :mod:`hammer_plugins.backends.prefix_cache`.
+        prefix_cache: llama.cpp: keep the KV state of prompt prefixes (tools block, instructions) on disk for later
+            turns and processes (default on: ``$HAMMER_CACHE_DIR/prefix-kv``; a folder; ``False``: off).
         backend_kwargs: anything else for the backend constructor.
 
     Nothing is loaded until the first call (or :meth:`load`).
@@ -90,6 +91,7 @@ class HammerEngine:
         on_refusal: RefusalMode = _D.on_refusal,
         refusal_text: str = _D.refusal_text,
         max_tool_rounds: int | None = _D.max_tool_rounds,
+        tool_budget: int = _D.tool_budget,
         max_tokens: int = _D.max_tokens,
         temperature: float = _D.temperature,
         top_p: float = _D.top_p,
@@ -122,6 +124,7 @@ class HammerEngine:
         self.on_refusal: RefusalMode = on_refusal
         self.refusal_text = refusal_text
         self.max_tool_rounds = check_rounds(max_tool_rounds)
+        self.tool_budget = check_budget(tool_budget)
         self.settings = GenerationSettings(max_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                            top_k=top_k, repeat_penalty=repeat_penalty, seed=seed,
                                            loop_guard=loop_guard)
@@ -183,18 +186,18 @@ class HammerEngine:
 
     def render(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
                tool_choice: Any = "auto", mask_names: bool | None = None,
-               response_format: Mapping[str, Any] | None = None) -> str:
-        """The exact prompt text the model would see (first pass; nothing is loaded or counted)."""
-        plan = self._plan(messages, tools, tool_choice, mask_names, None, True, None, response_format, fit=False)
+               response_format: Mapping[str, Any] | None = None, *, pinned_tools: Sequence[str] = (),
+               tool_budget: int | None = None) -> str:
+        """The exact prompt text the model would see (first pass; nothing is loaded or counted), with the
+        tools a large tool set is narrowed to (see ``tool_budget``)."""
+        plan = make_plan(self, messages, tools, tool_choice, mask_names, None, True, None, response_format, fit=False,
+                         pinned_tools=pinned_tools, tool_budget=tool_budget)
         return plan.prompt
 
     # ----------------------------------------------------------- tokens
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` as this model reads it, by its own tokenizer (special tokens parsed).
-
-        Loads the model on a local backend (a local file: never a download); asks a server's
-        tokenizer on the server backend.
-        """
+        """Tokens of ``text`` by this model's own tokenizer (special tokens parsed): loads a local model (never a
+        download); asks a server's tokenizer on the server backend."""
         return self.backend.count_tokens(text)
 
     def token_ids(self, text: str) -> list[int]:
@@ -230,6 +233,7 @@ class HammerEngine:
         max_tool_rounds: int | None | Literal["default"] = "default",
         slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None,
         partial_calls: bool = False,
+        pinned_tools: Sequence[str] = (), tool_budget: int | None = None,
         **settings: Any,
     ) -> HammerResponse:
         """Answer the conversation: tool calls, a refusal, text, or invalid calls.
@@ -243,11 +247,14 @@ class HammerEngine:
         slot-filling step: the answer is the follow-up question or the complete call, with its
         ``snapshot`` (see :mod:`hammer_plugins.slot_filling.filler`). ``partial_calls=True`` lets a call
         leave out required parameters (the grammar makes every parameter optional): one raw snapshot.
+        ``pinned_tools``: tools always offered when a large tool set is narrowed (``tool_budget``, which a
+        call may override); ``HammerResponse.offered_tools`` says which tools the prompt offered.
         """
         return last_response(self.stream(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
                                           parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
                                           response_format=response_format, max_tool_rounds=max_tool_rounds,
-                                          slot_filling=slot_filling, partial_calls=partial_calls, **settings))
+                                          slot_filling=slot_filling, partial_calls=partial_calls,
+                                          pinned_tools=pinned_tools, tool_budget=tool_budget, **settings))
 
     def stream(
         self,
@@ -263,6 +270,7 @@ class HammerEngine:
         max_tool_rounds: int | None | Literal["default"] = "default",
         slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None,
         partial_calls: bool = False,
+        pinned_tools: Sequence[str] = (), tool_budget: int | None = None,
         cancel: threading.Event | None = None,
         **settings: Any,
     ) -> Iterator[StreamEvent]:
@@ -275,18 +283,18 @@ class HammerEngine:
         return drive(self, self._prepare(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
                                          parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
                                          response_format=response_format, max_tool_rounds=max_tool_rounds,
-                                         slot_filling=slot_filling, partial_calls=partial_calls, **settings), cancel)
+                                         slot_filling=slot_filling, partial_calls=partial_calls,
+                                         pinned_tools=pinned_tools, tool_budget=tool_budget, **settings), cancel)
 
     def _prepare(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
                  *, mask_names: bool | None = None, constrained: bool | None = None, parallel_tool_calls: bool | None = None,
                  on_refusal: RefusalMode | None = None, response_format: Mapping[str, Any] | None = None,
                  max_tool_rounds: int | None | Literal["default"] = "default",
                  slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None, partial_calls: bool = False,
+                 pinned_tools: Sequence[str] = (), tool_budget: int | None = None,
                  fit: bool = True, **settings: Any) -> Generator[Any, Any, None]:
-        """Plan a call (validating every argument now) and return the I/O-free core that runs it.
-
-        The one place that decides between a slot-filling step and plain generation.
-        """
+        """Plan a call (every argument validated now) and return the I/O-free core that runs it: the one
+        place that decides between a slot-filling step and plain generation."""
         filler = slot_filler(self, slot_filling, messages, tools, tool_choice)
         if filler is not None:
             steps = filler.steps(messages)
@@ -294,8 +302,9 @@ class HammerEngine:
             plan = snapshot_plan(self, first, filler, constrained, settings, fit)
             return fill_slots(self, filler, steps, plan, constrained, settings, fit)
         rounds_cap = self.max_tool_rounds if max_tool_rounds == "default" else check_rounds(max_tool_rounds)
-        plan = self._plan(messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
-                          response_format, fit=fit, rounds_cap=rounds_cap, partial_calls=partial_calls)
+        plan = make_plan(self, messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
+                         response_format, fit=fit, rounds_cap=rounds_cap, partial_calls=partial_calls,
+                         pinned_tools=pinned_tools, tool_budget=tool_budget)
         return run(self, plan, on_refusal)
 
     async def agenerate(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
@@ -324,11 +333,3 @@ class HammerEngine:
                 yield event
         finally:  # closed early (or cancelled): the generation stops now, not when the iterator is collected
             await events.aclose()
-
-    # ------------------------------------------------------------- the parts (see the package's modules)
-    def _plan(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
-              mask_names: bool | None, constrained: bool | None, parallel: bool | None,
-              overrides: Mapping[str, Any] | None, response_format: Mapping[str, Any] | None = None,
-              fit: bool = True, rounds_cap: int | None = None, partial_calls: bool = False) -> Plan:
-        return make_plan(self, messages, tools, tool_choice, mask_names, constrained, parallel, overrides,
-                         response_format, fit=fit, rounds_cap=rounds_cap, partial_calls=partial_calls)

@@ -42,6 +42,7 @@ class EngineCore(Protocol):
     refusal_text: str
     settings: GenerationSettings
     schema_limits: SchemaLimits | None
+    tool_budget: int
 
     @property
     def backend(self) -> Runtime: ...

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from hammer_plugins.backends.base import RUNTIME_DEFAULTS, GenerationSettings, Runtime
+from hammer_plugins.engine.tool_selection import DEFAULT_TOOL_BUDGET
 from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT
 
 # One round of (possibly parallel) calls per user request, as in Hammer's training data; the
@@ -85,6 +86,13 @@ class EngineFields(BaseModel):
         default=DEFAULT_MAX_TOOL_ROUNDS, ge=1,
         description="Rounds of tool calls per user turn (per agent) before the model answers from the results without "
                     "tools; None: no cap.")
+    tool_budget: int = Field(
+        default=DEFAULT_TOOL_BUDGET, ge=0,
+        description="Prompt tokens the tools block may take; a larger tool set is narrowed to the tools whose "
+                    "descriptions best match the conversation (docs/tools.md). 0: offer every tool.",
+        json_schema_extra={"flag": "--tool-budget",
+                           "flag_help": "prompt tokens the tools block may take before the tools that best match "
+                                        "the conversation are selected (default: %(default)s; 0: offer every tool)"})
     # --- sampling
     max_tokens: int = Field(default=_DEFAULTS.max_tokens, gt=0, description="Most tokens to generate.",
         json_schema_extra={"flag": "--max-tokens", "flag_help": "default: %(default)s"})
@@ -108,8 +116,9 @@ class EngineFields(BaseModel):
     device: str = Field(default=RUNTIME_DEFAULTS.device, description="transformers device: auto, cpu, cuda, mps.")
     dtype: str = Field(default=RUNTIME_DEFAULTS.dtype, description="transformers dtype: auto (float32 on CPU, bfloat16 on GPU).")
     prefix_cache: bool | str | Path = Field(
-        default=False, description="llama.cpp: keep the KV state of the tools prefix on disk across processes "
-                                   "(True: $HAMMER_CACHE_DIR/prefix-kv, or a folder). On in the hammer command.")
+        default=True, description="llama.cpp: keep the KV state of prompt prefixes (the tools block and the caller's "
+                                  "instructions) on disk, so later turns, sessions and processes skip them (True: "
+                                  "$HAMMER_CACHE_DIR/prefix-kv, or a folder; False: off).")
     model_kwargs: dict[str, Any] = Field(default_factory=dict, description="Anything else for the backend "
                                                                          "(llama_cpp.Llama or from_pretrained options).")
 

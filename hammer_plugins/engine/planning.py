@@ -22,8 +22,9 @@ from typing import Any
 from hammer_plugins.backends.base import GenerationSettings
 from hammer_plugins.engine.binding import ToolBinding
 from hammer_plugins.engine.core import EngineCore
+from hammer_plugins.engine.tool_selection import offer_tools
 from hammer_plugins.grammar.builder import Grammar, build_json_grammar
-from hammer_plugins.prompt.render import describe_answer, render_chat, render_prompt
+from hammer_plugins.prompt.render import describe_answer, render_chat, render_prompt, system_turns_chars
 from hammer_plugins.tools.choice import normalize_tool_choice
 from hammer_plugins.tools.limits import schema_limits
 from hammer_plugins.values.agent_loop import after_tool_results, called_tools, tool_rounds
@@ -46,6 +47,7 @@ class Plan:
     rounds_spent: bool = False  # this agent has made max_tool_rounds rounds of calls in this turn
     answer_as: str | None = None  # the response format, described for the answer pass's prompt
     answer_grammar: Grammar | None = None  # the response format's grammar for the answer pass
+    offered: tuple[str, ...] | None = None  # the tools a selection offered (None: every tool given)
 
 
 def check_rounds(value: int | None) -> int | None:
@@ -57,13 +59,21 @@ def check_rounds(value: int | None) -> int | None:
 def make_plan(engine: EngineCore, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None,
               tool_choice: Any, mask_names: bool | None, constrained: bool | None, parallel: bool | None,
               overrides: Mapping[str, Any] | None, response_format: Mapping[str, Any] | None = None,
-              fit: bool = True, rounds_cap: int | None = None, partial_calls: bool = False) -> Plan:
+              fit: bool = True, rounds_cap: int | None = None, partial_calls: bool = False,
+              pinned_tools: Sequence[str] = (), tool_budget: int | None = None) -> Plan:
     msgs = [to_message(m) for m in messages]
     if not msgs:
         raise ValueError("messages is empty. Fix: pass at least one user message")
     binding = engine.bind(tools or [], mask_names)
     names = [t.name for t in binding.tools]
     choice = normalize_tool_choice(tool_choice, names) if binding.tools else "none"
+    offered = None
+    if binding.tools and choice != "none":
+        # A large tool set: the prompt offers the tools that best match the conversation (tool_selection).
+        budget = engine.tool_budget if tool_budget is None else check_budget(tool_budget)
+        offer = offer_tools(binding, msgs, choice, list(pinned_tools), budget,
+                            lambda subset: engine.bind(subset, mask_names))
+        binding, offered = offer.binding, offer.offered
     if parallel is None:
         # A named tool choice forces that one tool: one call, as with_structured_output and
         # LangChain's standard tests read it (forced, a small model with nothing to pass may
@@ -87,8 +97,10 @@ def make_plan(engine: EngineCore, messages: Sequence[Message | Mapping[str, Any]
         if choice == "required" and spent and after_tool_results(msgs):
             # The rounds are spent but a call is required (an agent that ends by calling a tool):
             # it must be to a tool not called yet in this turn, or the agent would loop.
-            only = frozenset(names) - called_tools(msgs)
-        settings.shared_prefix_chars = len(binding.prefix)
+            only = frozenset(t.name for t in binding.tools) - called_tools(msgs)
+        # The KV state worth keeping: the tools block and the caller's instructions, which an agent sends
+        # unchanged on every turn and in every new session.
+        settings.shared_prefix_chars = len(binding.prefix) + system_turns_chars(msgs, engine.prompt_format)
     if use_grammar and (choice != "none" or response_format is not None):
         engine.backend.prepare_grammar()  # before fitting loads the model, so that both run at once
     if fit:  # the async path fits with an awaited token count instead
@@ -102,7 +114,13 @@ def make_plan(engine: EngineCore, messages: Sequence[Message | Mapping[str, Any]
         grammar = binding.grammar(choice, parallel, only, partial_calls) if use_grammar else None
     return Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
                 settings=settings, parallel=parallel, fitted=fit, rounds_spent=spent, answer_as=answer_as,
-                answer_grammar=answer_grammar)
+                answer_grammar=answer_grammar, offered=offered)
+
+
+def check_budget(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"tool_budget must be a whole number of tokens, 0 to offer every tool; got {value!r}")
+    return value
 
 
 def json_grammar(response_format: Mapping[str, Any]) -> Grammar:

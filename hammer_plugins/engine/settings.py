@@ -178,13 +178,10 @@ def add_setting_argument(parser: argparse.ArgumentParser, name: str, flag: str |
     parser.add_argument(flag or "--" + name.replace("_", "-"), **options)
 
 
-def add_engine_arguments(parser: argparse.ArgumentParser, max_tokens: int | None = None,
-                         prefix_cache: bool = DEFAULTS.prefix_cache) -> None:
+def add_engine_arguments(parser: argparse.ArgumentParser, max_tokens: int | None = None) -> None:
     """The model and decoding options every ``hammer`` subcommand shares (read by :meth:`EngineSettings.from_args`).
 
     ``max_tokens`` replaces the declared default, for a command that wants shorter answers.
-    ``prefix_cache`` is the default of the on-disk prefix cache: on for one-shot commands that
-    repeat a tool set across runs (``hammer call``), off for evaluators that see a new one per question.
 
     Example:
         >>> parser = argparse.ArgumentParser()
@@ -194,10 +191,12 @@ def add_engine_arguments(parser: argparse.ArgumentParser, max_tokens: int | None
     """
     for name, (flag, dest, help_text) in ENGINE_FLAGS.items():
         add_setting_argument(parser, name, flag, dest, help_text, max_tokens if name == "max_tokens" else None)
-    where = "$HAMMER_CACHE_DIR/prefix-kv; `hammer cache clear` empties it"
-    if prefix_cache:
-        add_setting_argument(parser, "prefix_cache", "--no-prefix-cache", default=True,
-                             help=f"do not keep the tools prefix's KV state on disk (llama.cpp; kept in {where})")
-    else:
-        add_setting_argument(parser, "prefix_cache",
-                             help=f"keep the tools prefix's KV state on disk for later runs (llama.cpp; {where})")
+    add_prefix_cache_argument(parser)
+
+
+def add_prefix_cache_argument(parser: argparse.ArgumentParser) -> None:
+    """``--no-prefix-cache``: the on-disk KV cache of prompt prefixes is on unless this is given."""
+    add_setting_argument(parser, "prefix_cache", "--no-prefix-cache",
+                         help="do not keep the KV state of prompt prefixes (the tools block, the instructions) on "
+                              "disk for later turns and runs (llama.cpp; kept in $HAMMER_CACHE_DIR/prefix-kv; "
+                              "`hammer cache clear` empties it)")

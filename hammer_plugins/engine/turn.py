@@ -35,7 +35,7 @@ from hammer_plugins.output.call_scanner import CallScanner
 from hammer_plugins.output.events import StreamEvent, TextDelta, ToolCallDelta
 from hammer_plugins.output.parsing import items_to_calls, parse_output, parse_stopped_list
 from hammer_plugins.output.response import HammerResponse, Usage
-from hammer_plugins.prompt.render import render_chat
+from hammer_plugins.prompt.render import chat_head_chars, render_chat
 from hammer_plugins.values.agent_loop import after_tool_results, answered_calls, call_key
 from hammer_plugins.values.calls import InvalidToolCall, ToolCall
 from hammer_plugins.values.errors import HammerError
@@ -97,7 +97,21 @@ def run(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> Gener
     """The logic of :meth:`~hammer_plugins.HammerEngine.stream`, free of I/O: it yields events for the
     caller and requests (:class:`Fit`, :class:`Generate`, ``NEXT``) that a driver
     (:mod:`hammer_plugins.engine.drivers`) answers from the backend, so the sync and the async
-    paths share every rule."""
+    paths share every rule. The final response says which tools a selection offered."""
+    core = _passes(engine, plan, on_refusal)
+    reply: Any = None
+    while True:
+        try:
+            item = core.send(reply)
+        except StopIteration:
+            return
+        if isinstance(item, HammerResponse) and plan.offered is not None:
+            item.offered_tools = list(plan.offered)
+        reply = yield item
+
+
+def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> Generator[Any, Any, None]:
+    """:func:`run`'s passes: the tools pass, then the answer pass where the rules call for one."""
     started = time.perf_counter()
     if not plan.fitted:  # the async path counts tokens with an awaited call
         plan.settings.max_tokens = yield Fit(plan.prompt, plan.settings.max_tokens)
@@ -166,6 +180,8 @@ def answer(engine: EngineCore, plan: Plan, base: HammerResponse, started: float,
         prompt = render_chat(plan.messages, answer_as=plan.answer_as)
         grammar = plan.answer_grammar
     settings = plan.settings.model_copy()
+    # The chat's system turn (the caller's instructions) is what every answer pass of an agent shares.
+    settings.shared_prefix_chars = chat_head_chars(plan.messages)
     settings.max_tokens = yield Fit(prompt, settings.max_tokens)
     parts: list[str] = []
     usage = base.usage

@@ -25,6 +25,7 @@ from typing import Any
 import uvicorn
 
 from hammer_plugins.engine import HammerEngine
+from hammer_plugins.engine.fields import DEFAULTS
 from hammer_plugins.engine.settings import EngineSettings
 from hammer_plugins.launch.child import exposure_warning, free_port
 from hammer_plugins.openai_server.app import create_app
@@ -92,6 +93,11 @@ UPSTREAM_KEY_VARIABLE = "HAMMER_UPSTREAM_API_KEY"
 """Where ``--backend server`` reads the key of the server it forwards to."""
 
 
+def _budget(args: argparse.Namespace) -> int:
+    """``--tool-budget`` (a namespace built in Python may lack it: the declared default)."""
+    return int(getattr(args, "tool_budget", DEFAULTS.tool_budget))
+
+
 def _built(settings: EngineSettings) -> HammerEngine:
     """The engine of ``settings``, the server's own (not shared with other engines of the process, as
     :meth:`EngineSettings.build_engine`'s are: the server owns its backend and closes it)."""
@@ -122,7 +128,8 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
                 f"the server at {args.base_url} refused this API's requests (HTTP {exc.status_code}: {exc.detail}). Fix: set "
                 f"${UPSTREAM_KEY_VARIABLE} to that server's key ($HAMMER_SERVER_API_KEY is the key of this API, "
                 "for its own clients)", status_code=exc.status_code, detail=exc.detail, url=args.base_url) from None
-        return _built(EngineSettings(backend=upstream)), f"requests go to {args.base_url} as they come", []
+        engine = _built(EngineSettings(backend=upstream, tool_budget=_budget(args)))
+        return engine, f"requests go to {args.base_url} as they come", []
     if args.base_url:
         raise SystemExit("hammer serve --openai: --base-url goes with --backend server. Fix: add --backend server")
     if backend == "llama-server":
@@ -142,12 +149,13 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
         server.start()
         upstream = OpenAICompatibleBackend(server.base_url, model=args.alias, api_key=inner_key)
         upstream.resolve_grammar_protocol()  # the one-off probe, before the first request
-        engine = _built(EngineSettings(backend=upstream,
+        engine = _built(EngineSettings(backend=upstream, tool_budget=_budget(args),
                                        prompt_format=model_prompt_format(args.model_path, args.model, "llama_cpp")))
         return engine, (f"{args.parallel} requests decoded together (llama-server's slots, {args.n_ctx} tokens "
                         f"each), more queued"), [server.health_problem]
     engine = _built(EngineSettings(model_path=args.model_path, model=args.model, backend=backend, n_ctx=args.n_ctx,
-                                   n_threads=args.threads))
+                                   n_threads=args.threads, tool_budget=_budget(args),
+                                   prefix_cache=getattr(args, "prefix_cache", DEFAULTS.prefix_cache)))
     return engine, "one request at a time, more queued", []
 
 

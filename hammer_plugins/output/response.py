@@ -56,3 +56,6 @@ class HammerResponse(ParsedOutput):
     finish_reason: str = "stop"
     model: str = ""
     timings: dict[str, float] = Field(default_factory=dict)
+    # The tools the prompt offered when a large tool set was narrowed to the best matches (the engine's
+    # tool_budget); None: every tool given was offered.
+    offered_tools: list[str] | None = None

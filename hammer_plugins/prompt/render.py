@@ -232,6 +232,36 @@ def render_prompt(
                         _open_turn("assistant")])
 
 
+def system_turns_chars(messages: Sequence[Message], prompt_format: PromptFormat = "hammer2.1") -> int:
+    """Characters of the turns that the caller's leading system messages take right after the prefix
+    (Hammer 2.1 layout): with the prefix, the part of the prompt an agent sends unchanged on every turn
+    and in every session (its instructions), so its KV state can be kept (``shared_prefix_chars``).
+
+    Example:
+        >>> system_turns_chars([Message.system("Be brief."), Message.user("hi")])
+        37
+    """
+    if prompt_format != "hammer2.1":
+        return 0
+    chars = 0
+    for message in messages:
+        if message.role != "system":
+            break
+        chars += len(_turn("user", _message_text(message)))
+    return chars
+
+
+def chat_head_chars(messages: Sequence[Message]) -> int:
+    """Characters of :func:`render_chat`'s system turn: the part an agent's answer passes share.
+
+    Example:
+        >>> chat_head_chars([Message.user("hi")]) == len(render_chat([]).split("<|im_end|>")[0]) + 11
+        True
+    """
+    systems = [m.content for m in messages if m.role == "system"]
+    return len(_turn("system", "\n\n".join(systems) if systems else SYSTEM_PROMPT))
+
+
 QUERY_ROLES: tuple[str, ...] = ("user", "assistant", "tool", "system")
 """The role prefixes of the Hammer 1.0/2.0 query block (``user: ...``), the only ones the renderer writes."""
 

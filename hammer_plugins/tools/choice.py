@@ -50,8 +50,10 @@ def normalize_tool_choice(tool_choice: Any, tool_names: Sequence[str]) -> str:
     if lowered == "any":
         return "required"
     if tool_choice not in tool_names:
+        # An agent may bind hundreds of tools: the message names a few, not all of them.
+        shown = list(tool_names[:20]) + ([f"... {len(tool_names) - 20} more"] if len(tool_names) > 20 else [])
         raise UnknownToolError(
-            f"tool_choice {tool_choice!r} is not among the bound tools {list(tool_names)}. Fix: pass one "
+            f"tool_choice {tool_choice!r} is not among the bound tools {shown}. Fix: pass one "
             "of those names, 'auto', 'required' or 'none'."
         )
     return tool_choice

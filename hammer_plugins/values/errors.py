@@ -148,6 +148,20 @@ class UnknownToolError(HammerError, ValueError):
     """
 
 
+class ToolBudgetError(HammerError, ValueError):
+    """The tools that must be offered (pinned, named by ``tool_choice``, or already called) do not fit
+    the tool budget on their own.
+
+    Example:
+        >>> from hammer_plugins.tools.selection import select_tools
+        >>> try:
+        ...     select_tools([900, 50], [0.0, 1.0], budget=500, keep=[0], names=["big_tool", "small"])
+        ... except ToolBudgetError as exc:
+        ...     print(str(exc)[:62])
+        the tools that must be offered (big_tool) take 900 prompt toke
+    """
+
+
 class ContextWindowExceededError(HammerError, ValueError):
     """The rendered prompt plus the requested output does not fit in the model's context.
 

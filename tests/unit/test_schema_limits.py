@@ -371,7 +371,8 @@ def big_tool_set(n: int, tag: str) -> list[dict[str, Any]]:
 
 
 def test_astream_plans_in_a_worker_thread_so_other_coroutines_keep_running(loop_ticker: Any) -> None:
-    engine = HammerEngine(backend=NativeScripted(context_window=200_000), max_tokens=16)
+    # Every tool offered (tool_budget=0): the whole set is converted and its grammar built, a long planning.
+    engine = HammerEngine(backend=NativeScripted(context_window=200_000), max_tokens=16, tool_budget=0)
     engine.backend.context_window  # noqa: B018 - created now, outside the timed part
     tools = big_tool_set(80, "ticks")
 

@@ -55,6 +55,7 @@ from hammer_plugins import (
     HammerResponse,
     Message,
     ToolCall,
+    UnknownToolError,
     normalize_tool_choice,
     to_tool,
 )
@@ -291,7 +292,9 @@ class ChatHammer(BaseChatModel, EngineSettings):
             strict: accepted for OpenAI compatibility; constrained decoding already keeps every call
                 within its schema (``constrained=True``).
             kwargs: more arguments for the call (e.g. ``mask_names``, ``on_refusal``, ``max_tool_rounds``,
-                ``max_tokens``). ``slot_filling=True`` (or a dict of
+                ``max_tokens``). ``pinned_tools=[names]``: tools always offered when a large tool set is
+                narrowed to those that best match the conversation (``tool_budget``; the tools offered are in
+                ``response_metadata["offered_tools"]``). ``slot_filling=True`` (or a dict of
                 :class:`~hammer_plugins.slot_filling.filler.SlotFiller` options such as ``{"ask": "all"}``) turns
                 each user turn into a slot-filling step: the reply is the follow-up question or the
                 complete call, with the snapshot in ``response_metadata["hammer_snapshot"]``; after
@@ -315,6 +318,10 @@ class ChatHammer(BaseChatModel, EngineSettings):
         if tool_choice is not None:
             normalize_tool_choice(tool_choice, names)
             kwargs["tool_choice"] = tool_choice
+        unknown = [name for name in kwargs.get("pinned_tools") or () if name not in names]
+        if unknown:
+            raise UnknownToolError(f"pinned_tools {unknown[:8]} are not among the tools bound. Fix: pin names of "
+                                   "tools passed to bind_tools.")
         if parallel_tool_calls is not None:
             kwargs["parallel_tool_calls"] = parallel_tool_calls
         return super().bind(tools=formatted, **kwargs)
@@ -494,6 +501,8 @@ def _metadata(response: HammerResponse, model_name: str) -> dict[str, Any]:
                                 "refusal": response.kind == "refusal"}
     if response.raw.strip() != response.text:
         metadata["raw_output"] = response.raw  # what the model wrote, when the content is not it
+    if response.offered_tools is not None:  # a large tool set narrowed to its best matches (tool_budget)
+        metadata["offered_tools"] = response.offered_tools
     if isinstance(response, SlotFillingResponse) and response.snapshot is not None:  # the state travels with it
         metadata.update(response.snapshot.to_metadata())
         metadata[SLOT_FILLING_ACTION_KEY] = response.slot_filling_action

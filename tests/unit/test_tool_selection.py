@@ -1,0 +1,176 @@
+"""Tool selection: the selection rule against a brute-force oracle, the BM25 ranking against the formula
+computed by hand, and the engine's rules (what always stays, errors, masking) on the scripted backend."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hammer_plugins import HammerEngine, Message, ScriptedBackend, ToolBudgetError, ToolCall, UnknownToolError
+from hammer_plugins.engine.tool_selection import offer_tools, tool_costs
+from hammer_plugins.tools import to_tool
+from hammer_plugins.tools.ranking import ToolRanking, tool_words, words
+from hammer_plugins.tools.selection import select_tools
+
+
+def lexicographic_best(costs: list[int], scores: list[float], budget: int, keep: set[int], max_tools: int | None,
+                       min_ratio: float) -> tuple[int, ...]:
+    """Brute force: of every subset that holds ``keep``, fits the count and the budget and takes only
+    eligible tools, the one that a reader of the ranking (best first, ties to the lower index) prefers:
+    the lexicographically greatest by membership in rank order."""
+    n = len(costs)
+    others = [i for i in range(n) if i not in keep]
+    best_score = max((scores[i] for i in others), default=0.0)
+    eligible = [i for i in others if best_score <= 0 or (scores[i] > 0 and scores[i] >= best_score * min_ratio)]
+    order = sorted(eligible, key=lambda i: (-scores[i], i))
+    limit = n if max_tools is None else max(max_tools, len(keep))
+    best_key: tuple[int, ...] | None = None
+    best_set: tuple[int, ...] = ()
+    for r in range(len(order) + 1):
+        for extra in itertools.combinations(order, r):
+            chosen = set(keep) | set(extra)
+            if len(chosen) > limit or sum(costs[i] for i in chosen) > budget:
+                continue
+            key = tuple(int(i in chosen) for i in order)
+            if best_key is None or key > best_key:
+                best_key, best_set = key, tuple(sorted(chosen))
+    if not best_set and n:  # nothing fits: the best match alone
+        best_set = (min(range(n), key=lambda i: (-scores[i], i)),)
+    return best_set
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_selection_is_the_brute_force_best_subset(data: st.DataObject) -> None:
+    n = data.draw(st.integers(1, 8))
+    costs = data.draw(st.lists(st.integers(1, 60), min_size=n, max_size=n))
+    scores = data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.25]), min_size=n, max_size=n))
+    keep = data.draw(st.sets(st.integers(0, n - 1), max_size=2))
+    budget = data.draw(st.integers(0, 250))
+    max_tools = data.draw(st.one_of(st.none(), st.integers(1, 6)))
+    min_ratio = data.draw(st.sampled_from([0.0, 0.3, 0.75]))
+    if sum(costs[i] for i in keep) > budget:
+        with pytest.raises(ToolBudgetError):
+            select_tools(costs, scores, budget, keep, max_tools, min_ratio)
+        return
+    got = select_tools(costs, scores, budget, keep, max_tools, min_ratio)
+    assert got == lexicographic_best(costs, scores, budget, keep, max_tools, min_ratio)
+    assert list(got) == sorted(got)  # the tools' own order: the same set always renders the same prompt
+
+
+def bm25_by_hand(documents: list[list[str]], query: list[str], k1: float = 1.5, b: float = 0.75) -> list[float]:
+    """Okapi BM25 with Lucene's idf, from its definition (Kamphuis et al., ECIR 2020)."""
+    n = len(documents)
+    average = sum(map(len, documents)) / n
+    out = []
+    for document in documents:
+        total = 0.0
+        for term in set(query):
+            df = sum(term in d for d in documents)
+            tf = document.count(term)
+            if df == 0 or tf == 0:
+                continue
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            total += idf * tf / (tf + k1 * (1 - b + b * len(document) / average))
+        out.append(total)
+    return out
+
+
+VOCABULARY = ["weather", "city", "email", "send", "stock", "price", "flight", "book", "hotel", "room", "rate"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=12), min_size=1, max_size=12),
+       st.lists(st.sampled_from([*VOCABULARY, "unknown"]), min_size=1, max_size=5))
+def test_ranking_scores_are_bm25_of_what_a_tool_says(descriptions: list[list[str]], query: list[str]) -> None:
+    tools = [to_tool({"name": f"t{i}", "description": " ".join(d)}) for i, d in enumerate(descriptions)]
+    documents = [tool_words(t) for t in tools]
+    expected = bm25_by_hand(documents, words(" ".join(query)))
+    got = ToolRanking(tools).scores(" ".join(query))
+    assert got == pytest.approx(expected, rel=1e-4, abs=1e-5)
+
+
+def test_words_read_names_and_plurals_as_a_person_would() -> None:
+    assert words("getWeatherForecast") == ["get", "weather", "forecast"]
+    assert words("book_hotel_rooms") == ["book", "hotel", "room"]
+    assert words("What are the cities?") == ["city"]
+
+
+def many_tools(count: int = 60) -> list[dict]:
+    topics = ["invoice", "calendar", "playlist", "thermostat", "parcel", "recipe", "ticket", "mortgage", "garden", "piano"]
+    tools = [{"name": f"{topics[i % 10]}_{i}", "description": f"Manage the {topics[i % 10]} number {i}: " + "x " * 40,
+              "parameters": {"type": "object", "properties": {"value": {"type": "string", "description": "The value."}}}}
+             for i in range(count)]
+    tools.insert(37, {"name": "get_weather", "description": "Current weather in a city.",
+                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}})
+    return tools
+
+
+def engine(budget: int = 300, **kwargs) -> HammerEngine:
+    return HammerEngine(backend=ScriptedBackend(['[{"name": "get_weather", "arguments": {"city": "Paris"}}]'] * 4),
+                        tool_budget=budget, **kwargs)
+
+
+def test_a_large_tool_set_offers_the_best_matches_in_their_own_order() -> None:
+    hammer = engine()
+    response = hammer.generate([Message.user("What's the weather in Paris?")], many_tools())
+    assert response.offered_tools == ["get_weather"]
+    assert [c.name for c in response.tool_calls] == ["get_weather"]
+    prompt = hammer.render([Message.user("thermostat or weather?")], many_tools())
+    order = [t["name"] for t in many_tools()]
+    shown = [name for name in re.findall(r'"name": "([^"]+)"', prompt) if name in order]
+    assert "get_weather" in shown and any(name.startswith("thermostat") for name in shown) and len(shown) <= 5
+    assert shown == sorted(shown, key=order.index)  # the tool set's own order
+
+
+def test_small_tool_sets_and_a_zero_budget_offer_every_tool() -> None:
+    assert engine().generate([Message.user("weather?")], many_tools(3)).offered_tools is None
+    assert engine(budget=0).generate([Message.user("weather?")], many_tools()).offered_tools is None
+
+
+def test_pinned_named_and_called_tools_always_stay() -> None:
+    hammer = engine()
+    tools = many_tools()
+    pinned = hammer.generate([Message.user("What's the weather in Paris?")], tools, pinned_tools=["piano_9"])
+    assert set(pinned.offered_tools or ()) >= {"piano_9", "get_weather"}
+    named = hammer.render([Message.user("What's the weather in Paris?")], tools, tool_choice="recipe_5")
+    assert '"name": "recipe_5"' in named
+    history = [Message.user("Play my piano playlist"),
+               Message.assistant("", tool_calls=[ToolCall(name="ticket_6", arguments={"value": "x"}, id="c1")]),
+               Message.tool("done", tool_call_id="c1"), Message.user("And the weather in Rome?")]
+    later = hammer.generate(history, tools)
+    assert "ticket_6" in (later.offered_tools or [])
+
+
+def test_bad_pins_and_budgets_name_the_thing_and_the_fix() -> None:
+    with pytest.raises(UnknownToolError, match=r"pinned tools \['nope'\].*Fix"):
+        engine().generate([Message.user("weather?")], many_tools(), pinned_tools=["nope"])
+    with pytest.raises(ToolBudgetError, match="piano_9.*tool budget of 20.*Fix"):
+        engine(budget=20).generate([Message.user("weather?")], many_tools(), pinned_tools=["piano_9"])
+    with pytest.raises(ValueError, match="tool_budget must be"):
+        engine(budget=-1)
+
+
+def test_selection_survives_masking_and_never_shows_a_real_name() -> None:
+    tools = many_tools()
+    question = [Message.user("What's the weather in Paris?")]
+    plain = offer_tools(engine().bind(tools), question, "auto", (), 300, engine().bind)
+    masked_engine = engine(mask_names=True)
+    masked = offer_tools(masked_engine.bind(tools), question, "auto", (), 300, masked_engine.bind)
+    assert masked.offered == plain.offered == ("get_weather",)
+    prompt = masked_engine.render(question, tools)
+    assert not any(t["name"] in prompt for t in tools)
+    assert "Current weather in a city." in prompt
+    response = masked_engine.generate(question, tools)
+    assert response.offered_tools == ["get_weather"]
+
+
+def test_costs_grow_with_what_the_prompt_shows() -> None:
+    binding = engine().bind(many_tools(3) + [{"name": "long", "description": "word " * 400}])
+    costs = tool_costs(binding)
+    assert costs[-1] > 5 * max(costs[:-1])
