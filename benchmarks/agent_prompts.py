@@ -8,7 +8,9 @@ loopback only):
 
 * **turn 1**: the system text, the tools and a question; the model answers with a tool call;
 * **turn 2**: the same request plus that call and its result; the model answers in prose;
-* **turn 3**: turn 2 plus that answer and a new question (the tools are offered again).
+* **turn 3**: turn 2 plus that answer and a new question (the tools are offered again);
+* **a new session**: the same system text and tools with another first question (a client started
+  again), and its turn 2.
 
 Both are streamed; the figure is the time from sending to the first streamed event that carries
 output (a text delta, or a tool call's first event), and to the end. The request bodies are
@@ -33,6 +35,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -139,6 +142,15 @@ def third_turn(api: str, body: dict[str, Any], answer: str) -> dict[str, Any]:
                               {"type": "message", "role": "user", "content": [{"type": "input_text", "text": question}]}]}
 
 
+def new_session(api: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Turn 1's body with another first question: the same client started again, same instructions and tools."""
+    question = "What's the weather in Berlin?"
+    if api == "messages":
+        return {**body, "messages": [{"role": "user", "content": question}]}
+    return {**body, "input": [*body["input"][:-1], {"type": "message", "role": "user",
+                                                    "content": [{"type": "input_text", "text": question}]}]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -149,7 +161,9 @@ def main() -> int:
     args = parser.parse_args()
     serve = ["--openai", "--backend", args.backend, "--n-ctx", str(args.n_ctx), "--api-key", KEY, "--time-limit", "3600"]
     rows: list[dict[str, Any]] = []
-    with hammer_serve(serve, env={}, startup=900) as server:
+    # An empty prefix cache: first contact is a first contact, and a new session finds only what this run stored.
+    cache = tempfile.mkdtemp(prefix="agent-prompts-kv-")
+    with hammer_serve(serve, env={"HAMMER_PREFIX_CACHE_DIR": cache}, startup=900) as server:
         for round_ in range(args.rounds):
             for api, path, build in (("messages", "/messages", messages_body), ("responses", "/responses", responses_body)):
                 if api not in args.apis.split(","):
@@ -161,9 +175,14 @@ def main() -> int:
                 text = "".join(e.get("delta", {}).get("text", "") if api == "messages" else e.get("delta", "")
                                for e in events2 if e.get("type") in ("content_block_delta", "response.output_text.delta"))
                 ttft3, total3, _ = stream(server.base_url, path, third_turn(api, body2, text))
+                again = new_session(api, body)
+                ttft4, total4, events4 = stream(server.base_url, path, again)
+                ttft5, total5, _ = stream(server.base_url, path, second_turn(api, again, events4))
                 row = {"api": api, "round": round_, "request_bytes": len(json.dumps(body)), "turn1_ttft_s": ttft1,
                        "turn1_total_s": total1, "turn2_ttft_s": ttft2, "turn2_total_s": total2, "turn2_text": text,
-                       "turn3_ttft_s": ttft3, "turn3_total_s": total3, "load_average": os.getloadavg()[0]}
+                       "turn3_ttft_s": ttft3, "turn3_total_s": total3, "new_session_turn1_ttft_s": ttft4,
+                       "new_session_turn1_total_s": total4, "new_session_turn2_ttft_s": ttft5,
+                       "new_session_turn2_total_s": total5, "load_average": os.getloadavg()[0]}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     summary = {}
@@ -172,10 +191,12 @@ def main() -> int:
         t1 = statistics.median(r["turn1_ttft_s"] for r in mine)
         t2 = statistics.median(r["turn2_ttft_s"] for r in mine)
         t3 = statistics.median(r["turn3_ttft_s"] for r in mine)
-        summary[api] = {"turn1_ttft_s": t1, "turn2_ttft_s": t2, "turn3_ttft_s": t3, "turn2_over_turn1": t2 / t1,
-                        "turn3_over_turn1": t3 / t1}
+        t4 = statistics.median(r["new_session_turn1_ttft_s"] for r in mine)
+        t5 = statistics.median(r["new_session_turn2_ttft_s"] for r in mine)
+        summary[api] = {"turn1_ttft_s": t1, "turn2_ttft_s": t2, "turn3_ttft_s": t3, "new_session_turn1_ttft_s": t4,
+                        "new_session_turn2_ttft_s": t5, "turn2_over_turn1": t2 / t1, "turn3_over_turn1": t3 / t1}
         print(f"{api:9s}  first token: turn 1 {t1:7.2f} s, turn 2 {t2:7.2f} s ({t2 / t1:.3f}x), "
-              f"turn 3 {t3:7.2f} s ({t3 / t1:.3f}x)")
+              f"turn 3 {t3:7.2f} s ({t3 / t1:.3f}x), new session {t4:7.2f} s and {t5:7.2f} s")
     record = {"command": " ".join(["benchmarks/agent_prompts.py", *sys.argv[1:]]), "backend": args.backend,
               "n_ctx": args.n_ctx, "rounds": args.rounds, "machine": f"{os.cpu_count()} CPUs, {platform.machine()}",
               "date": time.strftime("%Y-%m-%d"), "rows": rows, "summary": summary,

@@ -50,6 +50,9 @@ class GenerationSettings(BaseModel):
     # How many leading characters of the prompt every call with these tools shares (the system turn
     # and the tools block); a backend with a prefix cache keeps their state (0: nothing shared).
     shared_prefix_chars: int = 0
+    # Prompt heads a backend with a prefix cache evaluates and keeps before this call, unless kept already:
+    # the head of the answer pass an agent's next turn will start with (its instructions as a system turn).
+    prefill: list[str] = Field(default_factory=list)
 
 
 class RuntimeSettings(BaseModel):

@@ -24,7 +24,7 @@ from hammer_plugins.engine.binding import ToolBinding
 from hammer_plugins.engine.core import EngineCore
 from hammer_plugins.engine.tool_selection import offer_tools
 from hammer_plugins.grammar.builder import Grammar, build_json_grammar
-from hammer_plugins.prompt.render import describe_answer, render_chat, render_prompt, system_turns_chars
+from hammer_plugins.prompt.render import chat_head_chars, describe_answer, render_chat, render_prompt, system_turns_chars
 from hammer_plugins.tools.choice import normalize_tool_choice
 from hammer_plugins.tools.limits import schema_limits
 from hammer_plugins.values.agent_loop import after_tool_results, called_tools, tool_rounds
@@ -101,6 +101,11 @@ def make_plan(engine: EngineCore, messages: Sequence[Message | Mapping[str, Any]
         # The KV state worth keeping: the tools block and the caller's instructions, which an agent sends
         # unchanged on every turn and in every new session.
         settings.shared_prefix_chars = len(binding.prefix) + system_turns_chars(msgs, engine.prompt_format)
+        if msgs[0].role == "system":
+            # The answer pass after the tool results starts with the instructions as its system turn: kept
+            # now, on first contact, the agent's second turn does not wait for them.
+            chat = render_chat(msgs)
+            settings.prefill = [chat.head(chat_head_chars(msgs))]
     if use_grammar and (choice != "none" or response_format is not None):
         engine.backend.prepare_grammar()  # before fitting loads the model, so that both run at once
     if fit:  # the async path fits with an awaited token count instead

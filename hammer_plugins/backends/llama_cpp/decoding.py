@@ -50,6 +50,8 @@ class LlamaCppDecoding(LlamaCppState):
         prompt_tokens = self.tokenize(prompt)  # user text stays text: only our markers are special
         # llama-cpp-python re-evaluates only what differs from the previous call's tokens.
         started = time.perf_counter()
+        for head in settings.prefill if self.prefix_cache is not None else ():
+            self._prefill(head)  # before the context is read: a prefill replaces what it holds
         cached = self._common_prefix(prompt_tokens)
         fast = (grammar is not None and self.fast_forward and settings.temperature <= 0
                 and settings.repeat_penalty == 1.0)

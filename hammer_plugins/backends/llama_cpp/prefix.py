@@ -17,6 +17,9 @@ from hammer_plugins.backends.llama_cpp.native import import_llama_cpp
 from hammer_plugins.backends.llama_cpp.state import LlamaCppState
 from hammer_plugins.prompt.render import Prompt
 
+# A head shorter than this evaluates in well under a second: not worth a file.
+PREFILL_MIN_TOKENS = 64
+
 
 class LlamaCppPrefix(LlamaCppState):
     """The prefix-cache job of :class:`~hammer_plugins.backends.llama_cpp.LlamaCppBackend` (a mixin: it
@@ -100,3 +103,12 @@ class LlamaCppPrefix(LlamaCppState):
         if written:
             self.prefix_cache.store(runtime, shared, bytes(buffer)[:written])
         return 0
+
+    def _prefill(self, head: str) -> None:
+        """Evaluate ``head`` and keep its state on disk, unless it is kept already or too short to matter (a
+        later prompt that starts with it restores it instead: :meth:`_restore_or_store`)."""
+        assert self.prefix_cache is not None
+        tokens = self.tokenize(head)
+        if len(tokens) < PREFILL_MIN_TOKENS or self.prefix_cache.path_for(self._runtime_id(), tokens).exists():
+            return
+        self._restore_or_store(tokens)
