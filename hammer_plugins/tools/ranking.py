@@ -48,12 +48,12 @@ _STOP: frozenset[str] | None = None
 
 
 def words(text: str) -> list[str]:
-    """The ranking's words of ``text``: lower-case pieces, stop words and one-letter pieces dropped, a
+    """The ranking's words of ``text``: lower-case pieces, stop words and one-character pieces dropped, a
     plural ``-s``/``-es``/``-ies`` folded.
 
     Example:
-        >>> words("getWeatherForecast for the next 3 cities")
-        ['get', 'weather', 'forecast', 'next', '3', 'city']
+        >>> words("getWeatherForecast for the next 30 cities")
+        ['get', 'weather', 'forecast', 'next', '30', 'city']
     """
     global _STOP
     if _STOP is None:
@@ -61,7 +61,7 @@ def words(text: str) -> list[str]:
     out = []
     for piece in _PIECES.findall(text[:_MAX_TEXT]):
         word = piece.lower()
-        if word in _STOP or (len(word) < 2 and not word.isdigit()):
+        if word in _STOP or len(word) < 2:  # one letter or digit ("r0r", "v2 of 3") says nothing of a topic
             continue
         out.append(_fold(word))
     return out

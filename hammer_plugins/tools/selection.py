@@ -46,7 +46,9 @@ def select_tools(costs: Sequence[int], scores: Sequence[float], budget: int, kee
             f"{budget}. Fix: pin fewer tools, raise tool_budget, or set tool_budget=0 to offer every tool.")
     chosen = set(kept)
     limit = len(costs) if max_tools is None else max(max_tools, len(kept))
-    best = max((s for i, s in enumerate(scores) if i not in chosen), default=0.0)
+    # The best score of all, kept tools included: when a kept tool matches (a tool called before), the others
+    # that match nothing stay out rather than fill the budget.
+    best = max(scores, default=0.0)
     floor = best * min_ratio if best > 0 else 0.0
     for index in sorted((i for i in range(len(costs)) if i not in chosen), key=lambda i: (-scores[i], i)):
         if len(chosen) >= limit:

@@ -25,7 +25,7 @@ def lexicographic_best(costs: list[int], scores: list[float], budget: int, keep:
     the lexicographically greatest by membership in rank order."""
     n = len(costs)
     others = [i for i in range(n) if i not in keep]
-    best_score = max((scores[i] for i in others), default=0.0)
+    best_score = max(scores, default=0.0)
     eligible = [i for i in others if best_score <= 0 or (scores[i] > 0 and scores[i] >= best_score * min_ratio)]
     order = sorted(eligible, key=lambda i: (-scores[i], i))
     limit = n if max_tools is None else max(max_tools, len(keep))
@@ -145,6 +145,11 @@ def test_pinned_named_and_called_tools_always_stay() -> None:
                Message.tool("done", tool_call_id="c1"), Message.user("And the weather in Rome?")]
     later = hammer.generate(history, tools)
     assert "ticket_6" in (later.offered_tools or [])
+    # A called tool that matches the question: the tools that match nothing stay out.
+    again = [Message.user("What's the weather in Paris?"),
+             Message.assistant("", tool_calls=[ToolCall(name="get_weather", arguments={"city": "Paris"}, id="c2")]),
+             Message.tool("sunny", tool_call_id="c2")]
+    assert engine(budget=2000).generate(again, tools).offered_tools == ["get_weather"]
 
 
 def test_bad_pins_and_budgets_name_the_thing_and_the_fix() -> None:
