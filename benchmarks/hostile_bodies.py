@@ -7,7 +7,10 @@ Three scenarios, each on a fresh server process (in process, the embedded model)
   40,000 function_call_output items) and hang up 3 s later without reading; then a normal chat request
   (a weather question with the demo tool) must get its 200;
 * ``quarter_mib``: four clients send 250 KiB Responses bodies (2,780 tools) at once;
-* ``count_tokens``: four clients ask ``/v1/messages/count_tokens`` for a 7.7 MiB text at once.
+* ``count_tokens``: four clients ask ``/v1/messages/count_tokens`` for a 7.7 MiB text at once;
+* ``starvation`` (``--backend llama-server``, whose requests plan on threads): six clients send 2.28 MiB
+  Responses bodies (25,000 tools) and hang up 5 s later, while a normal chat request is asked at 1 s and
+  again after they left.
 
 Throughout, ``/health`` is polled every 0.1 s; reported: its slowest answer, the normal request's time to
 its 200, each client's time to its answer. Loopback only; every loop is bounded.
@@ -79,14 +82,14 @@ class HealthWatch(threading.Thread):
 
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
-        self.url, self.worst, self.polls, self.failed = url + "/health", 0.0, 0, 0
+        self.url, self.worst, self.polls, self.failed, self.not_ok = url + "/health", 0.0, 0, 0, 0
         self.done = threading.Event()
 
     def run(self) -> None:
         while not self.done.is_set():
             started = time.perf_counter()
             try:
-                httpx.get(self.url, timeout=30)
+                self.not_ok += httpx.get(self.url, timeout=30).status_code != 200
             except httpx.HTTPError:
                 self.failed += 1
             self.worst = max(self.worst, time.perf_counter() - started)
@@ -165,18 +168,49 @@ def together(path: str, body: bytes, n: int) -> dict[str, Any]:
         server.stop()
 
 
+def starvation() -> dict[str, Any]:
+    server = Server("--backend", "llama-server")
+    watch = HealthWatch(server.url)
+    watch.start()
+    try:
+        body = responses_tools(25_000)
+        leavers = [threading.Thread(target=send_and_leave, args=(server.url, "/v1/responses", body, 5.0))
+                   for _ in range(6)]
+        for t in leavers:
+            t.start()
+        time.sleep(1.0)
+        during = server.ask("What's the weather in Paris?")
+        for t in leavers:
+            t.join()
+        after = server.ask("What's the weather in Paris?")
+        return {"body_MiB": round(len(body) / 2**20, 2), "clients": 6, "normal_request_during": list(during),
+                "normal_request_after": list(after), "health_worst_s": round(watch.worst, 3),
+                "health_not_200": watch.not_ok, "health_failed": watch.failed, "health_polls": watch.polls}
+    finally:
+        watch.done.set()
+        server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=None)
+    parser.add_argument("--scenarios", default="hang_up,quarter_mib,count_tokens,starvation")
     args = parser.parse_args()
     count_body = json.dumps({"model": "hammer", "messages": [{"role": "user", "content": "word " * 1_615_000}]}).encode()
-    record = {
-        "benchmark": "benchmarks/hostile_bodies.py", "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "hang_up_60k_tools": hang_up(responses_tools(60_000)),
-        "hang_up_40k_outputs": hang_up(responses_outputs(40_000)),
-        "quarter_mib_bodies": together("/v1/responses", responses_tools(2_780), 4),
-        "count_tokens_7_7_mib": together("/v1/messages/count_tokens", count_body, 4),
-    }
+    chosen = args.scenarios.split(",")
+    record: dict[str, Any] = {"benchmark": "benchmarks/hostile_bodies.py",
+                              "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
+    if args.output and Path(args.output).exists():  # a run of some scenarios keeps the others' figures
+        record = {**json.loads(Path(args.output).read_text()), **record}
+    if "hang_up" in chosen:
+        record["hang_up_60k_tools"] = hang_up(responses_tools(60_000))
+        record["hang_up_40k_outputs"] = hang_up(responses_outputs(40_000))
+    if "quarter_mib" in chosen:
+        record["quarter_mib_bodies"] = together("/v1/responses", responses_tools(2_780), 4)
+    if "count_tokens" in chosen:
+        record["count_tokens_7_7_mib"] = together("/v1/messages/count_tokens", count_body, 4)
+    if "starvation" in chosen:
+        record["starvation_llama_server"] = starvation()
     print(json.dumps(record, indent=2))
     if args.output:
         Path(args.output).write_text(json.dumps(record, indent=2) + "\n")

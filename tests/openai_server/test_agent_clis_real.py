@@ -7,13 +7,14 @@ tools, Claude Code's 7 kB system text and 12 tools), over the 8k default. What a
 with them is not the point here (it may call one of their tools, or answer); that the conversation
 goes through both clients' own parsers to a finished turn is.
 
-Claude Code runs against the server in front of llama.cpp's llama-server (``hammer serve --openai
---backend llama-server``), as docs/server.md advises for agent clients: they resend the whole prompt on
-every turn, and the answer after a tool result is a tool-free prompt. The in-process backend keeps one
-KV sequence, so it evaluates the tools prompt again after each answer pass (turn 3 at 1.06x of turn 1
-in docs/benchmarks/agent-prompts/llama_cpp_rounds1.json); llama-server's slots keep both (0.031x in
-llama_server_messages_rounds1.json). In process, Claude Code's turn ran past the 900 s limit in CI and
-on this machine; on llama-server it took 94 s.
+Both run in process. Claude Code used to run in front of llama.cpp's llama-server: in process, its turn ran
+past the 900 s limit, since the one KV sequence evaluated its 7 kB of instructions and 12 tools again after each
+answer pass. Tool selection (only the tools that match the question are offered) and the prefix cache (the
+instructions' KV state kept from first contact) brought an agent-sized first contact to 23 s and every later turn
+under 2 s (docs/benchmarks/agent-prompts/llama_cpp_rounds1_selection.json); Claude Code's session here took 82 s in
+process, against 94 s on llama-server plus its start. In process, greedy decoding is deterministic: the session must
+end in success, not in error_max_turns (on llama-server, batching with the client's side requests made the
+stand-in's picks vary, and the test accepted that).
 
 Codex runs in process, where it has passed every run. On llama-server, with some working folders, the
 stand-in answered Codex's prompt with a call list repeating get_goal, create_goal, update_goal until
@@ -34,8 +35,6 @@ from pathlib import Path
 import pytest
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.backends.remote import OpenAICompatibleBackend
-from hammer_plugins.launch import LlamaServer
 from hammer_plugins.openai_server import BackgroundServer, create_app
 from hammer_plugins.support.cache_location import cache_dir
 
@@ -53,20 +52,8 @@ def npm_binary(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(default_model_path: str) -> Iterator[BackgroundServer]:
-    """The API in front of llama-server with two slots: a client's small side requests (a title, a quota
-    check) take the other slot instead of evicting its main prompt."""
-    with LlamaServer(default_model_path, n_ctx=AGENT_CONTEXT, parallel=2, model_alias="hammer", api_key="inner") as llama:
-        backend = OpenAICompatibleBackend(llama.base_url, model="hammer", api_key="inner", timeout=1200, trust_env=False)
-        engine = HammerEngine(backend=backend, n_ctx=AGENT_CONTEXT)
-        with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY, slots=2, time_limit=1200)) as running:
-            yield running
-        backend.close()
-
-
-@pytest.fixture(scope="module")
 def in_process(default_model_path: str) -> Iterator[BackgroundServer]:
-    """The API on the in-process backend, whose decoding runs the loop guard (see the module's docstring)."""
+    """The API on the in-process backend (see the module's docstring), with the default settings otherwise."""
     engine = HammerEngine(model_path=default_model_path, n_ctx=AGENT_CONTEXT)
     with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as running:
         yield running
@@ -97,7 +84,8 @@ def test_codex_exec_completes_a_turn(in_process: BackgroundServer, tmp_path: Pat
     print(f"\ncodex: {len(events)} events, last agent message {messages[-1]!r}")
 
 
-def test_claude_code_print_completes_a_turn(server: BackgroundServer, tmp_path: Path) -> None:
+def test_claude_code_print_completes_a_turn(in_process: BackgroundServer, tmp_path: Path) -> None:
+    server = in_process
     done = subprocess.run(
         [npm_binary("claude"), "-p", "Say hello in one short sentence.", "--output-format", "json", "--max-turns", "3"],
         cwd=tmp_path, env=client_env(tmp_path, ANTHROPIC_BASE_URL=server.base_url.removesuffix("/v1"),
@@ -108,13 +96,6 @@ def test_claude_code_print_completes_a_turn(server: BackgroundServer, tmp_path: 
         capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     result = json.loads(done.stdout)  # the client's own account of the session: not JSON is a failure too
     assert result["type"] == "result", result
-    if result["subtype"] == "error_max_turns":
-        # The stand-in (not Hammer) may keep choosing tools: llama-server batches the client's side request
-        # with the main one, so its greedy picks vary run to run. Every turn was still a full round trip
-        # through the Messages API (an API or stream error ends the session as error_during_execution).
-        assert result["num_turns"] >= 3 and done.returncode == 1, result
-        print(f"\nclaude: {result['num_turns']} turns, every one a tool call (the stand-in's choice)")
-        return
     assert done.returncode == 0 and result["subtype"] == "success" and result["is_error"] is False, (
         done.stdout[-3000:], done.stderr[-3000:])
     assert result["result"].strip(), result

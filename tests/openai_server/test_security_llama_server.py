@@ -25,6 +25,7 @@ test_upstream_faults.py's.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -406,6 +407,57 @@ def test_a_client_leaving_during_a_long_prompt_evaluation_frees_its_slot(
           f"{released:.2f} s, llama-server's slot free {freed:.2f} s later (all of it: about {tokens * per_token:.0f} s)")
     assert health(server).json()["cancelled"] == 1
     assert_still_serving(server, llama)
+
+
+def test_large_bodies_from_clients_that_leave_starve_neither_health_nor_a_small_request(
+        backend: OpenAICompatibleBackend, llama: LlamaServer) -> None:
+    """Six 2.3 MiB Responses bodies (25,000 tools each) whose clients hang up after 5 s: their parsing and
+    planning run on the server's own bounded threads, so /health answers 200 throughout (within 5 s; about a second
+    at worst on 2 cores while six bodies are read and parsed) and a small request beside them gets its answer within 5 s (on one shared executor, /health went 503 and the small
+    request got no answer in 120 s). The default queue, as `hammer serve --openai --backend llama-server` has."""
+    app = create_app(HammerEngine(backend=backend), model_name="hammer", api_key=KEY, slots=SLOTS, time_limit=300,
+                     health_checks=[llama.health_problem])
+    tools = [{"type": "function", "name": f"tool_{i}", "parameters": {"type": "object", "properties": {}}}
+             for i in range(25_000)]
+    body = json.dumps({"model": "hammer", "input": "hi", "tools": tools}).encode()
+    with BackgroundServer(app) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+
+        def send_and_leave() -> None:
+            with socket.create_connection((host, int(port)), timeout=60) as sock:
+                sock.sendall(f"POST /v1/responses HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                             f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+                time.sleep(5.0)
+
+        leavers = [threading.Thread(target=send_and_leave) for _ in range(6)]
+        for thread in leavers:
+            thread.start()
+        statuses: list[int] = []
+        worst = 0.0
+
+        def poll() -> None:
+            nonlocal worst
+            began = time.perf_counter()
+            statuses.append(httpx.get(server.url + "/health", timeout=30, trust_env=False).status_code)
+            worst = max(worst, time.perf_counter() - began)
+
+        started = time.perf_counter()
+        while time.perf_counter() - started < 1.0:
+            poll()
+        small = {"model": "hammer", "max_tokens": 16, "messages": [{"role": "user", "content": "Say hi."}]}
+        asked = time.perf_counter()
+        reply = post(server, small, timeout=30)
+        answered = time.perf_counter() - asked
+        while any(t.is_alive() for t in leavers):
+            poll()
+            time.sleep(0.05)
+        assert reply.status_code == 200, reply.text
+        assert answered < 5.0, f"the small request took {answered:.2f} s"
+        assert set(statuses) == {200}, statuses
+        assert worst < 5.0, f"/health took {worst:.2f} s"
+        print(f"\nllama-server backend: six 2.3 MiB bodies whose clients left; a small request answered in {answered:.2f} s, "
+              f"/health 200 in {len(statuses)} polls, the slowest {worst:.2f} s")
+        assert_still_serving(server, llama)
 
 
 # ------------------------------------------------------------------ the flood (last: when it fails, its held
