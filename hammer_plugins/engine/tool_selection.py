@@ -6,7 +6,7 @@ Always offered: the tool a named ``tool_choice`` forces, the tools the conversat
 history's calls stay readable and a result's tool can be called again), and the tools the caller pins.
 The ranking reads the real descriptions; the prompt shows the selected tools masked as usual, so
 masking keeps working and the masks never name the tools left out. What was offered travels with
-the answer (``HammerResponse.offered_tools``) and is logged at debug level (``hammer_plugins.selection``).
+the answer (``HammerResponse.offered_tools``) and is logged at debug level (this module's logger).
 
 Example:
     >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
@@ -34,7 +34,7 @@ from hammer_plugins.tools.selection import select_tools
 from hammer_plugins.values.errors import UnknownToolError
 from hammer_plugins.values.messages import Message
 
-log = logging.getLogger("hammer_plugins.selection")
+log = logging.getLogger(__name__)
 
 DEFAULT_TOOL_BUDGET = 1024
 """Prompt tokens the tools block may take before the engine selects among the tools (0: never select)."""

@@ -412,9 +412,10 @@ def test_a_client_leaving_during_a_long_prompt_evaluation_frees_its_slot(
 def test_large_bodies_from_clients_that_leave_starve_neither_health_nor_a_small_request(
         backend: OpenAICompatibleBackend, llama: LlamaServer) -> None:
     """Six 2.3 MiB Responses bodies (25,000 tools each) whose clients hang up after 5 s: their parsing and
-    planning run on the server's own bounded threads, so /health answers 200 throughout (within 5 s; about a second
-    at worst on 2 cores while six bodies are read and parsed) and a small request beside them gets its answer within 5 s (on one shared executor, /health went 503 and the small
-    request got no answer in 120 s). The default queue, as `hammer serve --openai --backend llama-server` has."""
+    planning run on the server's own bounded threads, so /health answers 200 throughout (within 5 s; about a
+    second at worst on 2 cores while six bodies are read and parsed) and a small request beside them gets its
+    answer within 5 s (on one shared executor, /health went 503 and the small request got no answer in 120 s).
+    The default queue, as `hammer serve --openai --backend llama-server` has."""
     app = create_app(HammerEngine(backend=backend), model_name="hammer", api_key=KEY, slots=SLOTS, time_limit=300,
                      health_checks=[llama.health_problem])
     tools = [{"type": "function", "name": f"tool_{i}", "parameters": {"type": "object", "properties": {}}}

@@ -277,7 +277,7 @@ def test_limits_are_configurable_per_engine_and_per_process(monkeypatch: pytest.
 
 
 def test_a_grammar_over_its_size_limit_is_refused() -> None:
-    engine = HammerEngine(backend=ScriptedBackend(["[]"]))
+    engine = HammerEngine(backend=ScriptedBackend(["[]"]), tool_budget=0)  # every tool offered: the whole grammar
     engine.schema_limits = SchemaLimits(max_grammar_bytes=20_000)
     tools = [{"name": f"t{i}", "parameters": {"type": "object", "properties": {f"p{j}": {"type": "string"} for j in range(20)}}}
              for i in range(20)]

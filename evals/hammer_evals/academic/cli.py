@@ -47,6 +47,7 @@ def add_academic_parser(benchmarks: Any) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_concurrency_argument(parser)
     add_engine_arguments(parser, max_tokens=256)
+    parser.set_defaults(tool_budget=0)  # a benchmark measures the model on the tools it gives: all of them
     parser.set_defaults(func=run_academic)
 
 

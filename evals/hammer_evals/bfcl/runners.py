@@ -122,8 +122,10 @@ class ChatHammerRunner:
         if base_url:  # the model as a server serves it: answers can be asked concurrently
             where = {"backend": "server", "base_url": base_url}
         self.concurrent = bool(base_url)
+        # Every function the question gives is offered (tool_budget=0): BFCL measures the model on them.
         self.llm = ChatHammer(constrained=constrained, mask_names=mask_names, loop_guard=loop_guard,
-                              repeat_penalty=repeat_penalty, max_tokens=max_tokens, temperature=0.0, **where)
+                              repeat_penalty=repeat_penalty, max_tokens=max_tokens, temperature=0.0, tool_budget=0,
+                              **where)
 
     def answer(self, entry: BfclEntry) -> Outcome:
         bound = self.llm.bind_tools([to_tool_spec(f) for f in entry.functions])

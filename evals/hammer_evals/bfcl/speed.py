@@ -101,7 +101,8 @@ def run_speed(model_path: str, *, repeats: int = 5, n_tools: int = 20, max_token
     from hammer_plugins.values.messages import Message
 
     tools, questions = tool_block(n_tools)
-    engine = HammerEngine(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, max_tokens=max_tokens)
+    engine = HammerEngine(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, max_tokens=max_tokens,
+                          tool_budget=0)  # every function the question gives, as BFCL asks
     rss_before = peak_rss_mib()
     engine.load()
     load_s = getattr(engine.backend, "load_seconds", None)

@@ -62,6 +62,7 @@ def add_hammerbench_parser(benchmarks: Any) -> None:
     add_concurrency_argument(hb)
 
     add_engine_arguments(hb, max_tokens=256)  # short answers: one snapshot call each
+    hb.set_defaults(tool_budget=0)  # a benchmark measures the model on the tools it gives: all of them
     hb.set_defaults(func=run_hammerbench)
 
 
