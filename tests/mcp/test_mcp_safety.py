@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from child_signals import default_signals
@@ -232,7 +233,7 @@ async def test_llama_index_mcp_results_reach_the_prompt_as_text() -> None:
 
 
 @pytest.mark.real_model
-async def test_llama_index_function_agent_prompt_holds_the_mcp_result_text() -> None:
+async def test_llama_index_function_agent_prompt_holds_the_mcp_result_text(monkeypatch: pytest.MonkeyPatch) -> None:
     """A real FunctionAgent on the default model with mcp-server-time: the prompt of the turn after
     the call holds the server's text, not ``meta=None content=[``."""
     require("mcp_server_time", "mcp-server-time")
@@ -242,16 +243,18 @@ async def test_llama_index_function_agent_prompt_holds_the_mcp_result_text() -> 
 
     client = BasicMCPClient(sys.executable, args=["-m", "mcp_server_time", "--local-timezone", "UTC"])
     tools = await McpToolSpec(client=client).to_tool_list_async()
+    from hammer_plugins.engine import api
+
     llm = HammerLLM()
     prompts: list[str] = []
-    plan = llm.engine._plan
+    plan = api.make_plan
 
-    def recording_plan(*args: object, **kwargs: object) -> object:
+    def recording_plan(*args: Any, **kwargs: Any) -> Any:
         planned = plan(*args, **kwargs)
         prompts.append(planned.prompt)
         return planned
 
-    llm.engine._plan = recording_plan  # type: ignore[method-assign]
+    monkeypatch.setattr(api, "make_plan", recording_plan)  # every call the engine plans
     agent = FunctionAgent(tools=tools, llm=llm, system_prompt="You answer with the tools' results.")
     answer = await agent.run(user_msg="Convert 14:30 in Paris (Europe/Paris) to New York time (America/New_York).")
     after_call = [p for p in prompts if "08:30" in p]
