@@ -85,6 +85,9 @@ def add_serve_parser(sub: Any) -> None:
     add_setting_argument(serve, "tool_budget", "--tool-budget",
                          help="with --openai: prompt tokens the tools block may take before the tools that best match "
                               "the conversation are selected (default: %(default)s; 0: offer every tool; docs/tools.md)")
+    add_setting_argument(serve, "relevance_gate", "--relevance-gate",
+                         help="with --openai: refuse without running the model when no tool shares a word with the "
+                              "question (docs/tools.md)")
     add_prefix_cache_argument(serve)
     serve.add_argument("--base-url", help="with --openai --backend server: that server's URL, e.g. http://127.0.0.1:8080/v1")
     serve.add_argument("--max-body-mb", type=int, default=DEFAULT_MAX_BODY_BYTES // (1024 * 1024),

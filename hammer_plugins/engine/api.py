@@ -56,6 +56,7 @@ class HammerEngine:
             (``None``: no limit). See :mod:`hammer_plugins.values.agent_loop` for the end-of-turn rules.
         tool_budget: prompt tokens the tools block may take; a larger tool set is narrowed per call to the
             best matches (:mod:`~hammer_plugins.engine.tool_selection`; ``pinned_tools`` stay). 0: all tools.
+            relevance_gate: refuse without running the model when no tool shares a word with the question.
         max_tokens, temperature, top_p, top_k, repeat_penalty, seed: sampling settings.
         loop_guard: close a string value the model repeats itself in (constrained local decoding;
             see :mod:`hammer_plugins.grammar.token_mask`). On by default.
@@ -63,8 +64,6 @@ class HammerEngine:
         prefix_cache: llama.cpp: keep the KV state of prompt prefixes (tools block, instructions) on disk for later
             turns and processes (default on: ``$HAMMER_CACHE_DIR/prefix-kv``; a folder; ``False``: off).
         backend_kwargs: anything else for the backend constructor.
-
-    Nothing is loaded until the first call (or :meth:`load`).
 
     Attributes:
         schema_limits: the budgets tool sets and response schemas are held to (size once ``$ref`` is
@@ -92,6 +91,7 @@ class HammerEngine:
         refusal_text: str = _D.refusal_text,
         max_tool_rounds: int | None = _D.max_tool_rounds,
         tool_budget: int = _D.tool_budget,
+        relevance_gate: bool = _D.relevance_gate,
         max_tokens: int = _D.max_tokens,
         temperature: float = _D.temperature,
         top_p: float = _D.top_p,
@@ -125,6 +125,7 @@ class HammerEngine:
         self.refusal_text = refusal_text
         self.max_tool_rounds = check_rounds(max_tool_rounds)
         self.tool_budget = check_budget(tool_budget)
+        self.relevance_gate = relevance_gate
         self.settings = GenerationSettings(max_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                            top_k=top_k, repeat_penalty=repeat_penalty, seed=seed,
                                            loop_guard=loop_guard)

@@ -43,6 +43,7 @@ class EngineCore(Protocol):
     settings: GenerationSettings
     schema_limits: SchemaLimits | None
     tool_budget: int
+    relevance_gate: bool
 
     @property
     def backend(self) -> Runtime: ...

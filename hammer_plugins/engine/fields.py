@@ -93,6 +93,11 @@ class EngineFields(BaseModel):
         json_schema_extra={"flag": "--tool-budget",
                            "flag_help": "prompt tokens the tools block may take before the tools that best match "
                                         "the conversation are selected (default: %(default)s; 0: offer every tool)"})
+    relevance_gate: bool = Field(
+        default=False, description="Answer Hammer's refusal without running the model when no tool shares a word "
+                                   "with the question (tool_choice auto; docs/tools.md has its measured effect).",
+        json_schema_extra={"flag": "--relevance-gate",
+                           "flag_help": "refuse without running the model when no tool shares a word with the question"})
     # --- sampling
     max_tokens: int = Field(default=_DEFAULTS.max_tokens, gt=0, description="Most tokens to generate.",
         json_schema_extra={"flag": "--max-tokens", "flag_help": "default: %(default)s"})

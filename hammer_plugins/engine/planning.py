@@ -22,7 +22,7 @@ from typing import Any
 from hammer_plugins.backends.base import GenerationSettings
 from hammer_plugins.engine.binding import ToolBinding
 from hammer_plugins.engine.core import EngineCore
-from hammer_plugins.engine.tool_selection import offer_tools
+from hammer_plugins.engine.tool_selection import matches_nothing, offer_tools
 from hammer_plugins.grammar.builder import Grammar, build_json_grammar
 from hammer_plugins.prompt.render import chat_head_chars, describe_answer, render_chat, render_prompt, system_turns_chars
 from hammer_plugins.tools.choice import normalize_tool_choice
@@ -48,6 +48,7 @@ class Plan:
     answer_as: str | None = None  # the response format, described for the answer pass's prompt
     answer_grammar: Grammar | None = None  # the response format's grammar for the answer pass
     offered: tuple[str, ...] | None = None  # the tools a selection offered (None: every tool given)
+    gated: bool = False  # the relevance gate found no tool sharing a word with the question: refuse unrun
 
 
 def check_rounds(value: int | None) -> int | None:
@@ -68,6 +69,9 @@ def make_plan(engine: EngineCore, messages: Sequence[Message | Mapping[str, Any]
     names = [t.name for t in binding.tools]
     choice = normalize_tool_choice(tool_choice, names) if binding.tools else "none"
     offered = None
+    # Only a user's question is gated: after tool results the turn ends from them, and a forced choice calls.
+    gated = (engine.relevance_gate and choice == "auto" and bool(binding.tools) and not after_tool_results(msgs)
+             and matches_nothing(binding, msgs))
     if binding.tools and choice != "none":
         # A large tool set: the prompt offers the tools that best match the conversation (tool_selection).
         budget = engine.tool_budget if tool_budget is None else check_budget(tool_budget)
@@ -119,7 +123,7 @@ def make_plan(engine: EngineCore, messages: Sequence[Message | Mapping[str, Any]
         grammar = binding.grammar(choice, parallel, only, partial_calls) if use_grammar else None
     return Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
                 settings=settings, parallel=parallel, fitted=fit, rounds_spent=spent, answer_as=answer_as,
-                answer_grammar=answer_grammar, offered=offered)
+                answer_grammar=answer_grammar, offered=offered, gated=gated)
 
 
 def check_budget(value: int) -> int:

@@ -138,6 +138,12 @@ def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pin
     return Offer(bind([full.tools[i] for i in chosen]), offered)
 
 
+def matches_nothing(full: ToolBinding, messages: Sequence[Message]) -> bool:
+    """Whether no tool shares a word with the question (the relevance gate's test): the ranking's scores
+    are all zero. Measured against BFCL's irrelevance questions in docs/tools.md."""
+    return max(_ranking(full.tools).scores(selection_query(messages)), default=0.0) <= 0.0
+
+
 def called_tools_in(messages: Sequence[Message]) -> frozenset[str]:
     """Every tool the conversation has called (not only in this turn): their calls stay in the prompt."""
     return frozenset(c.name for m in messages if m.role == "assistant" for c in m.tool_calls)

@@ -130,7 +130,12 @@ def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> G
     timings: dict[str, float] = {}
     scanner = CallScanner() if plan.grammar is not None else None
     streamed: list[ToolCall] = []
-    chunk = yield Generate(plan.prompt, plan.settings, plan.grammar)
+    if plan.gated:  # no tool shares a word with the question: Hammer's refusal, without running the model
+        raw_parts.append("[]")
+        timings["relevance_gate"] = 1.0
+        chunk = END
+    else:
+        chunk = yield Generate(plan.prompt, plan.settings, plan.grammar)
     while chunk is not END:
         if chunk.text:
             raw_parts.append(chunk.text)

@@ -93,9 +93,10 @@ UPSTREAM_KEY_VARIABLE = "HAMMER_UPSTREAM_API_KEY"
 """Where ``--backend server`` reads the key of the server it forwards to."""
 
 
-def _budget(args: argparse.Namespace) -> int:
-    """``--tool-budget`` (a namespace built in Python may lack it: the declared default)."""
-    return int(getattr(args, "tool_budget", DEFAULTS.tool_budget))
+def _selection(args: argparse.Namespace) -> dict[str, Any]:
+    """``--tool-budget`` and ``--relevance-gate`` (a namespace built in Python may lack them: the declared defaults)."""
+    return {"tool_budget": int(getattr(args, "tool_budget", DEFAULTS.tool_budget)),
+            "relevance_gate": bool(getattr(args, "relevance_gate", DEFAULTS.relevance_gate))}
 
 
 def _built(settings: EngineSettings) -> HammerEngine:
@@ -128,7 +129,7 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
                 f"the server at {args.base_url} refused this API's requests (HTTP {exc.status_code}: {exc.detail}). Fix: set "
                 f"${UPSTREAM_KEY_VARIABLE} to that server's key ($HAMMER_SERVER_API_KEY is the key of this API, "
                 "for its own clients)", status_code=exc.status_code, detail=exc.detail, url=args.base_url) from None
-        engine = _built(EngineSettings(backend=upstream, tool_budget=_budget(args)))
+        engine = _built(EngineSettings(backend=upstream, **_selection(args)))
         return engine, f"requests go to {args.base_url} as they come", []
     if args.base_url:
         raise SystemExit("hammer serve --openai: --base-url goes with --backend server. Fix: add --backend server")
@@ -149,12 +150,12 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
         server.start()
         upstream = OpenAICompatibleBackend(server.base_url, model=args.alias, api_key=inner_key)
         upstream.resolve_grammar_protocol()  # the one-off probe, before the first request
-        engine = _built(EngineSettings(backend=upstream, tool_budget=_budget(args),
+        engine = _built(EngineSettings(backend=upstream, **_selection(args),
                                        prompt_format=model_prompt_format(args.model_path, args.model, "llama_cpp")))
         return engine, (f"{args.parallel} requests decoded together (llama-server's slots, {args.n_ctx} tokens "
                         f"each), more queued"), [server.health_problem]
     engine = _built(EngineSettings(model_path=args.model_path, model=args.model, backend=backend, n_ctx=args.n_ctx,
-                                   n_threads=args.threads, tool_budget=_budget(args),
+                                   n_threads=args.threads, **_selection(args),
                                    prefix_cache=getattr(args, "prefix_cache", DEFAULTS.prefix_cache)))
     return engine, "one request at a time, more queued", []
 

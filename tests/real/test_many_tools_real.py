@@ -161,3 +161,16 @@ def test_turn_three_and_a_new_session_do_not_evaluate_the_prefix_again(default_m
     # Undone (no disk cache), turn 3 evaluates the prefix again: only ChatML's first tokens are shared.
     plain = HammerEngine(backend=LlamaCppBackend(default_model_path, n_ctx=4096), max_tokens=64)
     assert _turns(plain, demo_tools)[2]["cached_prompt_tokens"] < prefix / 4
+
+
+def test_the_relevance_gate_refuses_what_no_tool_fits_and_asks_the_model_otherwise(default_model_path: str,
+                                                                                   demo_tools: list[Any]) -> None:
+    """The stand-in never refuses under constrained decoding (it answers a joke request with some call); with the
+    gate on, a question no tool shares a word with is refused without running it, and a fitting one still calls."""
+    engine = HammerEngine(model_path=default_model_path, n_ctx=4096, max_tokens=96, relevance_gate=True)
+    joke = engine.generate([Message.user("Tell me a joke about penguins.")], demo_tools)
+    assert joke.kind == "refusal" and joke.timings.get("relevance_gate") == 1.0
+    weather = engine.generate([Message.user(QUESTION)], demo_tools)
+    assert [(c.name, c.arguments.get("city")) for c in weather.tool_calls] == [("get_weather", "Paris")]
+    ungated = HammerEngine(model_path=default_model_path, n_ctx=4096, max_tokens=96)
+    assert ungated.generate([Message.user("Tell me a joke about penguins.")], demo_tools).kind != "refusal"

@@ -179,3 +179,30 @@ def test_costs_grow_with_what_the_prompt_shows() -> None:
     binding = engine().bind(many_tools(3) + [{"name": "long", "description": "word " * 400}])
     costs = tool_costs(binding)
     assert costs[-1] > 5 * max(costs[:-1])
+
+
+class Untouchable(ScriptedBackend):
+    """A backend whose model must not run."""
+
+    def _stream(self, prompt, settings, grammar):  # type: ignore[no-untyped-def]
+        raise AssertionError("the model ran")
+
+
+def test_the_relevance_gate_refuses_unrun_only_when_no_tool_shares_a_word() -> None:
+    tools = many_tools(8)
+    gate = HammerEngine(backend=Untouchable([]), relevance_gate=True)
+    refused = gate.generate([Message.user("Tell me a joke about penguins.")], tools)
+    assert refused.kind == "refusal" and refused.timings["relevance_gate"] == 1.0 and refused.usage.total_tokens == 0
+    asked = HammerEngine(backend=ScriptedBackend(['[{"name": "get_weather", "arguments": {"city": "Oslo"}}]']),
+                         relevance_gate=True)
+    assert asked.generate([Message.user("What's the weather in Oslo?")], tools).tool_calls[0].name == "get_weather"
+    forced = HammerEngine(backend=ScriptedBackend(['[{"name": "get_weather", "arguments": {"city": "Oslo"}}]']),
+                          relevance_gate=True)
+    assert forced.generate([Message.user("A joke?")], tools, tool_choice="required").tool_calls  # a call is forced
+    after = [Message.user("A joke?"),
+             Message.assistant("", tool_calls=[ToolCall(name="get_weather", arguments={"city": "Oslo"}, id="c1")]),
+             Message.tool("sunny", tool_call_id="c1")]
+    ending = HammerEngine(backend=ScriptedBackend(["It is sunny."]), relevance_gate=True)
+    assert ending.generate(after, tools).text == "It is sunny."  # after results the turn ends from them
+    plain = HammerEngine(backend=ScriptedBackend(['[{"name": "get_weather", "arguments": {"city": "Oslo"}}]']))
+    assert plain.generate([Message.user("Tell me a joke about penguins.")], tools).kind == "tool_calls"  # off: asks
