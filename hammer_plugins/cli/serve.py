@@ -73,9 +73,9 @@ def add_serve_parser(sub: Any) -> None:
     serve.add_argument("extra", nargs=argparse.REMAINDER,
                        help="after --: more llama-server options, passed as they are")
     serve.add_argument("--openai", action="store_true",
-                       help="serve Hammer behind an OpenAI-compatible /v1/chat/completions (Hammer's trained prompt, "
-                            "constrained calls, refusals) for any OpenAI client, instead of the raw llama-server; "
-                            "see docs/server.md")
+                       help="serve Hammer behind OpenAI's /v1/chat/completions and /v1/responses, Anthropic's "
+                            "/v1/messages and Ollama's /api/chat (Hammer's trained prompt, constrained calls, "
+                            "refusals) for any of their clients, instead of the raw llama-server; see docs/server.md")
     serve.add_argument("--backend", choices=OPENAI_BACKENDS, default=None,
                        help="with --openai: what runs the model. llama_cpp (default): in this process, one request "
                             "at a time; transformers: the same on a Hugging Face checkpoint; llama-server: starts "

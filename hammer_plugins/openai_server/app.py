@@ -1,11 +1,12 @@
-"""The FastAPI application: three APIs over one engine, ``/v1/models`` and ``/health``.
+"""The FastAPI application: four APIs over one engine, ``/v1/models`` and ``/health``.
 
-``/v1/chat/completions`` (OpenAI Chat Completions), ``/v1/responses`` (OpenAI Responses) and
-``/v1/messages`` (+ ``/count_tokens``, Anthropic Messages) share one route body, ``answer``: a place in
-the queue, the body, the engine call, the client followed; only the parser and the
-:class:`~.framing.Framing` differ. Every error is the API's own error JSON (OpenAI's
-``{"error": {"message", "type", "param", "code"}}``, Anthropic's ``{"type": "error", "error": {"type",
-"message"}}`` under ``/v1/messages``), never a traceback: the exception is logged on the server.
+``/v1/chat/completions`` (OpenAI Chat Completions), ``/v1/responses`` (OpenAI Responses),
+``/v1/messages`` (+ ``/count_tokens``, Anthropic Messages) and Ollama's ``/api/chat`` and ``/api/generate``
+(with its model routes, :mod:`.ollama.routes`) share one route body, ``answer``: a place in the queue, the
+body, the engine call, the client followed; only the parser and the :class:`~.framing.Framing` differ.
+Every error is the API's own error JSON (OpenAI's ``{"error": {"message", "type", "param", "code"}}``,
+Anthropic's ``{"type": "error", "error": {"type", "message"}}`` under ``/v1/messages``, Ollama's
+``{"error": "..."}`` under ``/api/``), never a traceback: the exception is logged on the server.
 In front of the routes, :class:`Guard` refuses
 what a web page could send: an ``Origin`` not on the allow-list (403; CORS for the ones on it), a
 ``Host`` that is not local on a loopback connection (403: DNS rebinding), a POST body that is not
@@ -58,6 +59,7 @@ from hammer_plugins.openai_server.json_body import parse_json
 from hammer_plugins.openai_server.listener import Admission
 from hammer_plugins.openai_server.messages.request import parse_messages_request
 from hammer_plugins.openai_server.messages.writer import MessagesWriter
+from hammer_plugins.openai_server.ollama.routes import add_ollama_routes
 from hammer_plugins.openai_server.responses.request import parse_responses_request
 from hammer_plugins.openai_server.responses.writer import ResponsesWriter
 from hammer_plugins.openai_server.worker import EngineWorker
@@ -238,8 +240,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
             # sse-starlette, as llama-cpp-python's server and vLLM use: it stops the generator when the
             # client disconnects, and its comment pings keep proxies from closing a stream that is quiet
             # while a long prompt is evaluated (clients ignore comments).
-            return _EventStream(_sse(framing, events, stream), ping=PING_SECONDS, sep="\n",
-                                send_timeout=SEND_TIMEOUT_SECONDS,
+            return _EventStream(_framed(framing, events, stream), ping=PING_SECONDS if framing.pings else 0, sep="\n",
+                                media_type=framing.media_type, send_timeout=SEND_TIMEOUT_SECONDS,
                                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
         async def collect() -> HammerResponse:
@@ -322,6 +324,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
             place.release()
         return JSONResponse({"input_tokens": tokens})
 
+    add_ollama_routes(app, engine, model_name, started=started, read_call=read_call, answer=answer,
+                      request_work=request_work, time_limit=worker.time_limit)
     return app
 
 
@@ -383,8 +387,9 @@ class _EventStream(EventSourceResponse):
             log.warning("a streaming client read nothing for %g s: its response was given up", self.send_timeout)
 
 
-async def _sse(framing: Framing, events: Any, stream: AsyncIterator[Any]) -> AsyncIterator[bytes]:
-    """The event stream of one call; a client that disconnects cancels this, which stops the generation."""
+async def _framed(framing: Framing, events: Any, stream: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+    """The stream of one call in ``framing``'s bytes (SSE, or Ollama's NDJSON); a client that disconnects
+    cancels this, which stops the generation."""
     try:
         for data in framing.start():
             yield data

@@ -51,15 +51,17 @@ class EngineCall:
 _Request = TypeVar("_Request", bound=BaseModel)
 
 
-def read_request(body: Any, request_type: type[_Request], served_model: str | list[str]) -> _Request:
-    """``body`` read into the API's own request type (a 400 naming the API's field), for a model served here."""
+def read_request(body: Any, request_type: type[_Request], served_model: str | list[str] | None) -> _Request:
+    """``body`` read into the API's own request type (a 400 naming the API's field), for a model served here
+    (``served_model`` None: the API checks the name in its own way)."""
     if not isinstance(body, Mapping):
         raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
     try:
         request = request_type.model_validate(body)
     except ValidationError as exc:
         raise validation_error(exc) from None
-    check_served(getattr(request, "model", None), served_model)
+    if served_model is not None:
+        check_served(getattr(request, "model", None), served_model)
     return request
 
 
@@ -82,6 +84,28 @@ def checked_stop(stop: str | Sequence[str] | None, param: str) -> list[str] | No
                             "all (each is looked for after every token). Fix: send fewer stop strings.",
                        param=param, code="invalid_value")
     return stops
+
+
+def function_tools(raw: list[Any]) -> list[dict[str, Any]]:
+    """``tools`` as Chat Completions and Ollama send them (``{"type": "function", "function": {...}}``), each
+    checked for its shape: a 400 naming ``tools[i]`` otherwise."""
+    for i, tool in enumerate(raw):
+        if not isinstance(tool, Mapping):
+            raise APIError(400, f"tools[{i}] must be an object.", param=f"tools[{i}]", code="invalid_value")
+        if tool.get("type", "function") != "function" or not isinstance(tool.get("function", tool), Mapping):
+            raise APIError(400, f"tools[{i}]: only tools of type 'function' are supported.", param=f"tools[{i}].type",
+                           code="unsupported_value")
+        function = tool.get("function", tool)
+        if not isinstance(function.get("name"), str):
+            raise APIError(400, f"tools[{i}] needs function.name.", param=f"tools[{i}].function.name",
+                           code="invalid_value")
+        if function.get("description") is not None and not isinstance(function["description"], str):
+            raise APIError(400, f"tools[{i}].function.description must be a string.",
+                           param=f"tools[{i}].function.description", code="invalid_value")
+        if function.get("parameters") is not None and not isinstance(function["parameters"], Mapping):
+            raise APIError(400, f"tools[{i}].function.parameters must be a JSON schema object.",
+                           param=f"tools[{i}].function.parameters", code="invalid_value")
+    return raw
 
 
 def checked_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
-"""The error shapes of the four APIs: :class:`APIError` (OpenAI's ``error`` object, Anthropic's under
-``/v1/messages``), the HTTP response that carries one, and the engine's errors as API errors.
+"""The error shapes of the APIs: :class:`APIError` (OpenAI's ``error`` object, Anthropic's under
+``/v1/messages``, Ollama's under ``/api/``), the HTTP response that carries one, and the engine's errors as
+API errors.
 
 Example:
     >>> APIError(400, "n must be 1", param="n").body()["error"]["type"]
@@ -56,7 +57,10 @@ class APIError(Exception):
 
     def body(self, path: str = "") -> dict[str, Any]:
         """The error JSON in the shape of the API ``path`` belongs to: Anthropic's under ``/v1/messages``
-        (``{"type": "error", "error": {"type", "message"}}``), OpenAI's elsewhere."""
+        (``{"type": "error", "error": {"type", "message"}}``), Ollama's under ``/api/`` (``{"error": "..."}``),
+        OpenAI's elsewhere."""
+        if path.startswith(OLLAMA_PATH):
+            return {"error": self.message}
         if path.startswith(MESSAGES_PATH):
             message = self.anthropic_message or self.message
             return {"type": "error", "error": {"type": self.anthropic_type(), "message": message}}
@@ -69,6 +73,9 @@ class APIError(Exception):
 
 MESSAGES_PATH = "/v1/messages"
 """Routes under this path are Anthropic's Messages API: their errors take Anthropic's shape."""
+
+OLLAMA_PATH = "/api/"
+"""Routes under this path are Ollama's native API: their errors are Ollama's ``{"error": "message"}``."""
 
 
 ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",

@@ -2,8 +2,8 @@
 
 The route of every API does the same work (parse, queue, run the engine, follow the client) in
 :func:`~.app.create_app`'s one ``answer`` function; what differs is only how the engine's events are
-framed, which is this module's :class:`Framing`: Chat Completions chunks, or the typed events of the
-Responses and Messages APIs, each a thin shell around its writer (a
+framed, which is this module's :class:`Framing`: Chat Completions chunks, the typed events of the
+Responses and Messages APIs, or Ollama's NDJSON lines, each a thin shell around its writer (a
 :class:`~hammer_plugins.output.encoder.StreamEncoder`, which keeps the "already sent" state once).
 
 Example:
@@ -22,6 +22,7 @@ from hammer_plugins.engine import StreamEvent
 from hammer_plugins.openai_server.chat_completions.writer import DONE, ChunkWriter, completion, sse
 from hammer_plugins.openai_server.errors import APIError
 from hammer_plugins.openai_server.messages.writer import MessagesWriter
+from hammer_plugins.openai_server.ollama.writer import OllamaWriter
 from hammer_plugins.openai_server.responses.writer import ResponsesWriter
 from hammer_plugins.output.response import HammerResponse
 
@@ -29,7 +30,13 @@ REFUSAL_HEADER = "x-hammer-refusal"
 """Response header set to ``true`` on a non-streamed refusal (Hammer answered ``[]``)."""
 
 class Framing:
-    """How one API frames an answer. ``start``/``event``/``end`` give SSE bytes; ``body`` the whole answer."""
+    """How one API frames an answer. ``start``/``event``/``end`` give a stream's bytes; ``body`` the whole answer."""
+
+    media_type = "text/event-stream"
+    """The stream's content type: server-sent events, or NDJSON for Ollama's API."""
+
+    pings = True
+    """Whether a quiet stream gets comment pings (SSE has comments; an NDJSON line must be an object)."""
 
     def start(self) -> list[bytes]:
         return []
@@ -92,6 +99,32 @@ class TypedEventFraming(Framing):
 
     def error(self, error: APIError) -> bytes:
         return typed_sse(self.writer.error(error))
+
+    def body(self, final: HammerResponse) -> dict[str, Any]:
+        self.writer.feed(final)
+        return self.writer.answer
+
+
+def ndjson(piece: dict[str, Any]) -> bytes:
+    """One object of an NDJSON stream (Ollama's): compact JSON, then a newline."""
+    return json.dumps(piece, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+class NdjsonFraming(Framing):
+    """Ollama's API: its writer's objects as NDJSON lines (``application/x-ndjson``, no pings), and for a
+    non-streamed request the one object, once the writer has been fed the final answer."""
+
+    media_type = "application/x-ndjson"
+    pings = False
+
+    def __init__(self, writer: OllamaWriter) -> None:
+        self.writer = writer
+
+    def event(self, event: StreamEvent) -> list[bytes]:
+        return [ndjson(piece) for piece in self.writer.feed(event)]
+
+    def error(self, error: APIError) -> bytes:
+        return ndjson(self.writer.error(error))
 
     def body(self, final: HammerResponse) -> dict[str, Any]:
         self.writer.feed(final)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from fastapi.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hammer_plugins.openai_server.errors import APIError, error_response
+from hammer_plugins.openai_server.errors import OLLAMA_PATH, APIError, error_response
 from hammer_plugins.openai_server.framing import REFUSAL_HEADER
 
 log = logging.getLogger("hammer_plugins.openai_server")
@@ -90,7 +90,8 @@ class Guard:
       this machine's name, a ``.localhost`` / ``.local`` / ``.internal`` name or one of ``hosts``
       (else 403), so a DNS-rebinding page (its own name resolving to 127.0.0.1) is refused.
     - ``POST`` bodies must be ``Content-Type: application/json`` (else 415): a page can send
-      ``text/plain`` across origins without a preflight, never ``application/json``.
+      ``text/plain`` across origins without a preflight, never ``application/json``. Under Ollama's
+      ``/api/``, a request without an ``Origin`` (from no browser) may send any type, as Ollama takes.
     """
 
     def __init__(self, app: ASGIApp, origins: Iterable[str] = (), hosts: Iterable[str] = ()) -> None:
@@ -143,7 +144,10 @@ class Guard:
             return
         if scope["method"] == "POST":
             media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-            if media != "application/json":
+            # Ollama's API reads any body as JSON (its docs' `curl -d` sends a form type): so does this door
+            # when no Origin came, that is from no browser (a browser's POST always carries one).
+            ollama_cli = scope["path"].startswith(OLLAMA_PATH) and origin is None
+            if media != "application/json" and not ollama_cli:
                 refusal = APIError(415, f"The request body must be JSON sent as 'Content-Type: application/json' (got "
                                         f"{media or 'no Content-Type'!r}). Fix: add that header (curl: -H "
                                         "'Content-Type: application/json').", code="unsupported_media_type")

@@ -179,6 +179,8 @@ def serve_openai(args: argparse.Namespace) -> int:
         print(f"Hammer's OpenAI-compatible server: {engine.model_name} (ready in {time.perf_counter() - started:.1f} s) "
               f"as {args.alias!r} at {url}, {how}. Connect with:\n"
               f"  OpenAI(base_url={url!r}, api_key={key}).chat.completions.create(model={args.alias!r}, ...)\n"
+              f"  Ollama's clients: ollama.Client(host={url.removesuffix('/v1')!r}), "
+              f"ChatOllama(model={args.alias!r}, base_url={url.removesuffix('/v1')!r})\n"
               "Ctrl-C stops it.", file=sys.stderr, flush=True)
         with _signals_end_the_server():
             sockets = [sock] if (sock := dual_stack_socket(args.host, args.port)) else None

@@ -1,5 +1,5 @@
-"""The server's hostile-input classes against all three APIs: ``/v1/chat/completions``, ``/v1/responses`` and
-``/v1/messages`` (issue 39). The same bodies, written in each API's own shape, must get the same refusal, in
+"""The server's hostile-input classes against all four APIs: ``/v1/chat/completions``, ``/v1/responses``,
+``/v1/messages`` and Ollama's ``/api/chat``. The same bodies, written in each API's own shape, must get the same refusal, in
 that API's own error JSON, from a real uvicorn on a scripted engine (the refusals happen before the engine,
 so no model is needed); hypothesis garbage never gets a 5xx on any of them.
 
@@ -23,7 +23,7 @@ from hammer_plugins.openai_server import BackgroundServer, create_app
 
 KEY = "apis-security-key"
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages", "ollama": "/api/chat"}
 
 
 def nested(depth: int) -> dict[str, Any]:
@@ -37,9 +37,10 @@ def request(api: str, *, tool_schema: dict[str, Any] | None = None, tool_names: 
             text: Any = "What's the weather in Paris?", **extra: Any) -> dict[str, Any]:
     """One request in ``api``'s own shape: a user text and tools with ``tool_schema``."""
     schema = tool_schema or CITY
-    if api == "chat":
+    if api in ("chat", "ollama"):
         tools = [{"type": "function", "function": {"name": n, "parameters": schema}} for n in tool_names]
-        return {"model": "hammer", "messages": [{"role": "user", "content": text}], "tools": tools, **extra}
+        return {"model": "hammer", "messages": [{"role": "user", "content": text}], "tools": tools,
+                **({"stream": False} if api == "ollama" else {}), **extra}
     if api == "responses":
         tools = [{"type": "function", "name": n, "parameters": schema} for n in tool_names]
         return {"model": "hammer", "input": [{"role": "user", "content": text}], "tools": tools, **extra}
@@ -48,7 +49,8 @@ def request(api: str, *, tool_schema: dict[str, Any] | None = None, tool_names: 
 
 
 def text_part(api: str, text: Any) -> list[dict[str, Any]]:
-    return [{"type": {"chat": "text", "responses": "input_text", "messages": "text"}[api], "text": text}]
+    return [{"type": {"chat": "text", "responses": "input_text", "messages": "text", "ollama": "text"}[api],
+             "text": text}]
 
 
 def deep_arguments(api: str) -> dict[str, Any]:
@@ -61,6 +63,13 @@ def deep_arguments(api: str) -> dict[str, Any]:
                              {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
                                  "name": "get_weather", "arguments": arguments}}]},
                              {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]}
+    if api == "ollama":  # arguments as an object, the result named by its tool
+        return {"model": "hammer", "stream": False,
+                "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": CITY}}],
+                "messages": [{"role": "user", "content": "hi"},
+                             {"role": "assistant", "tool_calls": [{"function": {
+                                 "name": "get_weather", "arguments": json.loads(arguments)}}]},
+                             {"role": "tool", "tool_name": "get_weather", "content": "sunny"}]}
     if api == "responses":
         return {"model": "hammer", "tools": [{"type": "function", "name": "get_weather", "parameters": CITY}],
                 "input": [{"role": "user", "content": "hi"},
@@ -105,12 +114,15 @@ def server() -> Iterator[BackgroundServer]:
 def post(server: BackgroundServer, api: str, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
     content = body if isinstance(body, bytes) else json.dumps(body, allow_nan=True).encode()
     sent = {"content-type": "application/json", "authorization": f"Bearer {KEY}", **(headers or {})}
-    return httpx.post(server.base_url + PATHS[api], content=content, headers=sent, timeout=30, trust_env=False)
+    return httpx.post(server.url + PATHS[api], content=content, headers=sent, timeout=30, trust_env=False)
 
 
 def refusal(reply: httpx.Response, api: str) -> tuple[str, str]:
     """(what names the refusal, its message) from ``api``'s own error JSON, which it must be."""
     body = reply.json()
+    if api == "ollama":
+        assert set(body) == {"error"} and isinstance(body["error"], str), body
+        return body["error"], body["error"]
     if api == "messages":
         assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, body
         return body["error"]["type"], body["error"]["message"]
@@ -137,12 +149,17 @@ def test_the_front_door_refuses_alike_on_every_api(server: BackgroundServer, api
     ok = request(api)
     assert post(server, api, ok).status_code == 200
     assert post(server, api, ok, {"authorization": "", "x-api-key": KEY}).status_code == 200  # Anthropic's header
+    if api == "ollama":  # Ollama reads any body as JSON (its docs' curl -d): from no browser, so does this door
+        assert post(server, api, ok, {"content-type": "application/x-www-form-urlencoded"}).status_code == 200
     for headers, status in [({"authorization": ""}, 401), ({"authorization": "Bearer wrong"}, 401),
-                            ({"content-type": "text/plain"}, 415), ({"origin": "https://evil.example"}, 403),
+                            ({"content-type": "text/plain", "origin": "http://localhost:3000"}, 415),
+                            ({"content-type": "text/plain"}, 200 if api == "ollama" else 415),
+                            ({"origin": "https://evil.example"}, 403),
                             ({"host": "rebind.evil.example"}, 403)]:
         reply = post(server, api, ok, headers)
         assert reply.status_code == status, (headers, reply.text)
-        refusal(reply, api)
+        if status != 200:
+            refusal(reply, api)
     too_large = post(server, api, b"{" + b" " * (9 * 1024 * 1024) + b"}")
     assert too_large.status_code == 413
     refusal(too_large, api)
@@ -169,9 +186,10 @@ def test_garbage_never_gets_a_5xx_on_any_api(server: BackgroundServer, api: str,
 def _parsers() -> dict[str, Callable[[Any], Any]]:
     from hammer_plugins.openai_server.chat_completions.request import parse_request
     from hammer_plugins.openai_server.messages.request import parse_messages_request
+    from hammer_plugins.openai_server.ollama.request import parse_ollama_chat
     from hammer_plugins.openai_server.responses.request import parse_responses_request
 
-    return {"chat": lambda body: parse_request(body, "hammer"),
+    return {"ollama": lambda body: parse_ollama_chat(body, "hammer"), "chat": lambda body: parse_request(body, "hammer"),
             "responses": lambda body: parse_responses_request(body, "hammer"),
             "messages": lambda body: parse_messages_request(body, "hammer")}
 
@@ -227,11 +245,12 @@ def test_stop_lists_are_bounded_on_every_api() -> None:
 
 _KEYS = ["model", "messages", "input", "tools", "tool_choice", "content", "role", "type", "text", "format", "name",
          "namespace", "call_id", "tool_use_id", "arguments", "output", "input_schema", "parameters", "function", "mode",
-         "max_tokens", "max_output_tokens", "stop", "stop_sequences", "system", "instructions", "stream", "id"]
+         "max_tokens", "max_output_tokens", "stop", "stop_sequences", "system", "instructions", "stream", "id",
+         "tool_name", "tool_call_id", "tool_calls", "options", "num_predict", "images"]
 
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
-@given(api=st.sampled_from(["chat", "responses", "messages"]), payload=st.recursive(
+@given(api=st.sampled_from(["chat", "responses", "messages", "ollama"]), payload=st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
     | st.sampled_from(["function", "function_call", "function_call_output", "message", "tool", "tool_use",
                        "tool_result", "allowed_tools", "namespace", "json_schema", "user", "assistant", "hammer"]),
@@ -250,7 +269,7 @@ def test_the_parsers_foresee_every_body(api: str, payload: Any) -> None:
         assert exc.code != "invalid_request", (api, payload, exc.message)
 
 
-@pytest.mark.parametrize("api", ["responses", "messages", "chat"])
+@pytest.mark.parametrize("api", ["responses", "messages", "chat", "ollama"])
 def test_parsing_grows_linearly_with_the_body(api: str) -> None:
     """40k outputs of one call and 20k tools parse in time linear in their number (issue 47: a scan back over
     the history per output, and names.count per tool, were quadratic and ran before admission)."""
@@ -269,6 +288,10 @@ def test_parsing_grows_linearly_with_the_body(api: str) -> None:
                                                                    "input": {}}]},
                                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "x"}
                                                              for _ in range(n)]}]
+        elif api == "ollama":  # results found by name past half the calls: a walk per result would be quadratic
+            calls = [{"function": {"name": f"tool_{i * 2 // n}", "arguments": {}}} for i in range(n)]
+            base["messages"] = [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": calls},
+                                *({"role": "tool", "tool_name": "tool_1", "content": "x"} for _ in range(n // 2))]
         return base
 
     def seconds(n: int) -> float:

@@ -20,7 +20,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 
-from hammer_plugins.openai_server.call import EngineCall, checked_stop, checked_tool_choice, checked_tools, read_request
+from hammer_plugins.openai_server.call import (
+    EngineCall,
+    checked_stop,
+    checked_tool_choice,
+    checked_tools,
+    function_tools,
+    read_request,
+)
 from hammer_plugins.openai_server.errors import APIError, api_errors_only
 from hammer_plugins.openai_server.json_body import load_json
 from hammer_plugins.values.messages import Message, to_message
@@ -86,7 +93,7 @@ def parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
         raise APIError(400, "messages must hold at least one message.", param="messages", code="invalid_value")
     messages = [_message(m, i) for i, m in enumerate(request.messages)]
     _check_order(request.messages)
-    tools = checked_tools(_tools(request.tools or []))
+    tools = checked_tools(function_tools(request.tools or []))
     tool_choice = checked_tool_choice(request.tool_choice, tools)
     stop = checked_stop(request.stop, "stop")
     options: dict[str, Any] = {
@@ -220,22 +227,6 @@ def _message(raw: dict[str, Any], index: int) -> Message:
                        code="invalid_value")
     return to_message({"role": role, "content": content or "", "tool_calls": calls, "tool_call_id": tool_call_id,
                        "name": raw.get("name") if role != "user" else None})
-
-
-def _tools(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for i, tool in enumerate(raw):
-        if tool.get("type", "function") != "function" or not isinstance(tool.get("function", tool), Mapping):
-            raise APIError(400, f"tools[{i}]: only tools of type 'function' are supported.", param=f"tools[{i}].type",
-                           code="unsupported_value")
-        function = tool.get("function", tool)
-        if not isinstance(function.get("name"), str):
-            raise APIError(400, f"tools[{i}] needs function.name.", param=f"tools[{i}].function.name",
-                           code="invalid_value")
-        _text(function.get("description"), f"tools[{i}].function.description")
-        if function.get("parameters") is not None and not isinstance(function["parameters"], Mapping):
-            raise APIError(400, f"tools[{i}].function.parameters must be a JSON schema object.",
-                           param=f"tools[{i}].function.parameters", code="invalid_value")
-    return raw
 
 
 def _response_format(spec: dict[str, Any] | None) -> dict[str, Any] | None:
