@@ -84,25 +84,35 @@ def typed_sse(event: dict[str, Any]) -> bytes:
     return f"event: {event['type']}\ndata: ".encode() + json.dumps(event, ensure_ascii=False).encode() + b"\n\n"
 
 
-class TypedEventFraming(Framing):
-    """The Responses and Messages APIs: their writer's typed events as SSE, and for a non-streamed request
-    the writer's object (``response`` / ``message``) once it has been fed the final answer."""
+class WriterFraming(Framing):
+    """A writer's pieces, each encoded by :meth:`encode`; for a non-streamed request the writer's object
+    (``response``, ``message``, Ollama's answer) once it has been fed the final answer."""
 
-    def __init__(self, writer: ResponsesWriter | MessagesWriter) -> None:
+    def __init__(self, writer: ResponsesWriter | MessagesWriter | OllamaWriter) -> None:
         self.writer = writer
 
+    @staticmethod
+    def encode(piece: dict[str, Any]) -> bytes:
+        raise NotImplementedError
+
     def start(self) -> list[bytes]:
-        return [typed_sse(e) for e in self.writer.start()]
+        return [self.encode(e) for e in self.writer.start()]
 
     def event(self, event: StreamEvent) -> list[bytes]:
-        return [typed_sse(e) for e in self.writer.feed(event)]
+        return [self.encode(e) for e in self.writer.feed(event)]
 
     def error(self, error: APIError) -> bytes:
-        return typed_sse(self.writer.error(error))
+        return self.encode(self.writer.error(error))
 
     def body(self, final: HammerResponse) -> dict[str, Any]:
         self.writer.feed(final)
         return self.writer.answer
+
+
+class TypedEventFraming(WriterFraming):
+    """The Responses and Messages APIs: their writer's typed events as SSE."""
+
+    encode = staticmethod(typed_sse)
 
 
 def ndjson(piece: dict[str, Any]) -> bytes:
@@ -110,22 +120,9 @@ def ndjson(piece: dict[str, Any]) -> bytes:
     return json.dumps(piece, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
-class NdjsonFraming(Framing):
-    """Ollama's API: its writer's objects as NDJSON lines (``application/x-ndjson``, no pings), and for a
-    non-streamed request the one object, once the writer has been fed the final answer."""
+class NdjsonFraming(WriterFraming):
+    """Ollama's API: its writer's objects as NDJSON lines (``application/x-ndjson``, no pings)."""
 
     media_type = "application/x-ndjson"
     pings = False
-
-    def __init__(self, writer: OllamaWriter) -> None:
-        self.writer = writer
-
-    def event(self, event: StreamEvent) -> list[bytes]:
-        return [ndjson(piece) for piece in self.writer.feed(event)]
-
-    def error(self, error: APIError) -> bytes:
-        return ndjson(self.writer.error(error))
-
-    def body(self, final: HammerResponse) -> dict[str, Any]:
-        self.writer.feed(final)
-        return self.writer.answer
+    encode = staticmethod(ndjson)

@@ -12,7 +12,8 @@ from openai import OpenAI
 from pydantic import TypeAdapter
 from serve_process import ServeProcess, hammer_serve
 
-__all__ = ["ServeProcess", "ask_at_once", "assert_each_got_its_own_answer", "hammer_serve", "raw_events"]
+__all__ = ["ServeProcess", "ask_at_once", "assert_each_got_its_own_answer", "hammer_serve", "raw_events",
+           "scripted_answer"]
 
 
 def ask_at_once(base_url: str, key: str, numbers: list[int], tools: list[dict[str, Any]]) -> dict[int, Any]:
@@ -96,3 +97,21 @@ def raw_events(server: Any, path: str, body: dict[str, Any], headers: dict[str, 
                     adapter.validate_python(data)
                 events.append(data)
     return events
+
+
+def scripted_answer(prompt: str) -> str:
+    """A scripted model for the API logic tests: a call, two calls, a namespaced call or a refusal by a marker in
+    the last user turn, and after a tool's result (18 C) the answer in prose."""
+    question = prompt.rsplit("<|im_start|>user\n", 1)[-1]
+    if "18 C" in prompt:  # after the tool's result: the calls pass says done ([]), the answer pass answers
+        return "[]" if "[BEGIN OF AVAILABLE TOOLS]" in prompt else "It is 18 C in Paris."
+    if "Q-TWO" in question:
+        return ('[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+                '{"name": "get_weather", "arguments": {"city": "Rome"}}]')
+    if "Q-NS" in question:
+        return '[{"name": "crm.lookup", "arguments": {"id": 7}}]'
+    if "Q-REFUSE" in question and "[BEGIN OF AVAILABLE TOOLS]" in prompt:
+        return "[]"
+    if "[BEGIN OF AVAILABLE TOOLS]" in prompt:
+        return '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+    return "Hello there, friend."

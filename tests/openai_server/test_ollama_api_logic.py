@@ -14,6 +14,7 @@ import httpx
 import ollama
 import pytest
 from ollama import ChatResponse, GenerateResponse, ListResponse, ProcessResponse, ShowResponse
+from openai_server_helpers import scripted_answer
 from pydantic import BaseModel
 
 from hammer_plugins import HammerEngine, ScriptedBackend
@@ -27,23 +28,9 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
                                            "parameters": WEATHER}}]
 
 
-def responder(prompt: str) -> str:
-    question = prompt.rsplit("<|im_start|>user\n", 1)[-1]
-    if "18 C" in prompt:  # after the tool's result: the calls pass says done ([]), the answer pass answers
-        return "[]" if "[BEGIN OF AVAILABLE TOOLS]" in prompt else "It is 18 C in Paris."
-    if "Q-TWO" in question:
-        return ('[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
-                '{"name": "get_weather", "arguments": {"city": "Rome"}}]')
-    if "Q-REFUSE" in question and "[BEGIN OF AVAILABLE TOOLS]" in prompt:
-        return "[]"
-    if "[BEGIN OF AVAILABLE TOOLS]" in prompt:
-        return '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
-    return "Hello there, friend."
-
-
 @pytest.fixture(scope="module")
 def backend() -> ScriptedBackend:
-    return ScriptedBackend(responder=responder)
+    return ScriptedBackend(responder=scripted_answer)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import openai
 import pytest
 from anthropic.types import RawMessageStreamEvent
 from openai.types.responses import Response, ResponseStreamEvent
-from openai_server_helpers import raw_events
+from openai_server_helpers import raw_events, scripted_answer
 from pydantic import TypeAdapter
 
 from hammer_plugins import HammerEngine, ScriptedBackend
@@ -30,25 +30,9 @@ RESPONSES_TOOLS = [{"type": "function", "name": "get_weather", "description": "W
 ANTHROPIC_TOOLS = [{"name": "get_weather", "description": "Weather in a city.", "input_schema": WEATHER}]
 
 
-def responder(prompt: str) -> str:
-    question = prompt.rsplit("<|im_start|>user\n", 1)[-1]
-    if "18 C" in prompt:  # after the tool's result: the calls pass says done ([]), the answer pass answers
-        return "[]" if "[BEGIN OF AVAILABLE TOOLS]" in prompt else "It is 18 C in Paris."
-    if "Q-TWO" in question:
-        return ('[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
-                '{"name": "get_weather", "arguments": {"city": "Rome"}}]')
-    if "Q-NS" in question:
-        return '[{"name": "crm.lookup", "arguments": {"id": 7}}]'
-    if "Q-REFUSE" in question and "[BEGIN OF AVAILABLE TOOLS]" in prompt:
-        return "[]"
-    if "[BEGIN OF AVAILABLE TOOLS]" in prompt:
-        return '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
-    return "Hello there, friend."
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[BackgroundServer]:
-    engine = HammerEngine(backend=ScriptedBackend(responder=responder))
+    engine = HammerEngine(backend=ScriptedBackend(responder=scripted_answer))
     with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as running:
         yield running
 
@@ -236,7 +220,7 @@ def test_is_error_results_are_marked_for_the_model() -> None:
 def test_a_prompt_over_the_context_is_each_apis_own_error() -> None:
     """A 400 in each API's words (Claude Code reads Anthropic's "prompt is too long" to compact), and a max_tokens
     above the context is capped rather than refused."""
-    engine = HammerEngine(backend=ScriptedBackend(responder=responder, context_window=400))
+    engine = HammerEngine(backend=ScriptedBackend(responder=scripted_answer, context_window=400))
     with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as small:
         oai = openai.OpenAI(base_url=small.base_url, api_key=KEY, max_retries=0)
         claude = anthropic.Anthropic(base_url=small.base_url.removesuffix("/v1"), api_key=KEY, max_retries=0)

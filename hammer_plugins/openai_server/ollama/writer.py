@@ -63,6 +63,9 @@ class OllamaWriter(StreamEncoder[dict[str, Any]]):
         self.calls: list[dict[str, Any]] = []
         self.answer: dict[str, Any] = {}
 
+    def start(self) -> list[dict[str, Any]]:
+        return []  # Ollama's stream opens with the first piece of the answer
+
     def _piece(self, content: str, calls: list[dict[str, Any]] | None = None, *, done: bool = False) -> dict[str, Any]:
         piece: dict[str, Any] = {"model": self.model, "created_at": created_at()}
         if self.generate:
