@@ -8,7 +8,8 @@
 # The whole suite runs in two phases: the tests that run no model in parallel on 2 pytest-xdist workers,
 # then the model tests (markers real_model, transformers_model, vllm) serially, after building llama.cpp's
 # C++ llama-server once (cached; see build_llama_server.sh): two llama.cpp processes on 2 cores thrash.
-# Codex CLI and Claude Code come from npm for the agent-client tests (cached; see install_agent_clis.sh).
+# Codex CLI and Claude Code come from npm for the agent-client tests (cached; see install_agent_clis.sh), and
+# Debian's Chromium for the playground's browser tests (install_browser.sh).
 # ARGS that choose markers themselves (-m) run as one serial pytest instead. The exit status is the first
 # failing phase's; a phase that selects no test (pytest's 5) fails nothing, unless no phase ran a test.
 set -euo pipefail
@@ -31,6 +32,8 @@ bash scripts/install.sh
 # The agent CLIs first (cached; about 30 s the first time): tests/unit/test_test_script.py runs this script
 # in the no-model phase, which must find them installed rather than install them under its own time limit.
 [ "$fast" = 1 ] || bash scripts/install_agent_clis.sh
+# Debian's Chromium for the playground's browser tests (a model phase's): once, then it returns at once.
+[ "$fast" = 1 ] || bash scripts/install_browser.sh
 pytest=("${HAMMER_VENV:-.venv}/bin/python" -m pytest)
 
 if [ "$chooses_markers" = 1 ]; then

@@ -32,10 +32,12 @@ class ServeProcess:
 
 
 @contextlib.contextmanager
-def hammer_serve(args: list[str], env: dict[str, str], startup: float = 180.0) -> Iterator[ServeProcess]:
-    """``hammer serve <args> --port P`` until its ``/health`` says loaded; SIGINT (Ctrl-C) when the block ends."""
+def hammer_serve(args: list[str], env: dict[str, str], startup: float = 180.0,
+                 command: str = "serve") -> Iterator[ServeProcess]:
+    """``hammer serve <args> --port P`` (or another ``command`` that serves, ``playground``) until its ``/health``
+    says loaded; SIGINT (Ctrl-C) when the block ends."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "hammer_plugins.cli", "serve", *args, "--port", str(port)],
+    process = subprocess.Popen([sys.executable, "-m", "hammer_plugins.cli", command, *args, "--port", str(port)],
                                env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                preexec_fn=default_signals)
     running = ServeProcess(process, port)

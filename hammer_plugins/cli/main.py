@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from hammer_plugins import __version__
-from hammer_plugins.cli.serve import add_serve_parser
+from hammer_plugins.cli.serve import add_playground_parser, add_serve_parser
 from hammer_plugins.engine import HammerEngine
 from hammer_plugins.engine.settings import EngineSettings, add_engine_arguments
 from hammer_plugins.output.response import HammerResponse
@@ -385,6 +385,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     cache.set_defaults(func=cmd_cache)
 
     add_serve_parser(sub)
+    add_playground_parser(sub)
 
     vllm = sub.add_parser("vllm", help="Hammer on vLLM: the chat template, the tool-parser plugin, the command line")
     vllm.add_argument("--model", default="MadeAgents/Hammer2.1-7b",

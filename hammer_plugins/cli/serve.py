@@ -51,6 +51,26 @@ def add_serve_parser(sub: Any) -> None:
         "serve", help="run the model on llama.cpp's llama-server (continuous batching) for --backend server",
         description="Start llama.cpp's C++ llama-server with a Hammer model on loopback and keep it running; "
                     "connect with ChatHammer(backend='server', base_url=...) or --backend server --base-url ...")
+    _server_options(serve)
+    serve.set_defaults(func=cmd_serve)
+
+
+def add_playground_parser(sub: Any) -> None:
+    """Add ``playground`` to ``hammer``'s subcommands: ``hammer serve --openai`` with its page at ``/``."""
+    playground = sub.add_parser(
+        "playground", help="try tools on the model in a browser: the server with its playground page at /",
+        description="Start `hammer serve --openai` on loopback and print the playground's address: a page to add "
+                    "tools, switch them on and off, ask, answer calls with results, and see the prompt Hammer read "
+                    "(docs/playground.md). Every option of `hammer serve --openai` works here.")
+    playground.add_argument("--tools", metavar="FILE",
+                            help="a JSON file of tools (OpenAI function tools, or objects with name, description and "
+                                 "parameters) the page offers besides the demo tools")
+    _server_options(playground)
+    playground.set_defaults(func=cmd_playground)
+
+
+def _server_options(serve: argparse.ArgumentParser) -> None:
+    """The options ``hammer serve`` and ``hammer playground`` share."""
     serve.add_argument("--model-path", help="a .gguf file; default: the pulled Hammer model, else the embedded one")
     serve.add_argument("--model", help="a preset (hammer2.1-1.5b) or a Hugging Face GGUF repo, downloaded if needed")
     serve.add_argument("--port", type=int, default=8080, help="default: %(default)s")
@@ -120,7 +140,6 @@ def add_serve_parser(sub: Any) -> None:
     serve.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS, metavar="N",
                        help="with --openai: open connections (and running requests) at once; past it new requests "
                             "get 503 (default: %(default)s)")
-    serve.set_defaults(func=cmd_serve)
 
 
 def _gguf(args: argparse.Namespace) -> Path:
@@ -149,6 +168,42 @@ def _binary_to_print() -> Path:
               f"cached), so the command names {target}, where `hammer serve` builds it on first use (then it is "
               "cached). Or set $HAMMER_LLAMA_SERVER to a llama-server binary.", file=sys.stderr)
         return target
+
+
+def playground_tools(path: str) -> list[dict[str, Any]]:
+    """The tools of a ``--tools`` file as OpenAI function tools (a clear error naming the file otherwise)."""
+    import json
+
+    try:
+        loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SystemExit(f"hammer playground: cannot read the tools file {path!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise SystemExit(f"hammer playground: the tools file {path!r} is not JSON ({exc}). Fix: a JSON list of "
+                         "OpenAI function tools or of {\"name\", \"description\", \"parameters\"} objects") from None
+    tools = []
+    for item in loaded if isinstance(loaded, list) else [loaded]:
+        if isinstance(item, dict) and item.get("type") == "function" and isinstance(item.get("function"), dict):
+            tools.append(item)
+        elif isinstance(item, dict) and isinstance(item.get("name"), str):
+            tools.append({"type": "function", "function": item})
+        else:
+            raise SystemExit(f"hammer playground: {path!r} holds {str(item)[:80]!r}, which is not a tool. Fix: each "
+                             "tool is an OpenAI function tool or an object with a name")
+    from hammer_plugins.tools.definition import to_tools
+
+    try:
+        to_tools(tools)
+    except (ValueError, TypeError) as exc:
+        raise SystemExit(f"hammer playground: a tool in {path!r} cannot be used: {exc}") from None
+    return tools
+
+
+def cmd_playground(args: argparse.Namespace) -> int:
+    """``hammer serve --openai`` with the tools of ``--tools`` in its page; 0 when stopped with Ctrl-C."""
+    args.openai = True
+    args.playground_tools = playground_tools(args.tools) if args.tools else []
+    return cmd_serve(args)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -60,6 +60,7 @@ from hammer_plugins.openai_server.listener import Admission
 from hammer_plugins.openai_server.messages.request import parse_messages_request
 from hammer_plugins.openai_server.messages.writer import MessagesWriter
 from hammer_plugins.openai_server.ollama.routes import add_ollama_routes
+from hammer_plugins.openai_server.playground.routes import add_playground_routes
 from hammer_plugins.openai_server.responses.request import parse_responses_request
 from hammer_plugins.openai_server.responses.writer import ResponsesWriter
 from hammer_plugins.openai_server.worker import EngineWorker
@@ -118,7 +119,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, allowed_origins: Sequence[str] = (),
                allowed_hosts: Sequence[str] = (), slots: int = 1, queue_per_slot: int = DEFAULT_QUEUE_PER_SLOT,
                time_limit: float | None = DEFAULT_TIME_LIMIT, shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
-               health_checks: Sequence[Callable[[], str | None]] = ()) -> FastAPI:
+               health_checks: Sequence[Callable[[], str | None]] = (),
+               playground_tools: Sequence[dict[str, Any]] = ()) -> FastAPI:
     """The OpenAI-compatible app serving ``engine`` as ``model_name``.
 
     ``allowed_origins`` / ``allowed_hosts``: web origins (``*`` wildcards; ``"*"`` alone: any) and host
@@ -127,7 +129,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
     then 429. ``time_limit``: seconds a request may take from arrival (None: no limit), then 504.
     ``shutdown_grace``: seconds running requests get once shutdown begins. ``health_checks``: each
     returns None when fine or the reason it is not; /health answers 503 with the first reason (or
-    when a call is stuck well past its time limit).
+    when a call is stuck well past its time limit). ``playground_tools``: OpenAI function tools the
+    playground page at ``/`` offers besides the demo tools.
     """
     worker = EngineWorker(engine, slots=slots, queue_per_slot=queue_per_slot, time_limit=time_limit,
                           shutdown_grace=shutdown_grace)
@@ -326,6 +329,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
 
     add_ollama_routes(app, engine, model_name, started=started, read_call=read_call, answer=answer,
                       request_work=request_work, time_limit=worker.time_limit)
+    add_playground_routes(app, engine, model_name, read_call=read_call, request_work=request_work,
+                          time_limit=worker.time_limit, tools=playground_tools)
     return app
 
 

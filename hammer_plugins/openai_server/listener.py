@@ -45,8 +45,12 @@ from hammer_plugins.openai_server.defaults import (
 )
 from hammer_plugins.openai_server.errors import APIError
 
-UNAUTHENTICATED_PATHS = ("/health",)
-"""Paths answered without the API key: a load balancer's probe has none."""
+UNAUTHENTICATED_PATHS = ("/health", "/")
+"""Paths answered without the API key: a load balancer's probe has none, and the playground's page holds
+nothing secret (every request it makes sends the key)."""
+
+UNAUTHENTICATED_PREFIX = "/playground/static/"
+"""The playground page's own files (scripts and styles shipped in the package), answered without the key."""
 
 log = logging.getLogger("hammer_plugins.openai_server")
 
@@ -198,7 +202,8 @@ class Admission:
         headers = dict(scope["headers"])
         length = headers.get(b"content-length", b"").strip()
         refusal = self._too_large() if length.isdigit() and int(length) > self.limit else None
-        if refusal is None and scope["path"] not in UNAUTHENTICATED_PATHS:
+        if (refusal is None and scope["path"] not in UNAUTHENTICATED_PATHS
+                and not scope["path"].startswith(UNAUTHENTICATED_PREFIX)):
             refusal = self._key_error(headers)
         if refusal is not None:
             await JSONResponse(refusal.body(scope["path"]), status_code=refusal.status,

@@ -172,7 +172,8 @@ def serve_openai(args: argparse.Namespace) -> int:
         engine.load()
         max_body = int(getattr(args, "max_body_mb", None) or DEFAULT_MAX_BODY_BYTES / 2**20) * 2**20
         app = create_app(engine, model_name=args.alias, api_key=api_key, max_body_bytes=max_body,
-                         health_checks=health_checks, **_bounds(args, engine))
+                         health_checks=health_checks, playground_tools=getattr(args, "playground_tools", None) or (),
+                         **_bounds(args, engine))
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
         url = f"http://{shown}:{args.port}/v1"
         key = "os.environ['HAMMER_SERVER_API_KEY']" if api_key else "'none'"
@@ -181,6 +182,7 @@ def serve_openai(args: argparse.Namespace) -> int:
               f"  OpenAI(base_url={url!r}, api_key={key}).chat.completions.create(model={args.alias!r}, ...)\n"
               f"  Ollama's clients: ollama.Client(host={url.removesuffix('/v1')!r}), "
               f"ChatOllama(model={args.alias!r}, base_url={url.removesuffix('/v1')!r})\n"
+              f"  The playground, in a browser: {url.removesuffix('/v1')}/\n"
               "Ctrl-C stops it.", file=sys.stderr, flush=True)
         with _signals_end_the_server():
             sockets = [sock] if (sock := dual_stack_socket(args.host, args.port)) else None

@@ -1,0 +1,191 @@
+"""The playground page in a real browser: Debian's headless Chromium driven by Playwright's Python API, against
+the server on the embedded default model (with the relevance gate on, so that a question no tool fits is
+refused). What a person does: add tools, ask, see the call card, answer it with a result, see the prose; mask
+names and see them masked in the prompt panel; tool choice none; a refusal; bad tools shown as the API's own
+error with nothing typed lost; hostile text from tools and results rendered as text. The page runs under its
+own Content-Security-Policy throughout (Playwright's own waits run; any script the page did not ship would
+not). Screenshots go to docs/images/ when HAMMER_DOCS_SCREENSHOTS=1 (docs/playground.md shows them)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serve_process import hammer_serve
+
+from hammer_plugins import HammerEngine
+from hammer_plugins.openai_server import BackgroundServer, create_app
+
+pytestmark = [pytest.mark.real_model, pytest.mark.timeout(300)]
+
+CHROMIUM = "/usr/bin/chromium"
+DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+KEY = "playground-key"
+
+
+@pytest.fixture(scope="module")
+def server(default_model_path: str) -> Iterator[BackgroundServer]:
+    engine = HammerEngine(model_path=default_model_path, n_ctx=4096, max_tokens=160, relevance_gate=True)
+    with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), "Debian's chromium is missing. Fix: bash scripts/install.sh (it installs it)"
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any, server: BackgroundServer) -> Iterator[Any]:
+    """The page, opened as a person would: it asks for the key, which is typed in."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    problems: list[str] = []
+    opened.on("pageerror", lambda error: problems.append(str(error)))
+    # An HTTP error is the browser's console line "Failed to load resource" (the page shows the error itself).
+    opened.on("console", lambda m: problems.append(m.text)
+              if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    opened.goto(server.url + "/")
+    expect(opened.locator("#key-box")).to_be_visible()
+    opened.fill("#key", KEY)
+    opened.press("#key", "Enter")
+    expect(opened.locator("#model")).to_have_text("model: hammer")
+    yield opened
+    assert problems == []
+    context.close()
+
+
+def screenshot(page: Any, name: str) -> None:
+    if os.environ.get("HAMMER_DOCS_SCREENSHOTS") == "1":
+        DOCS_IMAGES.mkdir(exist_ok=True)
+        page.screenshot(path=str(DOCS_IMAGES / f"playground-{name}.png"), full_page=True)
+
+
+def ask(page: Any, question: str) -> None:
+    from playwright.sync_api import expect
+
+    page.fill("#question", question)
+    page.click("#send")
+    expect(page.locator("#send")).to_be_enabled(timeout=120_000)  # the answer, and its prompt panel, are in
+
+
+def test_a_call_card_then_the_result_then_the_prose(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.click("#add-demo")
+    expect(page.locator(".tool")).to_have_count(4)
+    assert "≈" in page.inner_text("#budget") and "4 tools" in page.inner_text("#budget")
+    ask(page, "What's the weather in Paris?")
+    card = page.locator(".call")
+    expect(card).to_have_count(1)
+    assert card.locator(".call-name").inner_text() == "get_weather"
+    assert json.loads(card.locator(".call-args").inner_text())["city"] == "Paris"
+    assert card.locator(".validity").inner_text() == "valid"
+    assert "[BEGIN OF AVAILABLE TOOLS]" in page.inner_text("#prompt")
+    assert "get_weather" in page.inner_text("#offered") and "prompt tokens" in page.inner_text("#metrics")
+    card.locator(".result").fill("It is 18 C and sunny in Paris.")
+    card.locator(".send-result").click()
+    expect(page.locator(".message.assistant")).to_have_count(2)
+    expect(page.locator("#send")).to_be_enabled(timeout=120_000)
+    assert "18" in page.locator(".message.assistant .text").last.inner_text()
+    screenshot(page, "call")
+
+
+def test_masking_shows_the_masked_names_in_the_prompt(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.click("#add-demo")
+    page.check("#mask")
+    ask(page, "What's the weather in Paris?")
+    expect(page.locator(".call")).to_have_count(1)
+    assert page.locator(".call-name").inner_text() == "get_weather"  # the user sees the real name...
+    prompt = page.inner_text("#prompt")
+    tools_block = prompt.split("[BEGIN OF AVAILABLE TOOLS]", 1)[1].split("[END OF AVAILABLE TOOLS]", 1)[0]
+    assert "get_weather" not in tools_block  # ...the model read a masked one
+    assert "get_weather → shown as " in page.inner_text("#offered")
+    screenshot(page, "masking")
+
+
+def test_tool_choice_none_answers_in_prose_and_offers_no_tools(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.click("#add-demo")
+    page.select_option("#tool-choice", "none")
+    ask(page, "Say hello to Ada in five words.")
+    expect(page.locator(".call")).to_have_count(0)
+    assert page.locator(".message.assistant .text").last.inner_text().strip()
+    assert page.inner_text("#offered") == "none" and "[BEGIN OF AVAILABLE TOOLS]" not in page.inner_text("#prompt")
+
+
+def test_a_question_no_tool_fits_is_shown_as_a_refusal(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.click("#add-demo")
+    ask(page, "Tell me a joke about penguins.")
+    refusal = page.locator(".message.refusal")
+    expect(refusal).to_have_count(1)
+    assert "refused" in refusal.locator(".who").inner_text() and refusal.locator(".text").inner_text().strip()
+    expect(page.locator(".call")).to_have_count(0)
+    screenshot(page, "refusal")
+
+
+def test_bad_tools_show_the_apis_error_and_keep_what_was_typed(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.fill("#paste", '[{"name": "lookup", ')
+    page.click("#add-pasted")
+    expect(page.locator("#tools-error")).to_contain_text("not JSON")
+    assert page.input_value("#paste") == '[{"name": "lookup", '
+    bad = json.dumps([{"name": "lookup", "parameters": {"type": "object", "properties": {
+        "s": {"type": "string", "pattern": "(?=a)(a+)+b"}}}}])
+    page.fill("#paste", bad)
+    page.click("#add-pasted")
+    expect(page.locator("#tools-error")).to_contain_text("Invalid tool schema")
+    assert page.input_value("#paste") == bad and page.locator(".tool").count() == 0
+
+
+def test_hostile_text_from_tools_and_results_renders_as_text(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    hostile = '<img src=x onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>'
+    tool = {"name": "get_weather", "description": "Weather in a city. " + hostile,
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    page.fill("#paste", json.dumps(tool))
+    page.click("#add-pasted")
+    expect(page.locator(".tool .description")).to_contain_text("<img src=x")
+    ask(page, "What's the weather in Paris?")
+    card = page.locator(".call")
+    expect(card).to_have_count(1)
+    card.locator(".result").fill(hostile)
+    card.locator(".send-result").click()
+    expect(page.locator(".result-sent")).to_contain_text("<script>")
+    expect(page.locator("#send")).to_be_enabled(timeout=120_000)
+    assert page.title() == "Hammer playground"
+    assert page.locator("img").count() == 0 and page.locator("main script").count() == 0
+
+
+def test_hammer_playground_serves_the_page_with_the_tools_file(tmp_path: Path, default_model_path: str) -> None:
+    """`hammer playground --tools FILE`, as the README starts it: the page at /, the file's tools in it."""
+    import httpx
+
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([{"name": "lookup_order", "description": "Find an order by its number.",
+                                  "parameters": {"type": "object", "properties": {"number": {"type": "string"}}}}]))
+    with hammer_serve(["--tools", str(tools)], {"HAMMER_MODEL_PATH": default_model_path}, command="playground") as run:
+        root = run.base_url.removesuffix("/v1")
+        assert "Hammer playground" in httpx.get(root + "/").text
+        config = httpx.get(root + "/playground/api/config").json()
+        assert [t["function"]["name"] for t in config["tools"]] == ["lookup_order"]
+    assert run.code == 0 and f"The playground, in a browser: {root}/" in run.output

@@ -1,0 +1,92 @@
+"""The playground's routes on a scripted engine (no model, no browser): the page and its files without the key,
+under a strict Content-Security-Policy; its helpers behind the key, checking tools as the APIs do (the same
+400) and showing a request as the model would read it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from hammer_plugins import HammerEngine, ScriptedBackend
+from hammer_plugins.openai_server import BackgroundServer, create_app
+
+KEY = "page-key"
+AUTH = {"authorization": f"Bearer {KEY}"}
+GIVEN = [{"type": "function", "function": {"name": "lookup_order", "description": "Find an order by its number.",
+                                           "parameters": {"type": "object", "properties": {"number": {"type": "string"}},
+                                                          "required": ["number"]}}}]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[BackgroundServer]:
+    app = create_app(HammerEngine(backend=ScriptedBackend([])), model_name="hammer", api_key=KEY,
+                     playground_tools=GIVEN)
+    with BackgroundServer(app) as running:
+        yield running
+
+
+def test_the_page_and_its_files_need_no_key_and_carry_a_strict_policy(server: BackgroundServer) -> None:
+    for path, kind in (("/", "text/html"), ("/playground/static/playground.js", "text/javascript"),
+                       ("/playground/static/playground.css", "text/css")):
+        reply = httpx.get(server.url + path)
+        assert reply.status_code == 200 and reply.headers["content-type"].startswith(kind), path
+        policy = reply.headers["content-security-policy"]
+        assert "script-src 'self'" in policy and "default-src 'none'" in policy and "unsafe" not in policy
+        assert reply.headers["x-content-type-options"] == "nosniff"
+    page = httpx.get(server.url + "/").text
+    assert "<script>" not in page and " style=" not in page and "http" not in page  # nothing inline, nothing fetched
+    assert httpx.get(server.url + "/playground/static/%2e%2e%2fapp.py").status_code == 404  # only the page's own files
+    assert httpx.get(server.url + "/playground/static/index.htm").status_code == 404
+
+
+def test_the_helpers_need_the_key(server: BackgroundServer) -> None:
+    assert httpx.get(server.url + "/playground/api/config").status_code == 401
+    config = httpx.get(server.url + "/playground/api/config", headers=AUTH).json()
+    assert config["model"] == "hammer" and config["tools"] == GIVEN
+    assert {t["function"]["name"] for t in config["demo_tools"]} >= {"get_weather", "send_email"}
+    assert httpx.post(server.url + "/playground/api/tools", json={"tools": GIVEN}).status_code == 401
+
+
+def test_tools_are_checked_as_the_apis_check_them_and_costed(server: BackgroundServer) -> None:
+    checked = httpx.post(server.url + "/playground/api/tools", json={"tools": GIVEN}, headers=AUTH).json()
+    assert [t["name"] for t in checked["tools"]] == ["lookup_order"] and checked["tools"][0]["cost"] > 10
+    assert checked["context_window"] == 32768
+    bad = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "s": {"type": "string", "pattern": "(?=a)(a+)+b"}}}}}]
+    for body in ({"tools": bad}, {"tools": "x"}, {"tools": [{"type": "function", "function": {"name": 5}}]}):
+        reply = httpx.post(server.url + "/playground/api/tools", json=body, headers=AUTH)
+        api = httpx.post(server.base_url + "/chat/completions", headers=AUTH, json={
+            "model": "hammer", "messages": [{"role": "user", "content": "q"}], "tools": body["tools"]})
+        assert reply.status_code == 400 and set(reply.json()["error"]) == {"message", "type", "param", "code"}
+        if isinstance(body["tools"], list):  # the API's own words for the same tools
+            assert reply.json()["error"]["message"] == api.json()["error"]["message"]
+
+
+def test_inspect_shows_the_prompt_the_offered_tools_and_the_masked_names(server: BackgroundServer) -> None:
+    body = {"model": "hammer", "messages": [{"role": "user", "content": "Where is order 42?"}], "tools": GIVEN,
+            "mask_names": True}
+    view = httpx.post(server.url + "/playground/api/inspect", json=body, headers=AUTH).json()
+    shown = view["shown_names"]["lookup_order"]
+    assert shown != "lookup_order" and shown in view["prompt"] and "lookup_order" not in view["prompt"]
+    assert view["offered_tools"] == ["lookup_order"] and "Where is order 42?" in view["prompt"]
+    plain = httpx.post(server.url + "/playground/api/inspect", json={**body, "mask_names": False,
+                                                                       "tool_choice": "none"}, headers=AUTH).json()
+    assert plain["offered_tools"] == [] and "[BEGIN OF AVAILABLE TOOLS]" not in plain["prompt"]
+
+
+@pytest.mark.parametrize(("text", "said"), [('[{"name": "lookup", ', "is not JSON"), ('[{"description": "x"}]', "not a tool"),
+                                            ('[{"name": "f", "parameters": {"type": "object", "properties": {"s": {'
+                                             '"type": "string", "pattern": "(?=a)(a+)+b"}}}}]', "cannot be used")])
+def test_a_bad_tools_file_is_a_clear_error_naming_it(tmp_path: Any, text: str, said: str) -> None:
+    from hammer_plugins.cli.serve import playground_tools
+
+    path = tmp_path / "tools.json"
+    path.write_text(text)
+    with pytest.raises(SystemExit) as failed:
+        playground_tools(str(path))
+    assert said in str(failed.value) and str(path) in str(failed.value)
+    with pytest.raises(SystemExit, match="cannot read"):
+        playground_tools(str(tmp_path / "missing.json"))
