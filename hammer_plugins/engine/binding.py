@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hammer_plugins.grammar.builder import Grammar, build_grammar
+from hammer_plugins.output.views import grid
 from hammer_plugins.prompt.render import render_prefix
+from hammer_plugins.prompt.tools_block import entry_tokens
 from hammer_plugins.support.sized_cache import SizedCache
 from hammer_plugins.tools.definition import Tool, convert_tools, relaxed_tool
 from hammer_plugins.tools.limits import SchemaLimits, current_limits, schema_limits
@@ -34,6 +36,26 @@ class ToolBinding:
     prefix: str
     prompt_format: str
     limits: SchemaLimits | None = None  # the budgets its grammars are built under (None: those in force)
+
+    def __repr__(self) -> str:
+        return f"ToolBinding({len(self.tools)} tools: {', '.join(t.name for t in self.tools[:8])}" + (
+            ", ..." if len(self.tools) > 8 else "") + f"; masked={self.mask is not None})"
+
+    def _repr_html_(self) -> str:
+        """The notebook view: each tool, the name the model reads (masked or not) and its estimated tokens."""
+        costs = self.costs()
+        rows = [(t.name, p.name, cost, t.description) for t, p, cost in zip(self.tools, self.prompt_tools, costs, strict=True)]
+        return grid(["tool", "the model reads", "≈ tokens", "description"], rows,
+                    f"{len(rows)} tools, ≈{sum(costs)} tokens in the tools block")
+
+    def costs(self) -> tuple[int, ...]:
+        """Each tool's estimated tokens in the prompt's tools block, as the prompt shows it (masked or not)."""
+        key = tuple(t.fingerprint() for t in self.prompt_tools)
+        found = _COSTS.get(key)
+        if found is None:
+            found = tuple(entry_tokens(t) for t in self.prompt_tools)
+            _COSTS.put(key, found, len(found) + sum(map(len, key)) // 8)
+        return found
 
     def grammar(self, tool_choice: str, parallel: bool, only: frozenset[str] = frozenset(),
                 partial_calls: bool = False) -> Grammar:
@@ -56,6 +78,8 @@ class ToolBinding:
 GRAMMAR_CACHE_ENTRIES = 128
 GRAMMAR_CACHE_CHARS = 64_000_000
 _GRAMMARS: SizedCache[tuple[Any, ...], Grammar] = SizedCache(GRAMMAR_CACHE_ENTRIES, GRAMMAR_CACHE_CHARS)
+# Each tool set's estimated costs (tool selection reads them on every call of a large set).
+_COSTS: SizedCache[tuple[str, ...], tuple[int, ...]] = SizedCache(64, 2_000_000)
 
 
 def _grammar_cached(tools: tuple[Tool, ...], tool_choice: str, parallel: bool) -> Grammar:

@@ -22,7 +22,6 @@ from typing import Any
 
 from hammer_plugins.engine.core import EngineCore
 from hammer_plugins.engine.planning import make_plan
-from hammer_plugins.engine.tool_selection import tool_costs
 from hammer_plugins.values.messages import Message
 
 
@@ -57,4 +56,4 @@ def inspect_request(engine: EngineCore, messages: Sequence[Message | Mapping[str
     offered = [] if plan.tool_choice == "none" else list(plan.offered) if plan.offered is not None else names
     return PromptView(prompt=plan.prompt, tools=names, offered_tools=offered,
                       shown_names={t.name: p.name for t, p in zip(full.tools, full.prompt_tools, strict=True)},
-                      tool_costs=dict(zip(names, tool_costs(full), strict=True)), tool_budget=engine.tool_budget)
+                      tool_costs=dict(zip(names, full.costs(), strict=True)), tool_budget=engine.tool_budget)

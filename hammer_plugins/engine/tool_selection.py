@@ -20,13 +20,11 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hammer_plugins.engine.binding import ToolBinding
-from hammer_plugins.prompt.tools_block import hammer_entry
 from hammer_plugins.support.sized_cache import SizedCache
 from hammer_plugins.tools.definition import Tool
 from hammer_plugins.tools.ranking import ToolRanking, words
@@ -50,7 +48,6 @@ MIN_SCORE_RATIO = 0.0
 _SHORT_QUERY_WORDS = 3
 
 _RANKINGS: SizedCache[tuple[str, ...], ToolRanking] = SizedCache(32, 2_000_000)
-_COSTS: SizedCache[tuple[str, ...], tuple[int, ...]] = SizedCache(64, 2_000_000)
 
 
 @dataclass(frozen=True)
@@ -59,29 +56,6 @@ class Offer:
 
     binding: ToolBinding
     offered: tuple[str, ...] | None = None  # None: every tool
-
-
-def estimate_tokens(text: str) -> int:
-    """Prompt tokens ``text`` takes, estimated without a tokenizer (so planning loads no model): about 3.5
-    characters a token for ASCII JSON and English (Qwen2.5's tokenizer reads BFCL's tools at 3.6-4.2),
-    one token for every other character (CJK text takes about one a character).
-
-    Example:
-        >>> estimate_tokens('{"name": "get_weather"}'), estimate_tokens("天气")
-        (7, 2)
-    """
-    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
-    return -(-ascii_chars * 2 // 7) + (len(text) - ascii_chars)
-
-
-def tool_costs(binding: ToolBinding) -> tuple[int, ...]:
-    """Each tool's estimated tokens in the prompt's tools block, as the prompt shows it (masked or not)."""
-    key = tuple(t.fingerprint() for t in binding.prompt_tools)
-    found = _COSTS.get(key)
-    if found is None:
-        found = tuple(estimate_tokens(json.dumps(hammer_entry(t))) + 1 for t in binding.prompt_tools)
-        _COSTS.put(key, found, len(found) + sum(map(len, key)) // 8)
-    return found
 
 
 def _ranking(tools: Sequence[Tool]) -> ToolRanking:
@@ -122,7 +96,7 @@ def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pin
     if unknown:
         raise UnknownToolError(f"pinned tools {unknown[:8]} are not among the {len(names)} tools given. Fix: pin "
                                "names of tools you pass, e.g. pinned_tools=['get_weather'].")
-    costs = tool_costs(full)
+    costs = full.costs()
     if budget <= 0 or sum(costs) <= budget:
         return Offer(full)
     keep = {index[p] for p in pinned} | {index[n] for n in called_tools_in(messages) if n in index}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, computed_field
 
 from hammer_plugins.output.parsing import ParsedOutput
+from hammer_plugins.output.views import call_text, grid, table
 
 DEFAULT_REFUSAL_TEXT = "Sorry, no tool is suitable for your request."
 """What a refusal says by default (HammerBench's termination text, which Hammer is scored on)."""
@@ -59,3 +60,30 @@ class HammerResponse(ParsedOutput):
     # The tools the prompt offered when a large tool set was narrowed to the best matches (the engine's
     # tool_budget); None: every tool given was offered.
     offered_tools: list[str] | None = None
+
+    def __repr__(self) -> str:
+        """Short: the kind, the calls as one line each, the text's start, the finish reason and the tokens."""
+        parts = [f"kind={self.kind!r}"]
+        if self.tool_calls:
+            parts.append("calls=[" + ", ".join(call_text(c.name, c.arguments) for c in self.tool_calls) + "]")
+        if self.text:
+            parts.append(f"text={self.text[:60] + ('...' if len(self.text) > 60 else '')!r}")
+        parts.append(f"finish_reason={self.finish_reason!r}")
+        parts.append(f"tokens={self.usage.prompt_tokens}+{self.usage.completion_tokens}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    def _repr_html_(self) -> str:
+        """The notebook view: what was answered, its calls, and how (tokens, time, the tools offered)."""
+        rows: list[tuple[str, object]] = [("kind", "refusal: no tool fits ([])" if self.is_refusal else self.kind)]
+        if self.text:
+            rows.append(("text", self.text))
+        rows += [("invalid call", f"{c.reason}: {c.raw}") for c in self.invalid_tool_calls]
+        rows += [("finish reason", self.finish_reason),
+                 ("tokens", f"{self.usage.prompt_tokens} prompt + {self.usage.completion_tokens} completion")]
+        if "time_to_first_token" in self.timings:
+            rows.append(("time to first token", f"{self.timings['time_to_first_token']:.2f} s"))
+        if self.offered_tools is not None:
+            rows.append(("offered tools", ", ".join(self.offered_tools)))
+        calls = grid(["call", "name", "arguments"], [(c.id, c.name, c.arguments) for c in self.tool_calls],
+                     "calls") if self.tool_calls else ""
+        return table(rows, type(self).__name__) + calls

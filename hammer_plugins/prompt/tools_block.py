@@ -65,3 +65,21 @@ def hammer_properties(properties: Mapping[str, Any], required: Iterable[str]) ->
 def render_tools_block(tools: Iterable[Tool]) -> str:
     """The JSON text placed between ``[BEGIN OF AVAILABLE TOOLS]`` and ``[END OF AVAILABLE TOOLS]``."""
     return json.dumps([hammer_entry(t) for t in tools])
+
+
+def estimate_tokens(text: str) -> int:
+    """Prompt tokens ``text`` takes, estimated without a tokenizer (so planning loads no model): about 3.5
+    characters a token for ASCII JSON and English (Qwen2.5's tokenizer reads BFCL's tools at 3.6-4.2),
+    one token for every other character (CJK text takes about one a character).
+
+    Example:
+        >>> estimate_tokens('{"name": "get_weather"}'), estimate_tokens("天气")
+        (7, 2)
+    """
+    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    return -(-ascii_chars * 2 // 7) + (len(text) - ascii_chars)
+
+
+def entry_tokens(tool: Tool) -> int:
+    """``tool``'s estimated tokens in the tools block (its entry and the separator after it)."""
+    return estimate_tokens(json.dumps(hammer_entry(tool))) + 1

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from hammer_plugins.output.views import history_view, snapshot_view
 from hammer_plugins.prompt.render import format_calls
 from hammer_plugins.tools.definition import Tool
 from hammer_plugins.values.calls import ToolCall
@@ -129,6 +130,15 @@ class Snapshot(BaseModel):
             return ToolCall(name=self.function, arguments=dict(self.arguments), id=call_id)
         return ToolCall(name=self.function, arguments=dict(self.arguments))
 
+    def __repr__(self) -> str:
+        """Short: the turn, the function, the state, the filled and missing slots."""
+        return (f"Snapshot(turn={self.turn}, function={self.function!r}, state={self.state!r}, "
+                f"filled={self.filled}, missing={self.missing_required})")
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the function, each slot's value and whether it is filled, missing, new or changed."""
+        return snapshot_view(self)
+
     def to_metadata(self) -> dict[str, Any]:
         """``{"hammer_snapshot": {...}}``: what adapters store in message metadata."""
         return {SNAPSHOT_METADATA_KEY: self.model_dump(mode="json")}
@@ -181,6 +191,10 @@ class ConversationState(BaseModel):
     def last(self) -> Snapshot | None:
         """The latest snapshot, if any."""
         return self.snapshots[-1] if self.snapshots else None
+
+    def _repr_html_(self) -> str:
+        """The notebook view of a slot-filling history: one row per turn's snapshot, then the state now."""
+        return history_view(self)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hammer_plugins import HammerEngine, Message, ScriptedBackend, ToolBudgetError, ToolCall, UnknownToolError
-from hammer_plugins.engine.tool_selection import offer_tools, tool_costs
+from hammer_plugins.engine.tool_selection import offer_tools
 from hammer_plugins.tools import to_tool
 from hammer_plugins.tools.ranking import ToolRanking, tool_words, words
 from hammer_plugins.tools.selection import select_tools
@@ -177,7 +177,7 @@ def test_selection_survives_masking_and_never_shows_a_real_name() -> None:
 
 def test_costs_grow_with_what_the_prompt_shows() -> None:
     binding = engine().bind(many_tools(3) + [{"name": "long", "description": "word " * 400}])
-    costs = tool_costs(binding)
+    costs = binding.costs()
     assert costs[-1] > 5 * max(costs[:-1])
 
 
