@@ -329,7 +329,7 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
 
     add_ollama_routes(app, engine, model_name, started=started, read_call=read_call, answer=answer,
                       request_work=request_work, time_limit=worker.time_limit)
-    add_playground_routes(app, engine, model_name, read_call=read_call, request_work=request_work,
+    add_playground_routes(app, engine, model_name, read_call=read_call, answer=answer, request_work=request_work,
                           time_limit=worker.time_limit, tools=playground_tools)
     return app
 

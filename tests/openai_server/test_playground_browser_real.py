@@ -189,3 +189,27 @@ def test_hammer_playground_serves_the_page_with_the_tools_file(tmp_path: Path, d
         config = httpx.get(root + "/playground/api/config").json()
         assert [t["function"]["name"] for t in config["tools"]] == ["lookup_order"]
     assert run.code == 0 and f"The playground, in a browser: {root}/" in run.output
+
+
+def test_slot_filling_mode_over_three_turns(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    tool = {"name": "pay_fine", "description": "Pay a traffic fine.", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "The city where the fine was issued."},
+        "plate": {"type": "string", "description": "The car's license plate number."}}, "required": ["city", "plate"]}}
+    page.fill("#paste", json.dumps(tool))
+    page.click("#add-pasted")
+    expect(page.locator(".tool")).to_have_count(1)
+    page.check("#slot-mode")
+    for said in ("I want to pay a traffic fine.", "It was in Guangzhou.", "The plate is D456."):
+        ask(page, said)
+    cards = page.locator(".snapshot")
+    assert page.locator("#chat-error").is_hidden(), page.inner_text("#chat-error")
+    expect(cards).to_have_count(3)
+    heads = [cards.nth(i).locator(".snapshot-head").inner_text() for i in range(3)]
+    assert heads[0].endswith("(collecting)") and heads[2] == "Snapshot, turn 2: pay_fine (ready)"
+    assert "missing (required)" in cards.nth(0).inner_text()  # nothing said yet: asked, not invented
+    assert "Guangzhou" in cards.nth(1).inner_text() and "plate\t\tmissing (required)" in cards.nth(1).inner_text()
+    assert json.loads(page.locator(".call-args").last.inner_text()) == {"city": "Guangzhou", "plate": "D456"}
+    assert "collecting" in page.inner_text("#metrics") or "ready" in page.inner_text("#metrics")
+    screenshot(page, "slot-filling")

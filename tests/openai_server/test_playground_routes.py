@@ -90,3 +90,26 @@ def test_a_bad_tools_file_is_a_clear_error_naming_it(tmp_path: Any, text: str, s
     assert said in str(failed.value) and str(path) in str(failed.value)
     with pytest.raises(SystemExit, match="cannot read"):
         playground_tools(str(tmp_path / "missing.json"))
+
+
+def test_slot_filling_turns_carry_their_snapshots_through_the_history() -> None:
+    tool = {"type": "function", "function": {"name": "pay_fine", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "plate": {"type": "string"}}, "required": ["city", "plate"]}}}
+    answers = ['[{"name": "pay_fine", "arguments": {"city": "Guangzhou"}}]',
+               '[{"name": "pay_fine", "arguments": {"city": "Guangzhou", "plate": "D456"}}]']
+    app = create_app(HammerEngine(backend=ScriptedBackend(answers)), model_name="hammer", api_key=KEY)
+    with BackgroundServer(app) as server:
+        history: list[Any] = [{"role": "user", "content": "Pay my fine in Guangzhou"}]
+        first = httpx.post(server.url + "/playground/api/slot_filling", headers=AUTH,
+                           json={"history": history, "tools": [tool]}).json()
+        assert (first["action"], first["snapshot"]["missing_required"]) == ("ask", ["plate"])
+        assert first["message"]["metadata"]["hammer_snapshot"]["state"] == "collecting"
+        history += [first["message"], {"role": "user", "content": "The plate is D456"}]
+        second = httpx.post(server.url + "/playground/api/slot_filling", headers=AUTH,
+                            json={"history": history, "tools": [tool]}).json()
+        assert second["action"] == "execute" and second["calls"][0]["arguments"] == {"city": "Guangzhou", "plate": "D456"}
+        assert second["snapshot"]["added"] == ["plate"]  # against the snapshot the history carried back
+        for body in ({"history": [], "tools": [tool]}, {"history": [{"role": 5}], "tools": [tool]},
+                     {"history": history, "tools": []}, {"history": history, "tools": [tool], "grounding": "x"}):
+            reply = httpx.post(server.url + "/playground/api/slot_filling", headers=AUTH, json=body)
+            assert reply.status_code == 400 and reply.json()["error"]["param"] in ("history", "tools", "grounding")

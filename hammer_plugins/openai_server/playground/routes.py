@@ -10,8 +10,13 @@ two read-only helpers behind the API key, so that the page shows what Hammer see
 - ``POST /playground/api/inspect``: a Chat Completions body as the model would read it
   (:func:`~hammer_plugins.engine.inspection.inspect_request`): the prompt, the offered tools, the names
   the model reads. Nothing runs.
+- ``POST /playground/api/slot_filling``: one slot-filling turn (``{"history": [...], "tools": [...], "grounding":
+  "report" | "enforce" | "off"}``, the
+  history as :func:`~hammer_plugins.slot_filling.snapshots.dump_history` writes it, snapshots included):
+  the engine's slot-filling call through the app's one route body (queue, time limit, a client that
+  leaves), answered with the decision, the turn's snapshot and the assistant message to append.
 
-Both helpers take a place in the queue and run on the server's request threads, as every request does.
+The first two take a place in the queue and run on the server's request threads, as every request does.
 
 Example:
     >>> sorted(PAGE_FILES)
@@ -31,9 +36,12 @@ from fastapi.responses import JSONResponse, Response
 
 from hammer_plugins.engine import HammerEngine
 from hammer_plugins.engine.inspection import inspect_request
-from hammer_plugins.openai_server.call import checked_tools, function_tools
+from hammer_plugins.openai_server.call import EngineCall, checked_tools, function_tools
 from hammer_plugins.openai_server.chat_completions.request import parse_request
-from hammer_plugins.openai_server.errors import APIError, engine_error
+from hammer_plugins.openai_server.errors import APIError, api_errors_only, engine_error
+from hammer_plugins.openai_server.framing import Framing
+from hammer_plugins.output.response import HammerResponse
+from hammer_plugins.slot_filling.snapshots import SnapshotMessage, dump_history, load_history
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 
@@ -55,9 +63,44 @@ def _static(name: str) -> bytes:
     return resources.files(__package__).joinpath("static", name).read_bytes()
 
 
+class SlotFillingFraming(Framing):
+    """A slot-filling turn's answer for the page: the decision, the snapshot, the message to append (never streamed)."""
+
+    def body(self, final: HammerResponse) -> dict[str, Any]:
+        snapshot = getattr(final, "snapshot", None)
+        calls = final.tool_calls if getattr(final, "slot_filling_action", None) == "execute" else []
+        message = SnapshotMessage(role="assistant", content=final.text, tool_calls=calls, snapshot=snapshot)
+        return {"action": getattr(final, "slot_filling_action", None), "text": final.text,
+                "calls": [c.model_dump(mode="json") for c in calls],
+                "snapshot": snapshot.model_dump(mode="json") if snapshot is not None else None,
+                "message": dump_history([message])[0],
+                "usage": final.usage.model_dump(mode="json")}
+
+    def error(self, error: APIError) -> bytes:  # never streamed
+        raise NotImplementedError
+
+
+def slot_filling_call(body: Any) -> EngineCall:
+    """A slot-filling turn's body as an engine call (a 400 naming what is wrong)."""
+    if not isinstance(body, dict) or not isinstance(body.get("history"), list) or not body["history"]:
+        raise APIError(400, "The body must be {\"history\": [...], \"tools\": [...]}, with at least the user's message.",
+                       param="history", code="invalid_value")
+    tools = checked_tools(function_tools(body.get("tools") or []))
+    if not tools:
+        raise APIError(400, "Slot filling needs at least one tool.", param="tools", code="invalid_value")
+    try:
+        history = load_history(body["history"])
+    except (ValueError, TypeError) as exc:
+        raise APIError(400, f"history: {exc}", param="history", code="invalid_value") from None
+    grounding = body.get("grounding", "report")
+    if grounding not in ("report", "enforce", "off"):
+        raise APIError(400, "grounding must be report, enforce or off.", param="grounding", code="invalid_value")
+    return EngineCall(messages=history, tools=tools, tool_choice="auto", options={"slot_filling": {"grounding": grounding}})
+
+
 def add_playground_routes(app: FastAPI, engine: HammerEngine, model_name: str, *,
                           read_call: Callable[[Request, Callable[[Any], Any]], Awaitable[tuple[Any, Any]]],
-                          request_work: Executor, time_limit: float | None,
+                          answer: Callable[..., Awaitable[Response]], request_work: Executor, time_limit: float | None,
                           tools: list[dict[str, Any]] | None = None) -> None:
     """Serve the playground on ``app``; ``tools`` (OpenAI function tools, checked already) are offered in the page
     besides the demo tools."""
@@ -120,3 +163,10 @@ def add_playground_routes(app: FastAPI, engine: HammerEngine, model_name: str, *
     @app.post("/playground/api/inspect")
     async def inspect_route(request: Request) -> Response:
         return await off_loop(request, lambda body: parse_request(body, model_name), inspect)
+
+    @app.post("/playground/api/slot_filling")
+    async def slot_filling(request: Request) -> Response:
+        place, call = await read_call(request, api_errors_only(slot_filling_call))
+        if place is None:
+            return call
+        return await answer(request, place, call, SlotFillingFraming())

@@ -4,7 +4,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { model: "hammer", tools: [], enabled: new Set(), costs: {}, messages: [], busy: false, demo: [],
+const state = { model: "hammer", tools: [], enabled: new Set(), costs: {}, messages: [], slotHistory: [], busy: false, demo: [],
                 window: 0, budget: 0, key: sessionStorage.getItem("hammer-key") || "" };
 
 function el(tag, text, cls) {
@@ -277,13 +277,78 @@ async function inspect(body) {
   if (!view.offered_tools.length) offered.append(el("li", "none", "muted"));
 }
 
+// ------------------------------------------------------------------ slot filling: one snapshot per user turn
+function snapshotCard(snapshot) {
+  const card = el("div", null, "snapshot");
+  card.append(el("div", `Snapshot, turn ${snapshot.turn}: ${snapshot.function || "no function"} (${snapshot.state})`,
+                 "snapshot-head"));
+  const changed = Object.fromEntries((snapshot.changed || []).map((c) => [c.name, c]));
+  const table = el("table", null, "slots");
+  const rows = Object.entries(snapshot.arguments || {}).map(([name, value]) => [name, JSON.stringify(value),
+    changed[name] ? "changed from " + JSON.stringify(changed[name].old) : (snapshot.added || []).includes(name) ? "new"
+      : (snapshot.carried || []).includes(name) ? "carried" : "filled"]);
+  for (const row of rows) {
+    if ((snapshot.ungrounded || []).includes(row[0])) row[2] += ", not said by the user";
+  }
+  for (const name of snapshot.missing_required || []) rows.push([name, "", "missing (required)"]);
+  for (const name of snapshot.missing_optional || []) rows.push([name, "", "missing (optional)"]);
+  for (const [name, value, status] of rows) {
+    const row = el("tr", null, "slot " + status.split(" ")[0]);
+    row.append(el("td", name), el("td", value), el("td", status));
+    table.append(row);
+  }
+  card.append(table);
+  return card;
+}
+
+async function slotTurn() {
+  state.busy = true;
+  $("send").disabled = true;
+  show("chat-error", "");
+  const shown = bubble("assistant");
+  try {
+    const turn = await post("/playground/api/slot_filling", { history: state.slotHistory, tools: enabledTools(),
+                                                             grounding: $("grounding").checked ? "enforce" : "report" });
+    state.slotHistory.push(turn.message);
+    shown.text.textContent = turn.text || (turn.action === "execute" ? "" : "(" + turn.action + ")");
+    if (turn.snapshot) shown.item.append(snapshotCard(turn.snapshot));
+    for (const call of turn.calls) {
+      const card = el("div", null, "call");
+      card.append(el("div", call.name, "call-name"), el("pre", JSON.stringify(call.arguments, null, 1), "call-args"),
+                  el("div", "complete: ready to run", "validity ok"));
+      shown.item.append(card);
+    }
+    const list = $("metrics");
+    list.replaceChildren();
+    for (const [name, value] of [["decision", turn.action], ["state", turn.snapshot ? turn.snapshot.state : "-"],
+                                 ["prompt tokens", turn.usage.prompt_tokens],
+                                 ["completion tokens", turn.usage.completion_tokens]]) {
+      list.append(el("dt", name), el("dd", value));
+    }
+  } catch (e) {
+    shown.item.remove();
+    state.slotHistory.pop();  // the user's turn goes back into the box: nothing typed is lost
+    $("question").value = state.lastQuestion;
+    show("chat-error", e.message);
+  } finally {
+    state.busy = false;
+    $("send").disabled = false;
+  }
+}
+
 function send(event) {
   event.preventDefault();
   const text = $("question").value.trim();
   if (!text || state.busy) return;
-  state.messages.push({ role: "user", content: text });
   bubble("user").text.textContent = text;
   $("question").value = "";
+  state.lastQuestion = text;
+  if ($("slot-mode").checked) {
+    state.slotHistory.push({ role: "user", content: text });
+    slotTurn();
+    return;
+  }
+  state.messages.push({ role: "user", content: text });
   ask();
 }
 
@@ -312,7 +377,11 @@ async function start() {
     }
   });
   $("ask").addEventListener("submit", send);
-  $("clear").addEventListener("click", () => { state.messages = []; $("chat").replaceChildren(); });
+  $("clear").addEventListener("click", () => {
+    state.messages = [];
+    state.slotHistory = [];
+    $("chat").replaceChildren();
+  });
   try {
     const reply = await fetch("/playground/api/config", { headers: headers() });
     if (reply.status === 401) { askForKey(); return; }
