@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from hammer_plugins import __version__
+from hammer_plugins.cli.mcp_options import add_mcp_arguments, attach_mcp_servers
 from hammer_plugins.cli.serve import add_playground_parser, add_serve_parser
 from hammer_plugins.engine import HammerEngine
 from hammer_plugins.engine.settings import EngineSettings, add_engine_arguments
@@ -122,19 +123,6 @@ def _report(response: HammerResponse, seconds: float) -> None:
           f"completion tokens, {seconds:.2f}s wall ({timing})", file=sys.stderr)
 
 
-def _attach_mcp(args: argparse.Namespace, stack: contextlib.ExitStack, tools: list[Tool],
-                functions: dict[str, Callable[..., Any]]) -> tuple[list[Tool], dict[str, Callable[..., Any]]]:
-    """``--mcp`` servers' tools added to ``tools`` (and callables to ``functions``); they close with ``stack``.
-
-    A server gets the MCP SDK's safe default environment plus the ``--mcp-env`` variables, not this
-    process's (API keys stay here); a call that outlasts ``--mcp-timeout`` is cancelled and its server restarted.
-    """
-    from hammer_plugins.mcp.client import attach_mcp, parse_env_options
-
-    names, values = parse_env_options(args.mcp_env or [])
-    return attach_mcp(args.mcp, tools, functions, stack=stack, pass_env=names, env=values, timeout=args.mcp_timeout)
-
-
 def cmd_call(args: argparse.Namespace) -> int:
     tools, _ = load_tools_file(args.tools)
     if not args.mcp:
@@ -144,7 +132,7 @@ def cmd_call(args: argparse.Namespace) -> int:
     # about 0.5 s to end), and the command waits for that before it returns, so none outlives it (its
     # fast exit skips atexit) whatever happens next.
     with contextlib.ExitStack() as stack:  # on an error while attaching, the servers started close here
-        tools, _ = _attach_mcp(args, stack, tools if args.tools else [], {})
+        tools, _ = attach_mcp_servers(args, stack, tools if args.tools else [], {})
         servers = stack.pop_all()
     closer = threading.Thread(target=servers.close, name="hammer-mcp-close")
     closer.start()
@@ -208,7 +196,7 @@ def _may_run(args: argparse.Namespace, call: ToolCall, interactive: bool) -> boo
 def _chat(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     tools, functions = load_tools_file(args.tools)
     if args.mcp:  # an MCP server's tools, executed through the server
-        tools, functions = _attach_mcp(args, stack, tools if args.tools else [], functions if args.tools else {})
+        tools, functions = attach_mcp_servers(args, stack, tools if args.tools else [], functions if args.tools else {})
     interactive = sys.stdin.isatty()
     if functions and not args.yes and not interactive:
         print("hammer chat: stdin is not a terminal, so tool calls cannot be confirmed and will not run. Fix: "
@@ -326,15 +314,6 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mcp-env", action="append", metavar="NAME[=VALUE]",
-                        help="a variable for the --mcp servers: NAME passes it from this environment, NAME=VALUE "
-                             "sets it; repeatable. They get only a safe default (HOME, PATH, ...) besides")
-    parser.add_argument("--mcp-timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="seconds for an MCP server to start and for each tool call; a call that outlasts it "
-                             "is cancelled and its server restarted (default: 60)")
-
-
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``hammer`` parser; for a built-in command in ``argv`` the plugin commands are left out.
 
@@ -350,7 +329,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     call.add_argument("--tools", help=".json schemas or .py functions; default: the demo tools")
     call.add_argument("--mcp", action="append", metavar="COMMAND",
                       help="an MCP server's command (stdio), whose tools are offered; repeatable")
-    _add_mcp_arguments(call)
+    add_mcp_arguments(call)
     call.add_argument("--tool-choice", default="auto", help="auto, required, none, or a tool name")
     call.add_argument("-v", "--verbose", action="store_true", help="print usage and timings to stderr")
     add_engine_arguments(call)
@@ -360,7 +339,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     chat.add_argument("--tools", help=".py functions (executed) or .json schemas; default: the demo tools")
     chat.add_argument("--mcp", action="append", metavar="COMMAND",
                       help="an MCP server's command (stdio); its tools are offered and run through it; repeatable")
-    _add_mcp_arguments(chat)
+    add_mcp_arguments(chat)
     chat.add_argument("-y", "--yes", action="store_true",
                       help="run the model's tool calls without asking (by default each is shown and confirmed)")
     chat.add_argument("--max-steps", type=int, default=1, help="tool rounds per user turn before a plain answer")

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hammer_plugins.cli.mcp_options import add_mcp_arguments
 from hammer_plugins.engine.settings import add_prefix_cache_argument, add_setting_argument
 from hammer_plugins.openai_server.defaults import (
     DEFAULT_BODY_TIMEOUT,
@@ -65,6 +66,10 @@ def add_playground_parser(sub: Any) -> None:
     playground.add_argument("--tools", metavar="FILE",
                             help="a JSON file of tools (OpenAI function tools, or objects with name, description and "
                                  "parameters) the page offers besides the demo tools")
+    playground.add_argument("--mcp", action="append", metavar="COMMAND",
+                            help="an MCP server's command (stdio): its tools are offered in the page, and a call of one "
+                                 "is run through it once you approve it there; repeatable")
+    add_mcp_arguments(playground)
     _server_options(playground)
     playground.set_defaults(func=cmd_playground)
 

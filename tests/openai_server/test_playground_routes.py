@@ -113,3 +113,26 @@ def test_slot_filling_turns_carry_their_snapshots_through_the_history() -> None:
                      {"history": history, "tools": []}, {"history": history, "tools": [tool], "grounding": "x"}):
             reply = httpx.post(server.url + "/playground/api/slot_filling", headers=AUTH, json=body)
             assert reply.status_code == 400 and reply.json()["error"]["param"] in ("history", "tools", "grounding")
+
+
+def test_only_the_given_runners_run_and_a_failing_tool_is_its_own_error() -> None:
+    from hammer_plugins.mcp.client import MCPToolError
+
+    def clock(timezone: str) -> str:
+        return f"12:00 in {timezone}"
+
+    def broken() -> str:
+        raise MCPToolError("the server said no")
+
+    app = create_app(HammerEngine(backend=ScriptedBackend([])), model_name="hammer", api_key=KEY,
+                     playground_runners={"clock": clock, "broken": broken})
+    with BackgroundServer(app) as server:
+        run = server.url + "/playground/api/run"
+        assert httpx.get(server.url + "/playground/api/config", headers=AUTH).json()["runnable"] == ["broken", "clock"]
+        assert httpx.post(run, json={"name": "clock", "arguments": {"timezone": "UTC"}}).status_code == 401
+        ran = httpx.post(run, headers=AUTH, json={"name": "clock", "arguments": {"timezone": "UTC"}})
+        assert ran.json() == {"result": "12:00 in UTC"}
+        assert httpx.post(run, headers=AUTH, json={"name": "get_weather", "arguments": {}}).status_code == 404
+        failed = httpx.post(run, headers=AUTH, json={"name": "broken"})
+        assert failed.status_code == 502 and "the server said no" in failed.json()["error"]["message"]
+        assert httpx.post(run, headers=AUTH, json={"name": "clock", "arguments": [1]}).status_code == 400

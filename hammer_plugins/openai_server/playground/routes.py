@@ -16,7 +16,10 @@ two read-only helpers behind the API key, so that the page shows what Hammer see
   the engine's slot-filling call through the app's one route body (queue, time limit, a client that
   leaves), answered with the decision, the turn's snapshot and the assistant message to append.
 
-The first two take a place in the queue and run on the server's request threads, as every request does.
+- ``POST /playground/api/run``: one call of an MCP server's tool (``hammer playground --mcp``), sent once the
+  person approved it in the page; its result text.
+
+The helpers take a place in the queue and run on the server's request threads, as every request does.
 
 Example:
     >>> sorted(PAGE_FILES)
@@ -26,7 +29,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from importlib import resources
 from typing import Any
@@ -36,6 +39,7 @@ from fastapi.responses import JSONResponse, Response
 
 from hammer_plugins.engine import HammerEngine
 from hammer_plugins.engine.inspection import inspect_request
+from hammer_plugins.mcp.client import MCPToolError
 from hammer_plugins.openai_server.call import EngineCall, checked_tools, function_tools
 from hammer_plugins.openai_server.chat_completions.request import parse_request
 from hammer_plugins.openai_server.errors import APIError, api_errors_only, engine_error
@@ -101,11 +105,14 @@ def slot_filling_call(body: Any) -> EngineCall:
 def add_playground_routes(app: FastAPI, engine: HammerEngine, model_name: str, *,
                           read_call: Callable[[Request, Callable[[Any], Any]], Awaitable[tuple[Any, Any]]],
                           answer: Callable[..., Awaitable[Response]], request_work: Executor, time_limit: float | None,
-                          tools: list[dict[str, Any]] | None = None) -> None:
+                          tools: Sequence[dict[str, Any]] = (),
+                          runners: Mapping[str, Callable[..., Any]] | None = None) -> None:
     """Serve the playground on ``app``; ``tools`` (OpenAI function tools, checked already) are offered in the page
-    besides the demo tools."""
+    besides the demo tools; ``runners`` (an MCP server's tools, by name) may be run from the page once the person
+    approves a call."""
     demo = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
-    given = list(tools or [])
+    given = list(tools)
+    runnable = dict(runners or {})
 
     @app.get("/")
     async def page() -> Response:
@@ -119,7 +126,8 @@ def add_playground_routes(app: FastAPI, engine: HammerEngine, model_name: str, *
 
     @app.get("/playground/api/config")
     async def config() -> dict[str, Any]:
-        return {"model": model_name, "demo_tools": demo, "tools": given, "tool_budget": engine.tool_budget}
+        return {"model": model_name, "demo_tools": demo, "tools": given, "tool_budget": engine.tool_budget,
+                "runnable": sorted(runnable)}
 
     async def off_loop(request: Request, parse: Callable[[Any], Any], work: Callable[[Any], Any]) -> Response:
         place, parsed = await read_call(request, parse)
@@ -163,6 +171,28 @@ def add_playground_routes(app: FastAPI, engine: HammerEngine, model_name: str, *
     @app.post("/playground/api/inspect")
     async def inspect_route(request: Request) -> Response:
         return await off_loop(request, lambda body: parse_request(body, model_name), inspect)
+
+    def run_call(body: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not isinstance(
+                body.get("arguments", {}), dict):
+            raise APIError(400, "The body must be {\"name\": \"tool\", \"arguments\": {...}}.", param="name",
+                           code="invalid_value")
+        if body["name"] not in runnable:
+            raise APIError(404, f"No tool {body['name'][:80]!r} runs on this server: only the --mcp servers' tools "
+                                f"do ({', '.join(sorted(runnable)[:20]) or 'none'}).", param="name", code="not_found")
+        return runnable[body["name"]], dict(body.get("arguments") or {})
+
+    def run(parsed: tuple[Callable[..., Any], dict[str, Any]]) -> dict[str, Any]:
+        function, arguments = parsed
+        try:
+            return {"result": str(function(**arguments))}
+        except MCPToolError as exc:  # the tool failed, or timed out (its server restarted): the tool's error
+            raise APIError(502, f"The tool failed: {exc}", type="server_error", code="tool_failed") from None
+
+    @app.post("/playground/api/run")
+    async def run_route(request: Request) -> Response:
+        """Run one approved call through its MCP server (the server's own timeout bounds it)."""
+        return await off_loop(request, api_errors_only(run_call), run)
 
     @app.post("/playground/api/slot_filling")
     async def slot_filling(request: Request) -> Response:

@@ -4,7 +4,8 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { model: "hammer", tools: [], enabled: new Set(), costs: {}, messages: [], slotHistory: [], busy: false, demo: [],
+const state = { model: "hammer", tools: [], enabled: new Set(), costs: {}, messages: [], slotHistory: [], busy: false,
+                demo: [], runnable: new Set(),
                 window: 0, budget: 0, key: sessionStorage.getItem("hammer-key") || "" };
 
 function el(tag, text, cls) {
@@ -159,16 +160,44 @@ function callCard(call, turn) {
   result.placeholder = "The tool's result";
   const send = el("button", "Send result", "send-result");
   send.type = "button";
-  send.addEventListener("click", () => {
+  const answer = () => {
     state.messages.push({ role: "tool", tool_call_id: call.id, content: result.value });
     card.append(el("div", "Result: " + result.value, "result-sent"));
-    result.remove();
-    send.remove();
+    for (const node of card.querySelectorAll(".result, button, .approval")) node.remove();
     const answered = new Set(state.messages.filter((m) => m.role === "tool").map((m) => m.tool_call_id));
     if (turn.tool_calls.every((c) => answered.has(c.id))) ask();
-  });
+  };
+  send.addEventListener("click", answer);
   card.append(result, send);
+  if (state.runnable.has(call.function.name)) card.append(approval(call, result, answer));
   return card;
+}
+
+// An MCP server's tool runs only once the person approves this call, with these arguments.
+function approval(call, result, answer) {
+  const box = el("div", null, "approval");
+  box.append(el("span", `Run ${call.function.name} through its MCP server with these arguments?`));
+  const approve = el("button", "Approve and run", "approve");
+  const decline = el("button", "Decline", "decline");
+  approve.type = decline.type = "button";
+  approve.addEventListener("click", async () => {
+    approve.disabled = decline.disabled = true;
+    try {
+      let args = {};
+      try { args = JSON.parse(call.function.arguments || "{}"); } catch (e) { /* the server says what is wrong */ }
+      const ran = await post("/playground/api/run", { name: call.function.name, arguments: args });
+      result.value = ran.result;
+      answer();
+    } catch (e) {
+      box.replaceChildren(el("span", "The tool failed: " + e.message, "error"));
+    }
+  });
+  decline.addEventListener("click", () => {
+    box.replaceChildren(el("span", "Not run: type a result, or send this one.", "muted"));
+    result.value = "The user declined to run this tool call; it was not run.";
+  });
+  box.append(approve, decline);
+  return box;
 }
 
 function bubble(role) {
@@ -388,6 +417,7 @@ async function start() {
     const config = await reply.json();
     state.model = config.model;
     state.demo = config.demo_tools;
+    state.runnable = new Set(config.runnable || []);
     $("model").textContent = "model: " + config.model;
     await setTools(state.tools.length ? state.tools : config.tools, config.tools.map(nameOf));
     $("add-demo").disabled = false;  // once the tools given on the command line are in: nothing races them
