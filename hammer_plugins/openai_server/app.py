@@ -121,7 +121,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
                time_limit: float | None = DEFAULT_TIME_LIMIT, shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
                health_checks: Sequence[Callable[[], str | None]] = (),
                playground_tools: Sequence[dict[str, Any]] = (),
-               playground_runners: dict[str, Callable[..., Any]] | None = None) -> FastAPI:
+               playground_runners: dict[str, Callable[..., Any]] | None = None,
+               playground_errors: Sequence[str] = ()) -> FastAPI:
     """The OpenAI-compatible app serving ``engine`` as ``model_name``.
 
     ``allowed_origins`` / ``allowed_hosts``: web origins (``*`` wildcards; ``"*"`` alone: any) and host
@@ -132,7 +133,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
     returns None when fine or the reason it is not; /health answers 503 with the first reason (or
     when a call is stuck well past its time limit). ``playground_tools``: OpenAI function tools the
     playground page at ``/`` offers besides the demo tools; ``playground_runners``: the callables (MCP
-    servers' tools) the page may run, by tool name, once the person approves a call.
+    servers' tools) the page may run, by tool name, once the person approves a call; ``playground_errors``:
+    what the page says went wrong before it opened (an MCP server that did not start).
     """
     worker = EngineWorker(engine, slots=slots, queue_per_slot=queue_per_slot, time_limit=time_limit,
                           shutdown_grace=shutdown_grace)
@@ -332,7 +334,8 @@ def create_app(engine: HammerEngine, *, model_name: str = "hammer", api_key: str
     add_ollama_routes(app, engine, model_name, started=started, read_call=read_call, answer=answer,
                       request_work=request_work, time_limit=worker.time_limit)
     add_playground_routes(app, engine, model_name, read_call=read_call, answer=answer, request_work=request_work,
-                          time_limit=worker.time_limit, tools=playground_tools, runners=playground_runners)
+                          time_limit=worker.time_limit, tools=playground_tools, runners=playground_runners,
+                          errors=playground_errors)
     return app
 
 

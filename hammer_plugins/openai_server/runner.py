@@ -171,16 +171,24 @@ def serve_openai(args: argparse.Namespace) -> int:
         engine, how, health_checks = _engine(args, stack)
         engine.load()
         max_body = int(getattr(args, "max_body_mb", None) or DEFAULT_MAX_BODY_BYTES / 2**20) * 2**20
-        page_tools, runners = list(getattr(args, "playground_tools", None) or []), {}
-        if getattr(args, "mcp", None):  # `hammer playground --mcp`: the servers' tools, run from the page
+        page_tools, runners, page_errors = list(getattr(args, "playground_tools", None) or []), {}, []
+        for command in getattr(args, "mcp", None) or []:  # `hammer playground --mcp`: the tools, run from the page
             from hammer_plugins.mcp.client import attach_mcp, parse_env_options
+            from hammer_plugins.values.errors import HammerError
 
             names, values = parse_env_options(args.mcp_env or [])
-            found, runners = attach_mcp(args.mcp, [], {}, stack=stack, pass_env=names, env=values,
+            try:
+                found, ran = attach_mcp([command], [], {}, stack=stack, pass_env=names, env=values,
                                         timeout=args.mcp_timeout)
+            except HammerError as exc:  # the page opens anyway and says which server failed, and why
+                print(f"hammer playground: {exc}", file=sys.stderr, flush=True)
+                page_errors.append(str(exc))
+                continue
             page_tools += [tool.to_openai() for tool in found]
+            runners.update(ran)
         app = create_app(engine, model_name=args.alias, api_key=api_key, max_body_bytes=max_body,
                          health_checks=health_checks, playground_tools=page_tools, playground_runners=runners,
+                         playground_errors=page_errors,
                          **_bounds(args, engine))
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
         url = f"http://{shown}:{args.port}/v1"

@@ -209,17 +209,21 @@ def test_hostile_text_from_tools_and_results_renders_as_text(page: Any) -> None:
 
 
 def test_hammer_playground_serves_the_page_with_the_tools_file(tmp_path: Path, default_model_path: str) -> None:
-    """`hammer playground --tools FILE`, as the README starts it: the page at /, the file's tools in it."""
+    """`hammer playground --tools FILE --mcp ...`, as the README starts it: the page at /, the file's tools in it, and an
+    MCP server that did not start named in the page with the reason."""
     import httpx
 
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps([{"name": "lookup_order", "description": "Find an order by its number.",
                                   "parameters": {"type": "object", "properties": {"number": {"type": "string"}}}}]))
-    with hammer_serve(["--tools", str(tools)], {"HAMMER_MODEL_PATH": default_model_path}, command="playground") as run:
+    args = ["--tools", str(tools), "--mcp", "no-such-mcp-server-here"]  # a server that cannot start: said in the page
+    with hammer_serve(args, {"HAMMER_MODEL_PATH": default_model_path}, command="playground") as run:
         root = run.base_url.removesuffix("/v1")
         assert "Hammer playground" in httpx.get(root + "/").text
         config = httpx.get(root + "/playground/api/config").json()
         assert [t["function"]["name"] for t in config["tools"]] == ["lookup_order"]
+        [error] = config["errors"]
+        assert "'no-such-mcp-server-here' did not start" in error and "Fix:" in error
     assert run.code == 0 and f"The playground, in a browser: {root}/" in run.output
 
 

@@ -106,10 +106,10 @@ def add_playground_routes(app: FastAPI, engine: HammerEngine, model_name: str, *
                           read_call: Callable[[Request, Callable[[Any], Any]], Awaitable[tuple[Any, Any]]],
                           answer: Callable[..., Awaitable[Response]], request_work: Executor, time_limit: float | None,
                           tools: Sequence[dict[str, Any]] = (),
-                          runners: Mapping[str, Callable[..., Any]] | None = None) -> None:
+                          runners: Mapping[str, Callable[..., Any]] | None = None, errors: Sequence[str] = ()) -> None:
     """Serve the playground on ``app``; ``tools`` (OpenAI function tools, checked already) are offered in the page
     besides the demo tools; ``runners`` (an MCP server's tools, by name) may be run from the page once the person
-    approves a call."""
+    approves a call; ``errors`` are shown in the page (an MCP server that did not start)."""
     demo = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
     given = list(tools)
     runnable = dict(runners or {})
@@ -127,7 +127,7 @@ def add_playground_routes(app: FastAPI, engine: HammerEngine, model_name: str, *
     @app.get("/playground/api/config")
     async def config() -> dict[str, Any]:
         return {"model": model_name, "demo_tools": demo, "tools": given, "tool_budget": engine.tool_budget,
-                "runnable": sorted(runnable)}
+                "runnable": sorted(runnable), "errors": list(errors)}
 
     async def off_loop(request: Request, parse: Callable[[Any], Any], work: Callable[[Any], Any]) -> Response:
         place, parsed = await read_call(request, parse)

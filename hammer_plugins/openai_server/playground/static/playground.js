@@ -420,6 +420,7 @@ async function start() {
     state.runnable = new Set(config.runnable || []);
     $("model").textContent = "model: " + config.model;
     await setTools(state.tools.length ? state.tools : config.tools, config.tools.map(nameOf));
+    if (config.errors && config.errors.length) show("tools-error", config.errors.join("\n"));
     $("add-demo").disabled = false;  // once the tools given on the command line are in: nothing races them
   } catch (e) {
     show("tools-error", e.message);
