@@ -1,4 +1,4 @@
-"""Agent-sized prompts at agent speed (issue 39, part 6): time to first token of turn 2 against turn 1.
+"""Agent-sized prompts at agent speed: time to first token of turn 2 against turn 1.
 
 Codex and Claude Code resend everything on every turn: Codex its instructions, its tools and the
 whole history (``store: false``), Claude Code 7 kB of system text and 12 tools with 37 kB of

@@ -1,4 +1,4 @@
-"""The README's main job, a new process each time, against a plain llama-cpp-python floor (issue 17).
+"""The README's main job, a new process each time, against a plain llama-cpp-python floor.
 
 Side by side in one run, interleaved round by round so that machine noise hits every row alike:
 

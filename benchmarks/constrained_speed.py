@@ -1,4 +1,4 @@
-"""Constrained decoding against plain llama-cpp-python, per token, on the same prompts (issue 33).
+"""Constrained decoding against plain llama-cpp-python, per token, on the same prompts.
 
 Side by side in one process, interleaved question by question and repeat by repeat, so that the
 machine's noise hits every row alike:
@@ -9,7 +9,7 @@ machine's noise hits every row alike:
 * **engine**: ``HammerEngine`` on ``LlamaCppBackend`` (the default: grammar, loop guard, forced-token
   fast-forward, sample first and check after);
 * **engine, full mask**: the same backend with ``_full_mask_decoding`` (the mask computed and
-  applied at every step, as before issue 33), for reference.
+  applied at every step, as the first constrained loop did), for reference.
 
 Every call reuses the tools prefix from the KV cache, as in an agent loop (both loops skip the shared
 prefix). Decode ms per token is (total - time to first token) / (tokens - 1) for all three. The

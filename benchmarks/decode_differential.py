@@ -1,4 +1,4 @@
-"""Sample first, check after (issue 33) against the full mask at every step, on fifty BFCL questions.
+"""Sample first, check after, against the full mask at every step, on fifty BFCL questions.
 
 tests/real/test_decode_differential.py checks a dozen questions; this is the fifty-question version, for a
 by-hand or scheduled run. For each question (BFCL's simple, multiple, parallel, parallel multiple and

@@ -1,4 +1,4 @@
-"""Decoding speed of constrained answers: fast-forward on and off, against plain llama-cpp-python (issue 17).
+"""Decoding speed of constrained answers: fast-forward on and off, against plain llama-cpp-python.
 
 Side by side in one process, on the same questions, interleaved question by question:
 

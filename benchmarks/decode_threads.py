@@ -1,4 +1,4 @@
-"""Plain llama-cpp-python decode speed by thread count, side by side (issue 33: the default thread count).
+"""Plain llama-cpp-python decode speed by thread count, side by side: the default thread count.
 
 Loads the default model once per row and round (a new ``llama_cpp.Llama`` each time, as a new
 process would), evaluates a 100-token prompt and streams ``--tokens`` tokens greedily with the

@@ -1,4 +1,4 @@
-"""What llama-server's own chat API makes of Hammer's answers under Hammer's template (issue 31, part 4).
+"""What llama-server's own chat API makes of Hammer's answers under Hammer's template.
 
 Starts the project's llama-server build on the default model with ``--jinja --chat-template-file
 hammer_plugins/prompt/templates/hammer.jinja`` (the template vLLM users get), asks its

@@ -273,7 +273,7 @@ def main() -> None:
         git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
         record = {
             "command": " ".join([sys.executable, *sys.argv]),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "machine": {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(),
                         "python": platform.python_version()},
             "git": git.stdout.strip(), "versions": {lib: md.version(lib) for lib in libs},

@@ -1,4 +1,4 @@
-"""Hammer's tool calling on vLLM four ways, side by side on the same BFCL questions (issue 31, part 5).
+"""Hammer's tool calling on vLLM four ways, side by side on the same BFCL questions.
 
 The configurations, all on the same converted checkpoint (``scripts/install_vllm.sh``'s folder):
 

@@ -15,12 +15,31 @@ want="$(cat "${projects[@]}" scripts/install.sh | sha256sum | cut -d' ' -f1)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/hammer" ]; then
   exit 0
 fi
-[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+if [ ! -x "$VENV/bin/python" ]; then
+  # Python 3.11 or newer (the four distributions say so; this script reads pyproject.toml with tomllib).
+  if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "install: $PYTHON is $("$PYTHON" -V 2>&1 || echo missing); hammer-plugins needs Python 3.11 or newer." \
+         "Fix: PYTHON=python3.11 bash scripts/install.sh (or any newer python)" >&2
+    exit 1
+  fi
+  "$PYTHON" -m venv "$VENV"
+fi
 pip=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 "${pip[@]}" install --upgrade pip
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
-# The CPU build of torch first: an unpinned torch would pull several GB of CUDA wheels.
-"${pip[@]}" install "torch==2.13.0"
+# The CPU build of torch first: on Linux x86-64, PyPI's torch is the CUDA build (several GB of wheels). Its CPU
+# build ("+cpu") comes from a wheel pip already finds without an index (a wheel cache or mirror in pip's
+# configuration), else from PyTorch's own CPU index; the rest of its dependencies from the usual index.
+# Elsewhere (macOS, Linux on ARM) PyPI's torch is the CPU build.
+TORCH=2.13.0
+if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ]; then
+  if ! "${pip[@]}" install --no-deps --no-index "torch==$TORCH+cpu" 2>/dev/null; then
+    "${pip[@]}" install --no-deps "torch==$TORCH+cpu" --index-url https://download.pytorch.org/whl/cpu
+  fi
+  "${pip[@]}" install "torch==$TORCH+cpu"
+else
+  "${pip[@]}" install "torch==$TORCH"
+fi
 started=$(date +%s)
 # llama-cpp-python compiles llama.cpp. Only what the project loads is built: libllama and libggml.
 # Left out: the multimodal library (LLAVA_BUILD: llama_cpp.mtmd_cpp, never imported here) and llama.cpp's

@@ -66,7 +66,7 @@ class TransformersBackend(Backend):
     """
 
     name = "transformers"
-    # The full mask at every step, as before issue 33: the old path, kept reachable for comparisons.
+    # The full mask at every step, as the first constrained loop did: the old path, kept reachable for comparisons.
     _full_mask_decoding = False
 
     def __init__(
@@ -295,7 +295,7 @@ class TransformersBackend(Backend):
         )
 
     def _pick(self, torch: Any, logits: Any, settings: GenerationSettings, generator: Any, mask: TokenMask | None) -> int:
-        """The next token under the grammar: sample first, check after (issue 33), where that is exact.
+        """The next token under the grammar: sample first, check after, where that is exact.
 
         Greedy: the unconstrained argmax, if the grammar allows it, is the masked argmax. Pure
         temperature sampling: a raw sample kept if allowed, else a sample from the masked

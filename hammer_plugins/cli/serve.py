@@ -113,6 +113,10 @@ def _server_options(serve: argparse.ArgumentParser) -> None:
     add_setting_argument(serve, "relevance_gate", "--relevance-gate",
                          help="with --openai: refuse without running the model when no tool shares a word with the "
                               "question (docs/tools.md)")
+    add_setting_argument(serve, "max_tokens", "--max-tokens",
+                         help="with --openai: the most tokens an answer may have when its request sets no limit "
+                              "(max_tokens, max_output_tokens, num_predict); a request's own limit wins "
+                              "(default: %(default)s)")
     add_prefix_cache_argument(serve)
     serve.add_argument("--base-url", help="with --openai --backend server: that server's URL, e.g. http://127.0.0.1:8080/v1")
     serve.add_argument("--max-body-mb", type=int, default=DEFAULT_MAX_BODY_BYTES // (1024 * 1024),
@@ -213,7 +217,7 @@ def cmd_playground(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server in the foreground; 0 when stopped with Ctrl-C."""
-    if getattr(args, "openai", False):  # issue 25: the OpenAI-compatible server over HammerEngine
+    if getattr(args, "openai", False):  # the OpenAI-compatible server over HammerEngine
         from hammer_plugins.openai_server.runner import serve_openai
 
         return serve_openai(args)

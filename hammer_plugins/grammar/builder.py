@@ -2,8 +2,8 @@
 
 The grammar pins function names, argument names, types, enums and required fields, and still lets
 the model write its natural layout: whitespace and newlines between tokens, and an optional
-Markdown fence (```` ``` ```` or ```` ```json ````) around the list. The measurement in the project
-GUIDE (section 2) showed that forbidding the newline after ``[`` turns correct answers into ``[]``.
+Markdown fence (```` ``` ```` or ```` ```json ````) around the list. Measured on the stand-in default
+model: forbidding the newline after ``[`` turns correct answers into ``[]``.
 
 **What the grammar promises.** An answer it accepts is a JSON list of calls to bound tools whose
 ``arguments`` object has the names, types, enums, consts and required fields of the tool's schema

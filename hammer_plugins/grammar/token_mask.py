@@ -150,7 +150,7 @@ class TokenMask:
         return self.loop_stopped or (self.guard is not None and (self.guard.looping or self.guard.list_looping))
 
     def allows(self, token: int) -> bool:
-        """``allowed(n)[token]``, without computing the whole mask (sample first, check after, issue 33).
+        """``allowed(n)[token]``, without computing the whole mask (sample first, check after).
 
         llguidance walks one token's bytes through the grammar (about 1 µs) where the mask walks
         the whole vocabulary (0.1 to 0.7 ms for 152k tokens, and an unpack over it); while the loop

@@ -94,7 +94,7 @@ def result_text(result: Any) -> str:
 # str(CallToolResult), as pydantic prints it: "meta=None content=[TextContent(type='text', text='...',
 # annotations=None, meta=None)] structuredContent=None isError=False" (meta and structuredContent are
 # missing in older SDKs). Split with str methods, not one regex: its three ".*" made crafted results of
-# 18 kB take 14.5 s (issue 37). The text fields' regex is linear: its alternatives start with different
+# 18 kB take 14.5 s. The text fields' regex is linear: its alternatives start with different
 # characters, and each field ends at the first unescaped quote.
 _TEXT_FIELD = re.compile(r"TextContent\(type='text', text=(?P<text>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
 _ERROR_FLAGS = {" isError=True": True, " isError=False": False}

@@ -4,7 +4,7 @@
 once into the Hugging Face cache, ``hammer pull``), the Hugging Face checkpoint on transformers.
 Hammer 2.0 and 1.0 presets select their own prompt layout. The GGUF repositories are community
 conversions (the Hammer authors publish safetensors only); the ones listed are what public code
-most often points at (project GUIDE, section 10). Sizes are approximate download sizes.
+most often points at (as of late 2026). Sizes are approximate download sizes.
 
 Example:
     >>> preset = find_preset("Hammer2.1-1.5B")

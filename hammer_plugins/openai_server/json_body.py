@@ -22,8 +22,8 @@ built to exhaust recursion (``[[[[...``) is refused."""
 
 # A string, or an unclosed one to the end of the body (such a body is not JSON; its decoding fails
 # before any bracket after the quote): each attempt succeeds, so the scan is linear. With the closing
-# quote required, a body of '"' + '\\"' * n made every quote start a failing scan to the end (issue 37:
-# 40 kB took 12.9 s, holding the GIL).
+# quote required, a body of '"' + '\\"' * n made every quote start a failing scan to the end
+# (40 kB took 12.9 s, holding the GIL).
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 
 

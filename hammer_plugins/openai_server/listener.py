@@ -2,7 +2,7 @@
 
 uvicorn bounds the size of a request's headers (h11: 16 KiB, then 400), idle keep-alive connections
 (``timeout_keep_alive``) and concurrency (``limit_concurrency``: 503 past it), but has no deadline for
-a request's headers or body (uvicorn issue 157): a client that sends half its headers, or stalls its
+a request's headers or body (uvicorn's GitHub issue #157): a client that sends half its headers, or stalls its
 body, holds its connection for ever. :class:`DeadlineProtocol` adds both deadlines to uvicorn's h11
 protocol, and :class:`Admission` checks the API key and the announced size from the headers, before
 a byte of the body is read, then lets the body through only up to the size limit.

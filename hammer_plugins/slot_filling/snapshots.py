@@ -248,7 +248,7 @@ def with_snapshots(messages: Sequence[Message], metadata: Sequence[Mapping[str, 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # The first clause of a description: up to a sentence end, a bracket, a colon or an example list.
 # "\s+ e.g." is tried only where a run of whitespace starts (or after a comma): tried at every space of
-# a run, it made a description with a long run quadratic (20 kB: 21 s, issue 37); inside a run it would
+# a run, it made a description with a long run quadratic (20 kB: 21 s); inside a run it would
 # fail just as it failed at the run's start.
 _CLAUSE_END = re.compile(r"(?<=[.;!?])\s|\n|\(|:|(?:,|(?<!\s))\s+(?:e\.g\.?|i\.e\.?|for example)(?=\W|$)"
                          r"|,\s*(?:such as|like|default)\b", re.IGNORECASE)

@@ -2,7 +2,7 @@
 
 A tool's ``pattern`` comes from whoever sends the tools (an OpenAI request, an MCP server), and the text it
 is matched against comes from the model. Python's ``re`` backtracks: ``(a+)+b`` against ``"a" * 27 + "c ab"``
-takes tens of seconds while holding the GIL, which freezes every thread of the process (issue 37). Here a
+takes tens of seconds while holding the GIL, which freezes every thread of the process. Here a
 pattern runs on RE2 (``google-re2``, Google's automaton engine: time linear in the text, memory bounded
 by ``max_mem``), chosen over llguidance's matcher because llguidance is an optional extra (the check after
 decoding runs on every backend, the server backends included) and has no Python call that matches a

@@ -167,7 +167,7 @@ def _check_numbers(tool: str, path: str, schema: Mapping[str, Any], limits: Sche
 def _check_pattern(tool: str, path: str, schema: Mapping[str, Any]) -> None:
     """A ``pattern`` must run on the linear-time engine (RE2) that checks it after decoding: one it cannot
     run (a back-reference, a lookaround) is refused here, when the tool is bound, rather than matched with a
-    backtracking engine whose time a crafted pattern can make exponential (issue 37)."""
+    backtracking engine whose time a crafted pattern can make exponential."""
     pattern = schema.get("pattern")
     if not isinstance(pattern, str):
         return

@@ -1,4 +1,4 @@
-"""Text from outside as a person sees it: printable on a terminal, and names told apart (issue 37, class 7).
+"""Text from outside as a person sees it: printable on a terminal, and names told apart.
 
 A tool's name, its arguments and its result come from whoever wrote the tool (an MCP server, an OpenAI
 request) or from the model. Printed raw, an escape sequence in a name retitles the terminal or moves its

@@ -16,13 +16,18 @@ from hammer_plugins.tools.demo import DEMO_TOOLS
 @pytest.mark.real_model
 def test_hammer_serve_openai_answers_the_sdk_and_stops_on_ctrl_c(default_model_path: str) -> None:
     env = {"HAMMER_SERVER_API_KEY": "cli-key", "HAMMER_MODEL_PATH": default_model_path}
-    with hammer_serve(["--openai", "--n-ctx", "4096", "--alias", "hammer-cli"], env, startup=120) as served:
+    argv = ["--openai", "--n-ctx", "4096", "--alias", "hammer-cli", "--max-tokens", "16"]
+    with hammer_serve(argv, env, startup=120) as served:
         client = OpenAI(base_url=served.base_url, api_key="cli-key", max_retries=0, timeout=120)
         assert [m.id for m in client.models.list()] == ["hammer-cli"]
         reply = client.chat.completions.create(model="hammer-cli", tools=[t.to_openai() for t in to_tools(DEMO_TOOLS)],
-                                               messages=[{"role": "user", "content": "What's the weather in Paris?"}])
+                                               messages=[{"role": "user", "content": "What's the weather in Paris?"}],
+                                               max_tokens=100)  # the request's own limit wins over --max-tokens
         call = reply.choices[0].message.tool_calls[0]
         assert call.function.name == "get_weather" and json.loads(call.function.arguments)["city"] == "Paris"
+        story = client.chat.completions.create(model="hammer-cli", messages=[
+            {"role": "user", "content": "Write a long story about a dragon."}])  # no limit of its own: --max-tokens
+        assert story.choices[0].finish_reason == "length" and story.usage.completion_tokens == 16
     assert served.code == 0, served.output
     assert "as 'hammer-cli' at http://127.0.0.1:" in served.output and "without an API key" not in served.output
     assert "cli-key" not in served.output  # the key is never printed

@@ -62,7 +62,7 @@ def test_json_schema_with_title() -> None:
     assert to_tool({"title": "search", "type": "object", "properties": {}}).name == "search"
 
 
-class Unit(str, enum.Enum):
+class Unit(str, enum.Enum):  # noqa: UP042 - the (str, Enum) users still write
     C = "celsius"
     F = "fahrenheit"
 

@@ -318,7 +318,7 @@ def markdown_table(result: AcademicResult) -> str:
         text += ("\n## Engine answer (not the authors' scorer): the engine's parsed calls, scored by the same "
                  "metric\n\nComplete calls before a cut at max_tokens count here; the rows above count such an "
                  "answer as one format error, as the authors' pipeline does. A variant shows only when every "
-                 "answer recorded an engine answer (journals from before issue 32 kept one with inference "
+                 "answer recorded an engine answer (older journals kept one with inference "
                  "masking on only).\n\n"
                  + _case_table(result.engine_scores, sets))
     return text

@@ -41,7 +41,7 @@ ANSWER_KEY_DEFECTS: dict[str, str] = {
     "live_simple_106-63-0": "its own ground truth fails bfcl-eval's checker",
     "live_simple_112-68-0": "its own ground truth fails bfcl-eval's checker",
 }
-"""Entries whose ground truth does not pass bfcl-eval's own checker (GUIDE section 6): excluded."""
+"""Entries whose ground truth does not pass bfcl-eval's own checker (checked when the data was chosen): excluded."""
 
 class BfclEntry(BaseModel):
     """One BFCL question: its conversation, the functions offered, and the possible answers."""

@@ -34,7 +34,7 @@ _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 def _tagged_blocks(text: str) -> list[str]:
     """The stripped text of each ``<tool_call>`` block (an unclosed last one runs to the end). With str.find,
     not the regex ``<tool_call>\\s*(.*?)\\s*(?:</tool_call>|$)``, which is quadratic in a run of whitespace
-    the model writes (40 kB: 23 s; issue 37)."""
+    the model writes (40 kB: 23 s)."""
     blocks: list[str] = []
     start = text.find(_OPEN)
     while start >= 0:

@@ -57,7 +57,7 @@ class LlamaCppBackend(LlamaCppDecoding, LlamaCppVocabulary, LlamaCppPrefix, Back
     """
 
     name = "llama_cpp"
-    # The full mask at every step, as before issue 33: kept reachable for the differential test
+    # The full mask at every step, as the first constrained loop did: kept reachable for the differential test
     # (tests/real/test_decode_differential.py) and the benchmark, which compare it with sample-first.
     _full_mask_decoding = False
 

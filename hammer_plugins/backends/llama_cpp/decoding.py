@@ -175,7 +175,7 @@ class LlamaCppDecoding(LlamaCppState):
         (``tests/real/test_fast_forward.py`` checks the margin is below 0.5 logits wherever they
         differ); what changes is how many times the model runs.
 
-        Sample first, check after (issue 33): where the model has to run anyway, the unconstrained
+        Sample first, check after: where the model has to run anyway, the unconstrained
         argmax is taken and only that token is checked against the grammar (``TokenMask.allows``);
         the full mask is computed only when it is refused, and the pick is then the masked argmax.
         Either way the token is the masked argmax (an allowed raw argmax is the best allowed token,

@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from hammer_plugins.openai_server.errors import APIError
@@ -26,7 +26,7 @@ NANOSECONDS = 1_000_000_000
 
 def created_at() -> str:
     """Now as Ollama writes it: RFC 3339 in UTC with a ``Z``."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def tool_call(call: ToolCall) -> dict[str, Any]:
