@@ -29,11 +29,13 @@ for arg in "${args[@]+"${args[@]}"}"; do
 done
 
 bash scripts/install.sh
-# The agent CLIs first (cached; about 30 s the first time): tests/unit/test_test_script.py runs this script
-# in the no-model phase, which must find them installed rather than install them under its own time limit.
-[ "$fast" = 1 ] || bash scripts/install_agent_clis.sh
-# Debian's Chromium for the playground's browser tests (a model phase's): once, then it returns at once.
-[ "$fast" = 1 ] || bash scripts/install_browser.sh
+# The agent CLIs (npm; cached, about 30 s the first time) and Debian's Chromium for the playground's browser tests
+# (apt-get; once) before a run with the model phase. HAMMER_SKIP_TOOL_INSTALLS=1 leaves them alone: the tests of
+# this script (tests/unit/test_test_script.py, in the no-model phase) set it, since that phase needs no network.
+if [ "$fast" != 1 ] && [ "${HAMMER_SKIP_TOOL_INSTALLS:-0}" != 1 ]; then
+  bash scripts/install_agent_clis.sh
+  bash scripts/install_browser.sh
+fi
 pytest=("${HAMMER_VENV:-.venv}/bin/python" -m pytest)
 
 if [ "$chooses_markers" = 1 ]; then

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from grammar_oracles import lark_accepts
+from grammar_oracles import LlamaCppGrammar, lark_accepts
 
 from hammer_plugins import Tool, UnknownToolError
 from hammer_plugins.grammar.builder import build_grammar
@@ -35,12 +35,20 @@ TOOLS = [WEATHER, EMAIL]
 accepts = lark_accepts
 
 
-@pytest.mark.parametrize("choice", ["auto", "required", "get_weather", "send_email"])
-def test_llama_cpp_compiles_every_mode(choice: str) -> None:
-    import llama_cpp
+@pytest.fixture(scope="module")
+def llama_grammar(default_model_path: str) -> Any:
+    return LlamaCppGrammar(default_model_path)  # the tokenizer only (vocab_only): no model runs
 
-    grammar = llama_cpp.LlamaGrammar.from_string(build_grammar(TOOLS, choice).gbnf, verbose=False)
-    assert grammar is not None
+
+@pytest.mark.parametrize("choice", ["auto", "required", "get_weather", "send_email"])
+def test_llama_cpp_parses_every_mode_and_accepts_its_calls(choice: str, llama_grammar: Any) -> None:
+    """llama.cpp's own grammar sampler parses each mode's GBNF (LlamaGrammar.from_string returned an object even for
+    a grammar it could not parse, so it proved nothing) and accepts a call the mode allows, rejects one it does not."""
+    gbnf = build_grammar(TOOLS, choice).gbnf
+    weather = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+    email = '[{"name": "send_email", "arguments": {"to": ["a@b.c"]}}]'
+    assert llama_grammar.accepts(gbnf, email if choice == "send_email" else weather)
+    assert not llama_grammar.accepts(gbnf, weather if choice == "send_email" else '[{"name": "nope", "arguments": {}}]')
 
 
 NATURAL = [

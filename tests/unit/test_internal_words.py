@@ -41,3 +41,4 @@ def test_nothing_users_read_has_internal_words() -> None:
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 found += [f"{path.relative_to(ROOT)}:{number}: {word!r}" for word in internal_words(line)]
     assert not found, "internal words users would read (say what happened, not which issue or session):\n" + "\n".join(found)
+

