@@ -85,7 +85,8 @@ def default_model_line() -> str:
     source = resolve_model()
     if source.is_default:
         return ("note: no Hammer model given or pulled, so this runs the embedded stand-in, Qwen2.5-Coder-0.5B-Instruct "
-                "(not Hammer: it calls a tool for some questions Hammer would refuse). For a real Hammer model: hammer pull hammer2.1-1.5b")
+                "(not Hammer: it calls a tool for some questions Hammer would refuse). For a real Hammer model: "
+                "hammer pull hammer2.1-1.5b")
     if source.preset is not None:
         return f"model: {source.preset.name} (pulled; license {source.preset.license})"
     return f"model: {source.display_name}"
