@@ -50,14 +50,14 @@ def test_a_models_answer_keeps_its_lines() -> None:
     assert printable("one\n\ttwo\x1b[2J", keep_newlines=True) == "one\n\ttwo\\x1b[2J"
 
 
-@settings(max_examples=examples(300), deadline=None, derandomize=True)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text())
 def test_printable_output_is_printable(text: str) -> None:
     assert printable(text).isprintable()
     assert all(c.isprintable() or c in "\n\t" for c in printable(text, keep_newlines=True))
 
 
-@settings(max_examples=examples(300), deadline=None, derandomize=True)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.recursive(st.text() | st.integers(), lambda inner: st.lists(inner, max_size=3)
                     | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8))
 def test_printable_json_is_the_same_json_and_printable(value: Any) -> None:
@@ -93,7 +93,7 @@ IMITATIONS = {"\u0430": "a", "\u0435": "e", "\u043e": "o", "\u0440": "p", "\u044
 _ASCII_NAMES = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_", min_size=1, max_size=24)
 
 
-@settings(max_examples=examples(300), deadline=None, derandomize=True)
+@settings(max_examples=examples(300), deadline=None)
 @given(_ASCII_NAMES, st.data())
 def test_an_ascii_name_with_any_of_its_letters_imitated_is_refused(name: str, data: st.DataObject) -> None:
     spots = [i for i, c in enumerate(name) if c in IMITATIONS.values()]

@@ -64,13 +64,13 @@ def python_reference(pattern: str, text: str) -> bool:
     return re.search(ecma, text, flags=re.ASCII) is not None
 
 
-@settings(max_examples=examples(400), deadline=None, derandomize=True)
+@settings(max_examples=examples(400), deadline=None)
 @given(anchored(), st.text(alphabet=ALPHABET, max_size=12))
 def test_re2_agrees_with_python_re_on_patterns_both_read_alike(pattern: str, text: str) -> None:
     assert search(pattern, text) == python_reference(pattern, text), (pattern, text, to_re2(pattern))
 
 
-@settings(max_examples=examples(200), deadline=None, derandomize=True)
+@settings(max_examples=examples(200), deadline=None)
 @given(regexes(), st.text(alphabet=ALPHABET, max_size=12))
 def test_fullmatch_agrees_with_python_re(pattern: str, text: str) -> None:
     assert fullmatch(pattern, text) == (re.fullmatch(pattern, text, flags=re.ASCII) is not None)
