@@ -391,9 +391,9 @@ def test_the_figure_pattern(text: str, expected: list[tuple[str, str]]) -> None:
 
 
 def test_a_figure_matches_its_record_in_the_units_cited() -> None:
-    """The README's suite time, from docs/benchmarks/suite/suite_run.json (2,129 s), which its section names."""
-    doc, section = "README.md", next(c[1] for c in _cited() if c[0] == "README.md" and c[3] == "2,129")
-    assert _in_a_record(doc, section, "2,129", "s") and _in_a_record(doc, section, "35.5", "minutes")
-    assert _in_a_record(doc, section, "1,164", "") and _in_a_record(doc, section, "313", "s")
-    assert not _in_a_record(doc, section, "2,128", "s") and not _in_a_record(doc, section, "35.4", "minutes")
-    assert not _in_a_record(doc, 0, "2,129", "s")  # a section that names no record
+    """The README's suite time, from docs/benchmarks/suite/phases.json (1,799.52 s), which its section names."""
+    doc, section = "README.md", next(c[1] for c in _cited() if c[0] == "README.md" and c[3] == "1,799.52")
+    assert _in_a_record(doc, section, "1,799.52", "s") and _in_a_record(doc, section, "30.0", "minutes")
+    assert _in_a_record(doc, section, "1,273", "") and _in_a_record(doc, section, "193.44", "s")
+    assert not _in_a_record(doc, section, "1,799.53", "s") and not _in_a_record(doc, section, "29.9", "minutes")
+    assert not _in_a_record(doc, 0, "1,799.52", "s")  # a section that names no record
