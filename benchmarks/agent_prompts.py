@@ -31,9 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +42,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+from record import run_facts, write_record  # noqa: E402
 from serve_process import hammer_serve  # noqa: E402
 
 KEY = "bench-key"
@@ -197,14 +196,8 @@ def main() -> int:
                         "new_session_turn2_ttft_s": t5, "turn2_over_turn1": t2 / t1, "turn3_over_turn1": t3 / t1}
         print(f"{api:9s}  first token: turn 1 {t1:7.2f} s, turn 2 {t2:7.2f} s ({t2 / t1:.3f}x), "
               f"turn 3 {t3:7.2f} s ({t3 / t1:.3f}x), new session {t4:7.2f} s and {t5:7.2f} s")
-    record = {"command": " ".join(["benchmarks/agent_prompts.py", *sys.argv[1:]]), "backend": args.backend,
-              "n_ctx": args.n_ctx, "rounds": args.rounds, "machine": f"{os.cpu_count()} CPUs, {platform.machine()}",
-              "date": time.strftime("%Y-%m-%d"), "rows": rows, "summary": summary,
-              "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                    text=True).stdout.strip()}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    write_record(args.json, {**run_facts("benchmarks/agent_prompts.py"), "backend": args.backend, "n_ctx": args.n_ctx,
+                             "rounds": args.rounds, "rows": rows, "summary": summary})
     return 0
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -27,6 +26,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "evals"))
+
+from record import run_facts, write_record  # noqa: E402
 
 from hammer_evals.datasets import hammerbench_dir  # noqa: E402
 from hammer_evals.hammerbench.data import BenchTurn, available_files, load_file, to_bench_tools  # noqa: E402
@@ -96,20 +97,15 @@ def main() -> int:
     started = time.perf_counter()
     own = [ask(engine, turn, turn.tools) for turn in asked]
     pooled = [ask(engine, turn, pool) for turn in asked]
-    record = {
-        "command": "python benchmarks/hammerbench_pool.py " + " ".join(sys.argv[1:]),
-        "model": engine.backend.model_name, "tool_budget": engine.tool_budget, "pool_tools": len(pool),
-        "source": "ST_Perfect, first questions that expect a call; the shipped HammerBench data's distinct tools",
-        "own_tools": summary(own, names), "pooled": summary(pooled, names),
-        "wall_s": round(time.perf_counter() - started, 1),
-        "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
-        "per_question": [{"label": name, "own": o.get("answered"), "pooled": p.get("answered")}
-                         for name, o, p in zip(names, own, pooled, strict=True)],
-    }
+    record = {**run_facts("benchmarks/hammerbench_pool.py"), "model": engine.backend.model_name,
+              "tool_budget": engine.tool_budget, "pool_tools": len(pool),
+              "source": "ST_Perfect, first questions that expect a call; the shipped HammerBench data's distinct tools",
+              "own_tools": summary(own, names), "pooled": summary(pooled, names),
+              "wall_s": round(time.perf_counter() - started, 1),
+              "per_question": [{"label": name, "own": o.get("answered"), "pooled": p.get("answered")}
+                               for name, o, p in zip(names, own, pooled, strict=True)]}
     print(json.dumps({k: record[k] for k in ("pool_tools", "own_tools", "pooled", "wall_s")}, indent=1))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    write_record(args.json, record)
     return 0
 
 

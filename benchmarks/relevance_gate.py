@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +27,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "evals"))
+
+from record import run_facts, write_record  # noqa: E402
 
 from hammer_evals.bfcl.bfcl import BfclEntry, load_category, score, to_bfcl_output, to_tool_spec  # noqa: E402
 from hammer_plugins import HammerEngine, Message  # noqa: E402
@@ -85,14 +84,8 @@ def main() -> int:
     model = {"gate off": answers(off, entries), "gate on": answers(on, entries)}
     for label, result in model.items():
         print(label, json.dumps(result["summary"]))
-    record = {"command": " ".join(["benchmarks/relevance_gate.py", *sys.argv[1:]]), "date": time.strftime("%Y-%m-%d"),
-              "machine": f"{os.cpu_count()} CPUs, {platform.machine()}", "model": off.model_name,
-              "gate_shares": shares, "model_answers": model,
-              "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                    text=True).stdout.strip()}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    write_record(args.json, {**run_facts("benchmarks/relevance_gate.py"), "model": off.model_name,
+                             "gate_shares": shares, "model_answers": model})
     return 0
 
 

@@ -24,11 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,6 +33,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "evals"))
+
+from record import run_facts, write_record  # noqa: E402
 
 from hammer_evals.bfcl.bfcl import BfclEntry, load_category, score, to_bfcl_output, to_tool_spec  # noqa: E402
 from hammer_plugins import HammerEngine, Message  # noqa: E402
@@ -152,15 +151,9 @@ def main() -> int:
         if key != "own" and own["median_s"] and results[key]["median_s"]:
             results[key]["median_over_own"] = results[key]["median_s"] / own["median_s"]
         print(f"{key:28s} {json.dumps(results[key])}")
-    record = {"command": " ".join(["benchmarks/tool_selection.py", *sys.argv[1:]]), "date": time.strftime("%Y-%m-%d"),
-              "machine": f"{os.cpu_count()} CPUs, {platform.machine()}", "model": engine.model_name,
-              "pool_functions": len(functions), "defaults": {**defaults, "tool_budget": engine.tool_budget},
-              "summary": results, "rows": rows,
-              "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                    text=True).stdout.strip()}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    write_record(args.json, {**run_facts("benchmarks/tool_selection.py"), "model": engine.model_name,
+                             "pool_functions": len(functions), "defaults": {**defaults, "tool_budget": engine.tool_budget},
+                             "summary": results, "rows": rows})
     return 0
 
 
