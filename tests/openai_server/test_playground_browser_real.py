@@ -249,6 +249,7 @@ def test_slot_filling_mode_over_three_turns(page: Any) -> None:
     assert "missing (required)" in cards.nth(0).inner_text()  # nothing said yet: asked, not invented
     assert "Guangzhou" in cards.nth(1).inner_text() and "plate\t\tmissing (required)" in cards.nth(1).inner_text()
     assert json.loads(page.locator(".call-args").last.inner_text()) == {"city": "Guangzhou", "plate": "D456"}
+    assert "The plate is D456." in page.inner_text("#prompt") and page.inner_text("#offered") == "pay_fine"
     assert "collecting" in page.inner_text("#metrics") or "ready" in page.inner_text("#metrics")
     screenshot(page, "slot-filling")
 

@@ -104,6 +104,8 @@ def test_slot_filling_turns_carry_their_snapshots_through_the_history() -> None:
                            json={"history": history, "tools": [tool]}).json()
         assert (first["action"], first["snapshot"]["missing_required"]) == ("ask", ["plate"])
         assert first["message"]["metadata"]["hammer_snapshot"]["state"] == "collecting"
+        assert "pay_fine" in first["view"]["prompt"] and first["view"]["offered_tools"] == ["pay_fine"]
+        assert "Pay my fine in Guangzhou" in first["view"]["prompt"]  # the snapshot call's own prompt
         history += [first["message"], {"role": "user", "content": "The plate is D456"}]
         second = httpx.post(server.url + "/playground/api/slot_filling", headers=AUTH,
                             json={"history": history, "tools": [tool]}).json()

@@ -14,7 +14,8 @@ two read-only helpers behind the API key, so that the page shows what Hammer see
   "report" | "enforce" | "off"}``, the
   history as :func:`~hammer_plugins.slot_filling.snapshots.dump_history` writes it, snapshots included):
   the engine's slot-filling call through the app's one route body (queue, time limit, a client that
-  leaves), answered with the decision, the turn's snapshot and the assistant message to append.
+  leaves), answered with the decision, the turn's snapshot, the assistant message to append and what the
+  snapshot call read (its prompt and offered tools).
 
 - ``POST /playground/api/run``: one call of an MCP server's tool (``hammer playground --mcp``), sent once the
   person approved it in the page; its result text.
@@ -45,6 +46,7 @@ from hammer_plugins.openai_server.chat_completions.request import parse_request
 from hammer_plugins.openai_server.errors import APIError, api_errors_only, engine_error
 from hammer_plugins.openai_server.framing import Framing
 from hammer_plugins.output.response import HammerResponse
+from hammer_plugins.slot_filling.filler import SlotFiller
 from hammer_plugins.slot_filling.snapshots import SnapshotMessage, dump_history, load_history
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
@@ -68,7 +70,11 @@ def _static(name: str) -> bytes:
 
 
 class SlotFillingFraming(Framing):
-    """A slot-filling turn's answer for the page: the decision, the snapshot, the message to append (never streamed)."""
+    """A slot-filling turn's answer for the page: the decision, the snapshot, the message to append, and what the
+    snapshot call read (``view``: its prompt and offered tools; never streamed)."""
+
+    def __init__(self, view: dict[str, Any] | None = None) -> None:
+        self.view = view
 
     def body(self, final: HammerResponse) -> dict[str, Any]:
         snapshot = getattr(final, "snapshot", None)
@@ -78,14 +84,15 @@ class SlotFillingFraming(Framing):
                 "calls": [c.model_dump(mode="json") for c in calls],
                 "snapshot": snapshot.model_dump(mode="json") if snapshot is not None else None,
                 "message": dump_history([message])[0],
-                "usage": final.usage.model_dump(mode="json")}
+                "usage": final.usage.model_dump(mode="json"), "view": self.view}
 
     def error(self, error: APIError) -> bytes:  # never streamed
         raise NotImplementedError
 
 
 def slot_filling_call(body: Any) -> EngineCall:
-    """A slot-filling turn's body as an engine call (a 400 naming what is wrong)."""
+    """A slot-filling turn's body as an engine call (a 400 naming what is wrong); ``options["slot_filling"]`` holds
+    the filler's settings."""
     if not isinstance(body, dict) or not isinstance(body.get("history"), list) or not body["history"]:
         raise APIError(400, "The body must be {\"history\": [...], \"tools\": [...]}, with at least the user's message.",
                        param="history", code="invalid_value")
@@ -194,9 +201,17 @@ def add_playground_routes(app: FastAPI, engine: HammerEngine, model_name: str, *
         """Run one approved call through its MCP server (the server's own timeout bounds it)."""
         return await off_loop(request, api_errors_only(run_call), run)
 
+    def slot_turn(body: Any) -> tuple[EngineCall, dict[str, Any]]:
+        """The call, and what its snapshot call reads (the filler's first pass, planned as the engine plans it)."""
+        call = slot_filling_call(body)
+        filler = SlotFiller(engine, call.tools, **call.options["slot_filling"])
+        messages, shown = next(filler.steps(call.messages))
+        return call, inspect_request(engine, messages, shown).to_dict()
+
     @app.post("/playground/api/slot_filling")
     async def slot_filling(request: Request) -> Response:
-        place, call = await read_call(request, api_errors_only(slot_filling_call))
+        place, parsed = await read_call(request, api_errors_only(slot_turn))
         if place is None:
-            return call
-        return await answer(request, place, call, SlotFillingFraming())
+            return parsed
+        call, view = parsed
+        return await answer(request, place, call, SlotFillingFraming(view))

@@ -295,7 +295,10 @@ async function inspect(body) {
   const question = Object.assign({}, body, { stream: false });
   delete question.stream_options;
   question.messages = state.messages.slice(0, -1);  // the request the last answer was given to
-  const view = await post("/playground/api/inspect", question);
+  showView(await post("/playground/api/inspect", question));
+}
+
+function showView(view) {
   $("prompt").textContent = view.prompt;
   const offered = $("offered");
   offered.replaceChildren();
@@ -347,6 +350,7 @@ async function slotTurn() {
                   el("div", "complete: ready to run", "validity ok"));
       shown.item.append(card);
     }
+    if (turn.view) showView(turn.view);
     const list = $("metrics");
     list.replaceChildren();
     for (const [name, value] of [["decision", turn.action], ["state", turn.snapshot ? turn.snapshot.state : "-"],
