@@ -45,7 +45,10 @@ def test_ollama_client_chat_plain_and_streamed_with_a_tool_turn(server: Backgrou
     assert not answer.message.tool_calls and "18" in (answer.message.content or "")
     pieces = list(client.chat(model="hammer", messages=history, tools=[get_weather], stream=True))
     text = "".join(p.message.content or "" for p in pieces)
-    assert text == answer.message.content and len(pieces) > 2  # streamed in pieces, the same greedy answer
+    # Streamed in pieces that answer from the result (not compared with the plain answer word for word: a second
+    # run may restore its prompt from the cache, and on another CPU that can change a greedy choice).
+    assert len(pieces) > 2 and "18" in text and not any(p.message.tool_calls for p in pieces)
+    assert [p.done for p in pieces].count(True) == 1 and pieces[-1].done_reason == "stop"
     assert cities == ["Paris"]
     print(f"\nollama client: {call.function.name}({dict(call.function.arguments)}) -> {answer.message.content!r}")
 
