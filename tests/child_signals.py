@@ -92,3 +92,11 @@ def _prctl() -> Any:
         return ctypes.CDLL("libc.so.6", use_errno=True).prctl
     except (OSError, AttributeError):  # not Linux: best effort
         return None
+
+
+def die_with_the_parent() -> None:
+    """The first line of a ``multiprocessing`` child's target: that child gets SIGKILL when the test process dies
+    (``multiprocessing`` forks without ``subprocess.Popen``, so :func:`die_with_the_tests` does not reach it)."""
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

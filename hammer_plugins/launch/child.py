@@ -1,6 +1,7 @@
 """What a launched server's process is given and kept from: a free loopback port, a parent-death
-signal (Linux) so that it dies with the process that started it, only the environment variables it
-needs (none of this process's secrets), and a bounded ring for its output.
+signal (Linux) so that it dies with the process that started it, whichever thread started it
+(:func:`start_child`, :func:`guarded_command`), only the environment variables it needs (none of this
+process's secrets), and a bounded ring for its output.
 
 Example:
     >>> [name for name in ("PATH", "OPENAI_API_KEY", "OMP_NUM_THREADS") if env_passes(name, ENV_PREFIXES)]
@@ -9,10 +10,15 @@ Example:
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import queue
 import signal
 import socket
+import subprocess
+import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 
@@ -48,6 +54,93 @@ def pdeathsig() -> Any:
 
 _PRCTL: Any = None
 _PARENT: int | None = None
+
+
+def start_child(argv: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(argv, **popen)`` whose process dies with this one (Linux), whichever thread asks.
+
+    The parent-death signal follows the *thread* that forked the child, not the process: a child forked by
+    a thread that ends (a worker, a restart's thread) would be killed then, and one forked where no signal
+    was set would outlive a killed parent. So every child is forked by one thread that lives as long as
+    this process, and gets SIGKILL when this process dies, however it dies.
+
+    Example:
+        >>> child = start_child(["true"])
+        >>> child.wait()
+        0
+    """
+    if os.name != "posix" or not pdeathsig():
+        return subprocess.Popen(argv, **popen)
+
+    def fork() -> subprocess.Popen[bytes]:
+        pdeathsig()  # notes this process as the parent the child checks for
+        return subprocess.Popen(argv, preexec_fn=die_with_parent, **popen)
+
+    return _forking_thread().run(fork)
+
+
+class _ForkingThread:
+    """One daemon thread per process that runs the forks handed to it (see :func:`start_child`)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="hammer-child-starter", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            job, future = self._jobs.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(job())
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+                    future.set_exception(exc)
+
+    def run(self, job: Callable[[], Any]) -> Any:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._jobs.put((job, future))
+        return future.result()
+
+
+_FORKER: _ForkingThread | None = None
+_FORKER_LOCK = threading.Lock()
+
+
+def _forking_thread() -> _ForkingThread:
+    global _FORKER
+    with _FORKER_LOCK:
+        if _FORKER is None or _FORKER.pid != os.getpid():  # a forked copy of this process has no such thread
+            _FORKER = _ForkingThread()
+        return _FORKER
+
+
+# A command line run through this program first sets its own parent-death signal, then becomes the command
+# (the signal survives exec). For children another library forks (the MCP SDK's stdio servers), where no
+# ``preexec_fn`` can be passed. Run with ``python -I -S -c``: no site, no environment, a few milliseconds.
+_GUARD = """import ctypes, os, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, 9)
+if os.getppid() != int(sys.argv[1]):
+    os._exit(1)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.stderr.write(f"cannot run {sys.argv[2]!r}: {exc.strerror}\\n")
+    os._exit(127)
+"""
+
+
+def guarded_command(argv: list[str]) -> list[str]:
+    """``argv`` run so that it dies with this process (Linux; elsewhere ``argv`` as it is), for a child that
+    another library starts (from its own thread: the parent-death signal is then that thread's, which must
+    live as long as the child, as an MCP session's loop thread does).
+
+    Example:
+        >>> guarded_command(["mcp-server-time"])[-1]
+        'mcp-server-time'
+    """
+    if not sys.platform.startswith("linux") or not pdeathsig():
+        return list(argv)
+    return [sys.executable, "-I", "-S", "-c", _GUARD, str(os.getpid()), *argv]
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec

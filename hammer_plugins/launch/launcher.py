@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from hammer_plugins.launch.child import ENV_PREFIXES, LogRing, die_with_parent, env_passes, free_port, pdeathsig
+from hammer_plugins.launch.child import ENV_PREFIXES, LogRing, env_passes, free_port, start_child
 from hammer_plugins.models.source import check_gguf
 from hammer_plugins.support.http_client import import_httpx
 from hammer_plugins.values.errors import ServerUnavailableError
@@ -102,11 +102,9 @@ class _LoopbackServer:
             self._log.write(f"\n--- {note} ---\n".encode())
         # A supervised child gets a session of its own: a terminal's Ctrl-C reaches only its parent, which
         # stops it (stop()), rather than killing it too and racing the supervisor into restarting it.
-        pdeathsig()
-        process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, env=self.environment(),
-                                   preexec_fn=die_with_parent if os.name == "posix" else None,
-                                   start_new_session=self.supervise and os.name == "posix")
+        process = start_child(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, env=self.environment(),
+                              start_new_session=self.supervise and os.name == "posix")
         threading.Thread(target=self._log.pump, args=(process.stdout,), name=f"{self.label} log", daemon=True).start()
         self.process = process
         return process

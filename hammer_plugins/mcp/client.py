@@ -45,11 +45,13 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from hammer_plugins.launch.child import guarded_command
 from hammer_plugins.tools.definition import Tool, to_tools
 from hammer_plugins.tools.names import printable
 from hammer_plugins.values.errors import HammerError
@@ -278,6 +280,9 @@ class MCPServer:
         except ImportError as exc:
             raise HammerError(_INSTALL_HINT) from exc
         environment = self._environment = server_environment(self.pass_env, self.env)
+        if os.sep not in self.command[0] and shutil.which(self.command[0], path=environment.get("PATH")) is None:
+            raise HammerError(f"MCP server {self.name!r} did not start: {printable(self.command[0])!r} is not a "
+                              "command on its PATH. Fix: install it, or give its full path")
         self._errlog = _printable_stderr(self.name)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="hammer-mcp", daemon=True)
@@ -315,7 +320,11 @@ class MCPServer:
         from mcp import ClientSession, StdioServerParameters
         from mcp.client.stdio import stdio_client
 
-        params = StdioServerParameters(command=self.command[0], args=self.command[1:], env=environment, cwd=self.cwd)
+        # Forked by the SDK in this session's loop thread, where no parent-death signal can be passed: the
+        # command sets its own first, so a killed hammer leaves no server behind (one that ignores the end of
+        # its input would otherwise run on).
+        argv = guarded_command(self.command)
+        params = StdioServerParameters(command=argv[0], args=argv[1:], env=environment, cwd=self.cwd)
         try:
             async with stdio_client(params, errlog=self._errlog) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()

@@ -61,6 +61,14 @@ def hammer(*args: str, stdin: str = "", env: dict[str, str] | None = None,
                           text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
 
 
+def unloadable_model(tmp_path: Path) -> dict[str, str]:
+    """A model file that passes the checks made before loading and fails any load: the chat that ends before its
+    first question must not have loaded it."""
+    fake = tmp_path / "never-loaded.gguf"
+    fake.write_bytes(b"GGUF" + bytes(64))
+    return {"HAMMER_MODEL_PATH": str(fake)}
+
+
 # ------------------------------------------------------------------------------ environment
 def test_server_gets_the_safe_default_and_the_named_variables_only(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in {**SECRETS, "PROBE_PASSED": "from-here"}.items():
@@ -121,10 +129,9 @@ def test_hammer_call_mcp_leaves_no_server_behind(tmp_path: Path) -> None:
     assert not alive(json.loads(report.read_text())["pid"])
 
 
-@pytest.mark.real_model  # the hammer process loads the default model
 def test_hammer_chat_mcp_leaves_no_server_behind_on_a_normal_end(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    result = hammer("chat", "--mcp", probe_command(report), stdin="\n", timeout=120)
+    result = hammer("chat", "--mcp", probe_command(report), stdin="\n", timeout=120, env=unloadable_model(tmp_path))
     assert result.returncode == 0, result.stderr
     assert not alive(json.loads(report.read_text())["pid"])
 
@@ -139,12 +146,12 @@ def test_a_server_is_closed_when_another_fails_to_start(command: str, tmp_path: 
     assert not alive(json.loads(report.read_text())["pid"])
 
 
-@pytest.mark.real_model  # the hammer process loads the default model
 def test_ctrl_c_in_hammer_chat_closes_the_server(tmp_path: Path) -> None:
     """Ctrl-C in a terminal signals the whole foreground process group, so the test does too."""
     report = tmp_path / "report.json"
     process = subprocess.Popen([sys.executable, "-m", "hammer_plugins.cli", "chat", "--mcp", probe_command(report)],
-                               cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               cwd=ROOT, env={**os.environ, **unloadable_model(tmp_path)}, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True, preexec_fn=default_signals)
     started = time.perf_counter()
     while not report.exists():

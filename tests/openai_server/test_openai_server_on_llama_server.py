@@ -20,7 +20,7 @@ from openai_server_helpers import ask_at_once, assert_each_got_its_own_answer, h
 
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
-from hammer_plugins.launch import LlamaServer
+from hammer_plugins.launch import LlamaServer, free_port
 from hammer_plugins.openai_server import BackgroundServer, create_app
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
@@ -162,3 +162,48 @@ def test_a_wrong_upstream_key_is_named_at_start_up(llama: LlamaServer) -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("hammer: error:") and "Traceback" not in done.stderr
     assert "refused this API's requests (HTTP 401" in done.stderr and "set $HAMMER_UPSTREAM_API_KEY" in done.stderr
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def _wait(condition: Any, seconds: float, what: str) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        time.sleep(0.02)
+    return found
+
+
+def test_killing_hammer_serve_just_after_it_started_or_restarted_llama_server_leaves_no_child(
+        default_model_path: str) -> None:
+    """`hammer serve --openai --backend llama-server` killed (SIGKILL: no clean-up of its own runs) at each point
+    where it has just started a child: while that child loads the model, and right after the supervisor (another
+    thread) started a new one in place of a killed one. Its llama-server goes with it each time: a llama-server
+    was once found running 55 minutes after its server was killed, holding 1.6 GB and its port."""
+    env = {"HAMMER_MODEL_PATH": default_model_path}
+    args = ["--openai", "--backend", "llama-server", "--parallel", "1", "--n-ctx", "2048", "--no-build"]
+    starting = subprocess.Popen([sys.executable, "-m", "hammer_plugins.cli", "serve", *args, "--port", str(free_port())],
+                                env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        child = _wait(lambda: _children(starting.pid), 120, "llama-server started")[0]
+        starting.kill()  # at once: llama-server is still loading the model
+        starting.wait(30)
+        _wait(lambda: _gone(child), 10, f"the loading llama-server {child} gone with its killed parent")
+    finally:
+        starting.kill()
+    with hammer_serve(args, env) as served:
+        first = _wait(lambda: _children(served.process.pid), 10, "llama-server running")[0]
+        os.kill(first, 9)  # a crash: the supervisor starts another from its own thread
+        second = _wait(lambda: [p for p in _children(served.process.pid) if p != first], 60, "llama-server restarted")[0]
+        served.process.kill()  # just after the restart
+        served.process.wait(30)
+        _wait(lambda: _gone(second), 10, f"the restarted llama-server {second} gone with its killed parent")

@@ -1,4 +1,4 @@
-"""Issue 29's adversarial classes on ``--backend llama-server``: the OpenAI-compatible API in front of
+"""The adversarial classes on ``--backend llama-server``: the OpenAI-compatible API in front of
 a real llama.cpp ``llama-server`` child (2 slots) serving the embedded default model, one API and one
 llama-server for the module (``create_app(slots=2, queue_per_slot=1)``, as ``--parallel 2
 --queue-per-slot 1`` gives). Each case ends with /health answering in under a second and a normal
@@ -173,6 +173,12 @@ SMOKE: list[tuple[str, Callable[[BackgroundServer], httpx.Response], int, str | 
         {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}]}), 400, "invalid_value"),
     ("NaN", lambda s: post(s, b'{"model": "hammer", "messages": [{"role": "user", "content": "x"}], "temperature": NaN}'),
      400, "invalid_json"),
+    # forwarded to llama-server's slots, where each string is scanned on every token: bounded before the engine
+    ("a stop list past its bound", lambda s: post(s, {**QUESTION, "stop": ["s"] * 17}), 400, "invalid_value"),
+    ("an unforeseen Responses body", lambda s: httpx.post(
+        s.base_url + "/responses", json={"model": "hammer", "input": "hi", "tool_choice": {"type": "allowed_tools",
+                                                                                            "tools": 5}},
+        headers=JSON, timeout=30, trust_env=False), 400, None),
 ]
 
 
@@ -473,6 +479,73 @@ def test_large_bodies_from_clients_that_leave_starve_neither_health_nor_a_small_
         print(f"\nllama-server backend: six 2.3 MiB bodies whose clients left; a small request answered in {answered:.2f} s, "
               f"/health 200 in {len(statuses)} polls, the slowest {worst:.2f} s")
         assert_still_serving(server, llama)
+
+
+def _poll_health_while(server: BackgroundServer, work: list[threading.Thread]) -> tuple[set[int], float]:
+    """/health's statuses and its slowest answer, polled until every thread of ``work`` ended."""
+    statuses, worst = set(), 0.0
+    while any(t.is_alive() for t in work):
+        began = time.perf_counter()
+        statuses.add(httpx.get(server.url + "/health", timeout=30, trust_env=False).status_code)
+        worst = max(worst, time.perf_counter() - began)
+        time.sleep(0.05)
+    return statuses, worst
+
+
+def test_four_250_kib_bodies_keep_health_under_a_second(server: BackgroundServer, llama: LlamaServer) -> None:
+    """Four Responses bodies just under the size read off the event loop (6,600 tools each, about 250 KiB), sent
+    at once and answered by llama-server: their parsing is linear, so /health stays under a second throughout
+    (it took 3.5-4.6 s when the walk over the tools was quadratic)."""
+    tools = [{"type": "function", "name": f"tool_{i}", "parameters": {"type": "object", "properties": {}}}
+             for i in range(6_600)]
+    body = json.dumps({"model": "hammer", "input": "hi", "max_output_tokens": 16, "tools": tools}).encode()
+    assert 240 * 1024 < len(body) < 256 * 1024
+    replies: list[int] = []
+    senders = [threading.Thread(target=lambda: replies.append(httpx.post(
+        server.base_url + "/responses", content=body, headers=JSON, timeout=300, trust_env=False).status_code))
+        for _ in range(4)]
+    for thread in senders:
+        thread.start()
+    statuses, worst = _poll_health_while(server, senders)
+    print(f"\nllama-server backend: four 250 KiB bodies, /health at worst {worst:.2f} s")
+    assert replies == [200] * 4 and statuses == {200}
+    assert worst < 1.0, f"/health took {worst:.2f} s"
+    assert_still_serving(server, llama)
+
+
+def test_count_tokens_is_bounded_and_counted_by_llama_servers_tokenizer(
+        server: BackgroundServer, llama: LlamaServer, backend: OpenAICompatibleBackend) -> None:
+    """Four 7.7 MiB texts to count at once: none can fit a window, so each is refused in Anthropic's words within
+    10 s without a request to llama-server, /health under a second throughout; a text that may fit is counted
+    by llama-server's own tokenizer (the count the engine's fitting uses), and /health shows nothing left counting."""
+    huge = json.dumps({"model": "hammer", "messages": [{"role": "user", "content": "word " * 1_600_000}]}).encode()
+    headers = {"content-type": "application/json", "x-api-key": KEY}
+    sent = backend.stats.requests
+    took: list[float] = []
+
+    def count() -> None:
+        began = time.perf_counter()
+        reply = httpx.post(server.base_url + "/messages/count_tokens", content=huge, headers=headers, timeout=60,
+                           trust_env=False)
+        assert reply.status_code == 400 and reply.json()["error"]["message"].startswith("prompt is too long"), reply.text
+        took.append(time.perf_counter() - began)
+
+    counters = [threading.Thread(target=count) for _ in range(4)]
+    for thread in counters:
+        thread.start()
+    statuses, worst = _poll_health_while(server, counters)
+    print(f"\nllama-server backend: four 7.7 MiB count_tokens answered within {max(took):.2f} s, /health at worst "
+          f"{worst:.2f} s")
+    assert len(took) == 4 and max(took) < 10.0 and statuses == {200} and worst < 1.0, (took, worst)
+    assert backend.stats.requests == sent  # refused before llama-server's tokenizer
+    text = f"What's the weather in Paris? (asked at {time.time_ns()})"  # a text no earlier count has cached
+    counted = httpx.post(server.base_url + "/messages/count_tokens", headers=headers, timeout=60, trust_env=False,
+                         json={"model": "hammer", "messages": [{"role": "user", "content": text}]})
+    assert counted.status_code == 200 and counted.json()["input_tokens"] > len(tokenize(llama, text))
+    assert backend.stats.requests > sent  # this one was counted by llama-server
+    state = health(server).json()
+    assert state["counting"] == 0 and state["reading"] == 0
+    assert_still_serving(server, llama)
 
 
 # ------------------------------------------------------------------ the flood (last: when it fails, its held

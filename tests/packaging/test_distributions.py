@@ -295,6 +295,7 @@ def _run(python: Path, script: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.index
 @pytest.mark.timeout(900)  # a fresh venv installed from the index: pip alone has 600 s
 def test_langchain_hammer_alone(dist: Path, tmp_path: Path) -> None:
     python = _clean_install(tmp_path, dist, ["hammer-plugins", "langchain-hammer"])
@@ -303,6 +304,7 @@ def test_langchain_hammer_alone(dist: Path, tmp_path: Path) -> None:
     assert found["absent"] == ["llama_index.core", "langchain", "langgraph", "hammer_evals"]
 
 
+@pytest.mark.index
 @pytest.mark.timeout(900)  # a fresh venv installed from the index: pip alone has 600 s
 def test_llama_index_llms_hammer_alone(dist: Path, tmp_path: Path) -> None:
     python = _clean_install(tmp_path, dist, ["hammer-plugins", "llama-index-llms-hammer"])

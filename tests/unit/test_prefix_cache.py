@@ -9,6 +9,7 @@ import os
 import time
 from pathlib import Path
 
+from child_signals import die_with_the_parent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
@@ -131,6 +132,7 @@ def test_an_unwritable_folder_is_not_an_error(tmp_path: Path) -> None:
 
 
 def _writer(directory: str, seed: int) -> None:
+    die_with_the_parent()
     cache = PrefixCache(directory)
     for i in range(40):
         cache.store("rt", [7, 7], bytes([seed]) * (50_000 + 1000 * ((seed + i) % 7)))
