@@ -92,7 +92,7 @@ def _server_options(serve: argparse.ArgumentParser) -> None:
                             "machine in the process list (ps)")
     serve.add_argument("--no-build", action="store_true",
                        help="fail instead of building llama-server when none is found (the first build takes "
-                            "about 6-8 minutes on 2 cores, then it is cached)")
+                            "minutes, then it is cached)")
     serve.add_argument("--build", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
     serve.add_argument("--print-command", action="store_true", help="print the server's command line and exit")
     serve.add_argument("extra", nargs=argparse.REMAINDER,

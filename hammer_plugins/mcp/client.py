@@ -320,7 +320,7 @@ class MCPServer:
         from mcp import ClientSession, StdioServerParameters
         from mcp.client.stdio import stdio_client
 
-        # Forked by the SDK in this session's loop thread, where no parent-death signal can be passed: the
+        # Forked by the SDK in the MCP session's loop thread, where no parent-death signal can be passed: the
         # command sets its own first, so a killed hammer leaves no server behind (one that ignores the end of
         # its input would otherwise run on).
         argv = guarded_command(self.command)

@@ -1,77 +1,49 @@
-"""Every measured figure in README.md and docs/*.md comes from a committed record (issues 32 and 40).
+"""Every measured figure users read comes from the committed record its section names.
 
-The rule. A figure is, in prose and tables and in the ``#`` comments of code blocks (code itself,
-inline or fenced, is commands and sample output, not claims):
-
-- a number with a unit of measure: time (``ms``, ``s``, ``min``, ``minutes``, ``h``, ``hours``, and
-  ``5 min 13 s`` / ``1 h 46 min`` as one duration), size (``KB``, ``MB``, ``GB``, ``KiB``, ``MiB``,
-  ``GiB``), a rate (``tokens/s``, ``tok/s``, ``req/s``, ``requests/s``), a percentage (``%``), a ratio
-  (``1.8x``, ``2×``); both ends of a range (``6-8 minutes``, ``5 to 10 minutes``);
-- a count of test results (``1,164 passed``, ``9 skipped``, ``1,173 tests``);
-- in docs/benchmarks.md, also every decimal standing alone (its tables are records' numbers).
-
-Not figures: versions and names (``Qwen2.5``, ``0.5B``, ``hammer2.1-1.5b``), counts of items and
-results written as counts (``14 questions``, ``25 of 50``), line numbers and other bare integers, and
-a number in words. Those are not checked, so a doc states no measurement that way without a record.
+Where: every markdown file of the repository that is not a record itself (the README files of the four
+distributions and of benchmarks/, and docs/), and the help text of every ``hammer`` command. What a figure is,
+and how a record's numbers are read (each in the unit its key names), is figure_check.py's docstring.
 
 Where a figure may come from, in this order:
 
 - a record its section names: a path (or a link) to a file or folder under ``docs/benchmarks/`` or
-  ``docs/hammerbench/`` in the same ``#``/``##`` section (docs/benchmarks.md: every record). The
-  records' JSON numbers count (not strings, so a model's answer cannot match by chance) and every
-  number of their ``.md`` tables; whole-number figures only the summaries' (``.json``, ``.md``), not
-  the per-question ``.jsonl`` files, where any small integer occurs. The figure must be a record's
-  number rounded to the decimals cited, in the units cited (a time in ms, s, minutes or hours, a
-  fraction as a percentage);
-- ``DERIVED``: a ratio of two numbers the section's records hold;
-- ``SETTINGS``: a default, limit or setting stated with a unit (``120 s``, ``8 MiB``) is no
-  measurement; each entry names the source file and the text there that holds it, which must still be
-  there, so the list cannot state a default the code does not have;
+  ``docs/hammerbench/`` in the same ``#``/``##`` section, never the whole folder; the figure must be one of
+  those records' numbers, converted to the unit cited and rounded to the decimals cited. A help text names no
+  record: it states settings, never measurements;
+- ``DERIVED``: a ratio of two numbers the section's records hold; ``COMPUTED``: a figure an expression works
+  out of one record (a mean, a count, a quartile);
+- ``SETTINGS``: a default, limit or setting stated with a unit (``120 s``, ``8 MiB``) is no measurement; each
+  entry names the source file and the text there that holds it, which must still be there, so the list
+  cannot state a default the code does not have;
 - ``CHECKED_ELSEWHERE``: lines another test reads against the code (the presets table);
-- ``NOT_IN_A_RECORD``: a measurement that kept no file, with the reason. Keep it short: remove or
-  reword such a figure rather than list it.
+- ``NOT_IN_A_RECORD``: a measurement that kept no file, with the reason. Keep it short: remove or reword
+  such a figure rather than list it.
 
-An entry a doc no longer cites fails too, so no list outlives its figures. Limits: a small number can
-match some other number of the named records by chance, so this catches a figure no record holds (a
-stale one, a typo, one from a run that kept no file) rather than proving where each figure came from.
+An entry a doc no longer cites fails too, so no list outlives its figures; and the check is run on planted
+texts, so that a wrong figure, a figure in the wrong unit or from another section's record, a sum's first term
+and a unitless table cell are each shown to fail. Limits: a small number can match some other number of the
+named records by chance, so this catches a figure its records do not hold (a stale one, a typo, one from a run
+that kept no file, one from another record) rather than proving where each figure came from.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import re
+import statistics
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from figure_check import figures, in_records, named_records, prose_lines, sections
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RECORD_DIRS = [REPO / "docs" / "benchmarks", REPO / "docs" / "hammerbench"]
+DOCS = [REPO / "README.md", REPO / "README.pypi.md", REPO / "benchmarks" / "README.md", *sorted((REPO / "docs").glob("*.md")),
+        REPO / "evals" / "README.md", *sorted((REPO / "integrations").glob("*/README.md"))]
 DECIMALS_DOC = "docs/benchmarks.md"
-# A record a doc names: a path to a file or folder under docs/benchmarks/ or docs/hammerbench/, or a link to one
-# from docs/ (a bare "benchmarks/" is the scripts' folder at the root).
-RECORD_PATH = re.compile(r"(?:(?<![\w/])docs/|\]\()(?P<path>(?:benchmarks|hammerbench)/[\w./-]*)")
-
-# A decimal standing alone: not part of a name or version (Qwen2.5, 0.5B, 2.1-0.5b), "1.08x" allowed.
-CITED = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})*\.\d+(?![A-Za-wyz_\d]|\.\d)")
-NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
-_NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
-# Two-part durations first, so "5 min 13 s" is one figure (313 s), not 5 min and 13 s.
-DURATION = re.compile(r"(?<![\w.,/-])(?P<a>\d+) (?P<big>min|h) (?P<b>\d+) (?P<small>s|min)(?![\w/])")
-# A number and its unit: time units need a space before them ("429s" is a status code), "1.8x" and "5%" need none;
-# "17 × 23" is arithmetic, not a ratio.
-# A range ("6-8 minutes", "5 to 10 minutes") is two figures.
-_UNITS = (
-    r"(?:\s(?:ms|s|seconds?|min|minutes?|h|hours?)"
-    r"|\s?(?:KB|MB|GB|KiB|MiB|GiB|%|tokens/s|tok/s|req/s|requests/s)|\s?[x×](?!\s?\d))"
-)
-UNIT = re.compile(
-    rf"(?<![\w.,/-])(?P<num>{_NUM})(?:(?:\s?[-–]\s?|\sto\s)(?P<num2>{_NUM}))?"
-    rf"(?:(?P<unit>{_UNITS})|\s(?P<word>passed|failed|skipped|tests))(?![\w/])"
-)
 
 # (doc, figure, a fragment of its line, the source file, the text there that holds it): stated settings, not
 # measurements. The source must still hold the text, so a changed default fails here until the doc follows.
@@ -172,6 +144,14 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
         "hammer_plugins/backends/remote/settings.py",
         "timeout: float = Field(120.0",
     ),
+    ("docs/server.md", "1,024", "(1,024 tokens, a setting)", "hammer_plugins/engine/tool_selection.py",
+     "DEFAULT_TOOL_BUDGET = 1024"),
+    ("docs/server.md", "128", "greedy, 128 tokens, two tools", "benchmarks/llama_server_jinja.py",
+     'parser.add_argument("--max-tokens", type=int, default=128)'),
+    ("docs/server.md", "128", "cut at 128 tokens", "benchmarks/llama_server_jinja.py",
+     'parser.add_argument("--max-tokens", type=int, default=128)'),
+    ("docs/benchmarks.md", "0.5", "less than the 0.5-logit bound below", "tests/real/test_fast_forward.py", "EPSILON = 0.5"),
+    ("docs/benchmarks.md", "0.5", "is below 0.5 logits", "tests/real/test_fast_forward.py", "EPSILON = 0.5"),
     ("docs/cli.md", "1", "the states keep at most 1 GiB", "hammer_plugins/backends/prefix_cache.py",
      "DEFAULT_MAX_BYTES = 1 << 30"),
 ]
@@ -186,6 +166,10 @@ DERIVED: list[tuple[str, str, str, str]] = [
     ("docs/server.md", "1.36", "1.36x the throughput at N = 1", "0.894 / 0.655"),
     ("docs/server.md", "1.46", "1.46x at 2", "0.916 / 0.626"),
     ("docs/server.md", "2.09", "2.09x at", "1.268 / 0.608"),
+    ("docs/benchmarks.md", "0.99", "| engine, grammar, fast-forward (default) | 36.3 |", "36.3 / 36.6"),
+    ("docs/benchmarks.md", "0.98", "| engine, grammar, fast-forward (default) | 36.3 |", "1.68 / 1.72"),
+    ("benchmarks/README.md", "1.36", "ahead by 1.36x the throughput", "0.894 / 0.655"),
+    ("benchmarks/README.md", "2.09", "and 2.09x at N = 4", "1.268 / 0.608"),
 ]
 
 # (doc, how its lines start, the test that reads them against the code): figures another test checks.
@@ -193,112 +177,165 @@ CHECKED_ELSEWHERE: list[tuple[str, str, str]] = [
     ("docs/models.md", "| `hammer", "tests/unit/test_docs_code.py::test_the_presets_table_is_the_code"),
 ]
 
-# (doc, figure, a fragment of its line, why no record holds it). Empty: every figure the docs give is in a record.
-NOT_IN_A_RECORD: list[tuple[str, str, str, str]] = []
+# (doc, figure, a fragment of its line, a record, an expression): a figure worked out of one record by the expression,
+# evaluated with ``r`` the record (a .jsonl record: its rows) and the helpers below; rounded to the figure's decimals.
+OFF, ON = "docs/hammerbench/default-masking-off/predictions.jsonl", "docs/hammerbench/default-masking-on/predictions.jsonl"
+COLD = "docs/benchmarks/cold-call/cold_call.json"
+BFCL_DEFAULT, BFCL_12, BFCL_24 = ("docs/benchmarks/default/accuracy_records.jsonl",
+                                  "docs/benchmarks/after-issue-12/accuracy_records.jsonl",
+                                  "docs/benchmarks/after-issue-24/accuracy_records.jsonl")
+HAMMER = "ChatHammer (constrained on, masking off)"
+COMPUTED: list[tuple[str, str, str, str, str]] = [
+    ("docs/hammerbench.md", "562", "prompts 562 tokens", OFF, "mean_of(r, 'prompt_tokens')"),
+    ("docs/hammerbench.md", "46", "answers 46 tokens", OFF, "mean_of(r, 'completion_tokens')"),
+    ("docs/hammerbench.md", "579", "579 vs 562 tokens", ON, "mean_of(r, 'prompt_tokens')"),
+    ("docs/hammerbench.md", "562", "579 vs 562 tokens", OFF, "mean_of(r, 'prompt_tokens')"),
+    ("docs/hammerbench.md", "53", "53 vs 46 tokens", ON, "mean_of(r, 'completion_tokens')"),
+    ("docs/hammerbench.md", "46", "53 vs 46 tokens", OFF, "mean_of(r, 'completion_tokens')"),
+    # BFCL's totals: questions answered right, and answers cut at max_tokens, of one runner
+    ("docs/benchmarks.md", "49", "| before (committed above) |", BFCL_DEFAULT, "count(r, HAMMER, 'correct')"),
+    ("docs/benchmarks.md", "11", "| before (committed above) |", BFCL_DEFAULT, "count(r, HAMMER, 'truncated')"),
+    ("docs/benchmarks.md", "48", "| after | 9/10 |", BFCL_12, "count(r, HAMMER, 'correct')"),
+    ("docs/benchmarks.md", "48", "| before (the section above) |", BFCL_12, "count(r, HAMMER, 'correct')"),
+    ("docs/benchmarks.md", "45", "| after the grammar fixes |", BFCL_24, "count(r, HAMMER, 'correct')"),
+    # the cold call: ratios of medians, and quartiles of the per-round ratios to the floor
+    ("docs/benchmarks.md", "1.02", "| cold (new tools, known model) | 8.20 |", COLD, "median(r, 'cold')"),
+    ("docs/benchmarks.md", "0.99", "| cold (new tools, known model) | 8.20 |", COLD, "quartiles(r, 'cold')[0]"),
+    ("docs/benchmarks.md", "1.11", "| cold (new tools, known model) | 8.20 |", COLD, "quartiles(r, 'cold')[2]"),
+    ("docs/benchmarks.md", "1.02", "| first ever (every cache empty) | 8.21 |", COLD, "median(r, 'first ever')"),
+    ("docs/benchmarks.md", "1.00", "| first ever (every cache empty) | 8.21 |", COLD, "quartiles(r, 'first ever')[0]"),
+    ("docs/benchmarks.md", "1.07", "| first ever (every cache empty) | 8.21 |", COLD, "quartiles(r, 'first ever')[2]"),
+    ("docs/benchmarks.md", "0.34", "| repeat | 2.75 |", COLD, "median(r, 'repeat')"),
+    ("docs/benchmarks.md", "0.32", "| repeat | 2.75 |", COLD, "quartiles(r, 'repeat')[0]"),
+    ("docs/benchmarks.md", "0.37", "| repeat | 2.75 |", COLD, "quartiles(r, 'repeat')[2]"),
+    ("docs/benchmarks.md", "1.02", "| `--no-prefix-cache` | 8.23 |", COLD, "median(r, 'no prefix cache')"),
+    ("docs/benchmarks.md", "0.91", "| `--no-prefix-cache` | 8.23 |", COLD, "quartiles(r, 'no prefix cache')[0]"),
+    ("docs/benchmarks.md", "1.13", "| `--no-prefix-cache` | 8.23 |", COLD, "quartiles(r, 'no prefix cache')[2]"),
+    ("docs/benchmarks.md", "0.22", "(0.22 s over a 4.50 s floor", "docs/benchmarks/cold-call/cold_call_readme_7.json",
+     "r['median_s']['cold'] - r['median_s']['floor']"),
+    ("docs/benchmarks.md", "15.1", "108 of 717 answer tokens (15.1%)", "docs/benchmarks/speed/decode_speed.json",
+     "100 * r['forced'] / r['produced']"),
+]
 
-# The scales a record's number may be cited in, by the unit cited: a time in ms, s, minutes or hours; a fraction as %.
-SCALES = {"ms": (1, 1000), "s": (1, 1 / 1000), "min": (1, 1 / 60), "h": (1, 1 / 3600), "%": (1, 100)}
-UNIT_KIND = {"seconds": "s", "second": "s", "minutes": "min", "minute": "min", "hours": "h", "hour": "h"}
 
-
-def _numbers(value: Any) -> Iterator[float]:
-    if isinstance(value, bool):
-        return
-    if isinstance(value, int | float):
-        yield float(value)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _numbers(item)
-    elif isinstance(value, list):
+def _objects(value: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(value, dict):
+        yield value
+        value = list(value.values())
+    if isinstance(value, list):
         for item in value:
-            yield from _numbers(item)
+            yield from _objects(item)
+
+
+def mean_of(record: Any, field: str) -> float:
+    """The mean of ``field`` over every object of the record that holds it, answers reused from an earlier prompt
+    (``"reused": true``) left out."""
+    values = [obj[field] for obj in _objects(record) if field in obj and not obj.get("reused")]
+    return sum(values) / len(values)
+
+
+def count(rows: list[dict[str, Any]], runner: str, field: str) -> int:
+    """How many of one runner's rows have ``field`` true."""
+    return sum(bool(row[field]) for row in rows if row["runner"] == runner)
+
+
+def _ratios(record: Any, run: str) -> list[float]:
+    return [a / floor for a, floor in zip(record["runs_s"][run], record["runs_s"]["floor"], strict=True)]
+
+
+def median(record: Any, run: str) -> float:
+    """The ratio of a run's median time to the floor's."""
+    return float(record["median_s"][run] / record["median_s"]["floor"])
+
+
+def quartiles(record: Any, run: str) -> list[float]:
+    """The quartiles of a run's per-round ratios to the floor (inclusive method)."""
+    return statistics.quantiles(_ratios(record, run), n=4, method="inclusive")
 
 
 @cache
-def _record_values(path: Path) -> frozenset[float]:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        return frozenset(_numbers(json.loads(text)))
-    if path.suffix == ".jsonl":
-        return frozenset(v for line in text.splitlines() if line.strip() for v in _numbers(json.loads(line)))
-    return frozenset(float(n.replace(",", "")) for n in NUMBER.findall(text))
+def _load(record: str) -> Any:
+    text = (REPO / record).read_text(encoding="utf-8")
+    if record.endswith(".jsonl"):
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return json.loads(text)
 
 
-def _sections(doc: str) -> list[str]:
-    """The doc's text cut at its ``#``/``##`` headings (outside code): the unit a record is named for."""
-    sections, in_code = [[]], False
-    for line in (REPO / doc).read_text(encoding="utf-8").splitlines():
-        in_code ^= line.startswith("```")
-        if not in_code and re.match(r"#{1,2} ", line):
-            sections.append([])
-        sections[-1].append(line)
-    return ["\n".join(lines) for lines in sections]
+def _computed_value(record: str, expression: str) -> float:
+    names = {"r": _load(record), "mean_of": mean_of, "count": count, "median": median, "quartiles": quartiles,
+             "HAMMER": HAMMER}
+    return float(eval(expression, {"__builtins__": {}}, names))  # noqa: S307 - expressions written in this file
+
+
+def _computed(doc: str, figure: str, line: str) -> bool:
+    """Whether COMPUTED works the figure out of its record."""
+    return any((d, f) == (doc, figure) and fragment in line
+               and f"{_computed_value(record, expression):.{len(figure.partition('.')[2])}f}" == figure.replace(",", "")
+               for d, f, fragment, record, expression in COMPUTED)
+
+
+# (doc, a table column's header, what its numbers are): table columns of codes or settings, not measurements.
+COLUMNS_NOT_MEASURED: list[tuple[str, str, str]] = [
+    ("docs/architecture.md", "layer",
+     "each folder's layer: test_docs_match_code.py::test_the_folders_table_gives_each_folders_layer"),
+    ("docs/server.md", "status", "HTTP statuses, read against the server by test_openai_server_logic.py::test_error_table"),
+    ("docs/engine.md", "default", "SchemaLimits' defaults, read by test_docs_match_code.py::test_the_limits_table_is_the_code"),
+]
+
+# (doc, figure, a fragment of its line, why no record holds it).
+NOT_IN_A_RECORD: list[tuple[str, str, str, str]] = [
+    ("docs/benchmarks.md", "0.45", "repeat at or under 0.45x", "a target set before the run, not a measurement"),
+]
+
+
+
+def _help_texts() -> dict[str, str]:
+    """``hammer ... --help`` of every command and subcommand, plugins included (``hammer bench``, ``hammer eval``)."""
+    from hammer_plugins.cli.main import build_parser
+
+    texts: dict[str, str] = {}
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        texts[name] = parser.format_help()
+        for action in parser._actions:  # argparse keeps subparsers here only
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    walk(sub, f"{name} {sub_name}")
+
+    walk(build_parser(), "hammer")
+    return texts
+
+
+@cache
+def _texts() -> dict[str, tuple[str, Path]]:
+    """Every text checked: its name (a path, or ``hammer ... --help``), its text and the folder its links start from."""
+    texts = {doc.relative_to(REPO).as_posix(): (doc.read_text(encoding="utf-8"), doc.parent) for doc in DOCS}
+    texts.update({f"{name} --help": (" ".join(help_text.split()), REPO) for name, help_text in _help_texts().items()})
+    return texts
 
 
 @cache
 def _record_files(doc: str, section: int) -> tuple[Path, ...]:
-    """The record files under the record paths (files or folders) the doc's section names (benchmarks.md: all)."""
-    text = "docs/benchmarks/ docs/hammerbench/" if doc == DECIMALS_DOC else _sections(doc)[section]
-    named = {REPO / "docs" / m["path"].rstrip("/.") for m in RECORD_PATH.finditer(text)}
-    files = {f for path in named if path.exists() for f in ([path] if path.is_file() else path.rglob("*"))}
-    return tuple(sorted(f for f in files if f.suffix in (".json", ".jsonl", ".md")))
-
-
-@cache
-def _forms(files: tuple[Path, ...], scale: float, places: int) -> frozenset[str]:
-    """The files' numbers written with ``places`` decimals after ``scale``; whole numbers from summaries only
-    (``.json``, ``.md``), not the per-question ``.jsonl`` files, where any small integer occurs."""
-    values = set().union(*(_record_values(p) for p in files if not (places == 0 and p.suffix == ".jsonl")))
-    return frozenset(f"{v * scale:.{places}f}" for v in values)
+    text, folder = _texts()[doc]
+    if doc.endswith("--help"):
+        return ()
+    return named_records(sections(text)[section], folder, REPO, RECORD_DIRS)
 
 
 def _in_a_record(doc: str, section: int, figure: str, unit: str) -> bool:
-    cited = figure.replace(",", "")
-    places = len(cited.partition(".")[2])
-    scales = SCALES.get(UNIT_KIND.get(unit, unit), (1, 100))
-    return any(cited in _forms(_record_files(doc, section), scale, places) for scale in scales)
-
-
-def _figures(text: str, decimals: bool) -> list[tuple[str, str]]:
-    """(figure, unit) for one line of prose; "5 min 13 s" as (313, s), "1 h 46 min" as (106, min)."""
-    found = [(str(int(m["a"]) * 60 + int(m["b"])), m["small"]) for m in DURATION.finditer(text)]
-    text = DURATION.sub(" ", text)
-    spans = []
-    for m in UNIT.finditer(text):
-        unit = (m["unit"] or "").strip()
-        found.extend((m[group], unit) for group in ("num", "num2") if m[group])
-        spans.extend(m.span(group) for group in ("num", "num2") if m[group])
-    if decimals:
-        found.extend((m.group(), "") for m in CITED.finditer(text) if m.span() not in spans)
-    return found
-
-
-def _lines(doc: Path) -> Iterator[tuple[int, int, str, str]]:
-    """(section, line number, line, the part that can hold figures): prose, tables, and code blocks' comments."""
-    in_code, section = False, 0
-    for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
-        if line.startswith("```"):
-            in_code = not in_code
-            continue
-        if not in_code and re.match(r"#{1,2} ", line):
-            section += 1
-        if in_code:
-            if " # " not in line:
-                continue
-            text = line.split(" # ", 1)[1]
-        else:
-            text = line
-        yield section, number, line, re.sub(r"`[^`]*`", " ", text)  # commands and options, not figures
+    return in_records(_record_files(doc, section), figure, unit)
 
 
 @cache
 def _cited() -> tuple[tuple[str, int, int, str, str, str], ...]:
-    """(doc, section, line number, figure, unit, line) for every figure of every doc."""
+    """(doc, section, line number, figure, unit, line) for every figure of every text."""
     cited = []
-    for doc in DOCS:
-        name = doc.relative_to(REPO).as_posix()
-        for section, number, line, text in _lines(doc):
-            cited.extend((name, section, number, figure, unit, line) for figure, unit in _figures(text, name == DECIMALS_DOC))
+    for name, (text, _) in _texts().items():
+        for section, number, line, part, columns in prose_lines(text):
+            skip = frozenset(i for i, header in enumerate(columns or [])
+                             if any((name, header) == (d, h) for d, h, _ in COLUMNS_NOT_MEASURED))
+            cited.extend((name, section, number, figure, unit, line)
+                         for figure, unit in figures(part, name == DECIMALS_DOC, columns is not None, skip))
     return tuple(cited)
 
 
@@ -323,24 +360,38 @@ def _listed(doc: str, figure: str, line: str) -> bool:
     )
 
 
-def test_every_figure_is_in_a_record() -> None:
-    missing = [
+def _missing(cited: tuple[tuple[str, int, int, str, str, str], ...]) -> list[str]:
+    return [
         f"{doc}:{number}: {figure} {unit} in: {line.strip()[:140]}"
-        for doc, section, number, figure, unit, line in _cited()
+        for doc, section, number, figure, unit, line in cited
         if not _in_a_record(doc, section, figure, unit)
         and not _listed(doc, figure, line)
         and not _derived(doc, section, figure, line)
+        and not _computed(doc, figure, line)
     ]
+
+
+def test_every_figure_is_in_its_sections_record() -> None:
+    missing = _missing(_cited())
     assert not missing, (
-        "figures in the docs that no record under docs/benchmarks/ or docs/hammerbench/ holds: "
-        "commit the record, correct or remove the figure, or list it in NOT_IN_A_RECORD "
-        "(or SETTINGS) with the reason:\n" + "\n".join(missing)
+        "figures no record named in their section holds: commit the record and name it there, correct or remove "
+        "the figure, or list it in NOT_IN_A_RECORD (or SETTINGS) with the reason:\n" + "\n".join(missing)
     )
+
+
+def test_every_text_users_read_is_checked() -> None:
+    """Every markdown file that is not a record, and the help of every command, bench and eval included."""
+    found = {p for p in REPO.rglob("*.md") if ".venv" not in p.parts and "node_modules" not in p.parts
+             and not any(d in p.parents for d in RECORD_DIRS) and not p.is_relative_to(REPO / "tests")}
+    assert found - set(DOCS) == set()
+    helps = {name for name in _texts() if name.endswith("--help")}
+    assert {"hammer serve --help", "hammer bench speed --help", "hammer eval hammerbench --help"} <= helps
 
 
 def test_every_exemption_is_still_needed() -> None:
     cited = _cited()
-    for doc, figure, fragment, reason in [*NOT_IN_A_RECORD, *DERIVED, *((d, f, fr, src) for d, f, fr, src, _ in SETTINGS)]:
+    for doc, figure, fragment, reason in [*NOT_IN_A_RECORD, *DERIVED, *((d, f, fr, src) for d, f, fr, src, _ in SETTINGS),
+                                          *((d, f, fr, rec) for d, f, fr, rec, _ in COMPUTED)]:
         assert reason
         assert any(d == doc and f == figure and fragment in line for d, _, _, f, _, line in cited), (
             f"{doc} no longer cites {figure} ({fragment!r}): drop it from the list"
@@ -370,7 +421,7 @@ def test_every_setting_is_in_its_source(doc: str, figure: str, fragment: str, so
     ],
 )
 def test_the_decimal_pattern(text: str, expected: list[tuple[str, str]]) -> None:
-    assert _figures(text, decimals=True) == expected
+    assert figures(text, decimals=True) == expected
 
 
 @pytest.mark.parametrize(
@@ -383,17 +434,51 @@ def test_the_decimal_pattern(text: str, expected: list[tuple[str, str]]) -> None
             [("491", "MB"), ("15", "ms"), ("1.7", "%"), ("1.8", "x"), ("0.38", "requests/s")],
         ),
         ("about 6-8 minutes, 5 to 10 min", [("6", "minutes"), ("8", "minutes"), ("5", "min"), ("10", "min")]),
+        ("1,189 + 330 passed; 12 + 3 + 4 s", [("1,189", ""), ("330", ""), ("12", "s"), ("3", "s"), ("4", "s")]),
+        ("579 vs 562 tokens", [("579", "tokens"), ("562", "tokens")]),
+        ("3,120 tokens, 1,024 bytes, 9.6 kB, 40 B", [("3,120", "tokens"), ("1,024", "bytes"), ("9.6", "kB"), ("40", "B")]),
         ("Qwen2.5-Coder-0.5B, 4 slots, 14 questions, line 12, hammer2.1-1.5b, 0.5B, (429s), 17 × 23", []),
     ],
 )
 def test_the_figure_pattern(text: str, expected: list[tuple[str, str]]) -> None:
-    assert _figures(text, decimals=False) == expected
+    assert figures(text, decimals=False) == expected
 
 
-def test_a_figure_matches_its_record_in_the_units_cited() -> None:
-    """The README's suite time, from docs/benchmarks/suite/phases.json (1,799.52 s), which its section names."""
-    doc, section = "README.md", next(c[1] for c in _cited() if c[0] == "README.md" and c[3] == "1,799.52")
-    assert _in_a_record(doc, section, "1,799.52", "s") and _in_a_record(doc, section, "30.0", "minutes")
-    assert _in_a_record(doc, section, "1,273", "") and _in_a_record(doc, section, "193.44", "s")
-    assert not _in_a_record(doc, section, "1,799.53", "s") and not _in_a_record(doc, section, "29.9", "minutes")
-    assert not _in_a_record(doc, 0, "1,799.52", "s")  # a section that names no record
+def test_table_cells_that_are_numbers_are_figures() -> None:
+    row = "| Hammer 2.0 | 0.289 | **1,268** | 4 slots | 12 s | 9/10 | 1.01 (0.99-1.11) | 400 |"
+    assert figures(row, decimals=False, table=True, skip_columns=frozenset({7})) == [
+        ("12", "s"), ("0.289", ""), ("1,268", ""), ("9", ""), ("10", ""), ("1.01", ""), ("0.99", ""), ("1.11", "")]
+    doc = "| N | p50 s |\n|---|---|\n| 4 | 3.14 |\n\nprose 5.0 after"
+    assert [(line, columns) for _, _, line, _, columns in prose_lines(doc)] == [
+        ("| N | p50 s |", None), ("|---|---|", None), ("| 4 | 3.14 |", ["N", "p50 s"]), ("", None),
+        ("prose 5.0 after", None)]
+
+
+def test_every_column_not_measured_is_a_table_column() -> None:
+    for doc, header, reason in COLUMNS_NOT_MEASURED:
+        assert reason and any(columns and header in columns for *_, columns in prose_lines(_texts()[doc][0])), (doc, header)
+
+
+PLANTED_RECORD = "docs/benchmarks/suite/phases.json"
+
+
+@pytest.mark.parametrize(("line", "holds"), [
+    ("The model phase took 1,799.52 s, 30.0 minutes in all (1,273 + 350 passed).", True),
+    ("The model phase took 1,799.53 s.", False),  # a typo
+    ("The model phase took 29.9 minutes.", False),  # rounded wrong
+    ("The model phase took 1,799.52 ms.", False),  # the record's seconds cited as milliseconds
+    ("It ran 1,274 + 350 passed.", False),  # the sum's first term
+    ("| phase | seconds |\n|---|---|\n| model | 1,799.51 |", False),  # a unitless table cell
+])
+def test_a_planted_figure_is_checked_against_its_sections_record(line: str, holds: bool, tmp_path: Path) -> None:
+    """The whole check (patterns, sections, records and units) on a planted doc whose section names the suite's
+    record; the same figures in a section that names no record fail."""
+    doc = f"# Suite\n\nRecord: [{PLANTED_RECORD}](../{PLANTED_RECORD}).\n\n{line}\n\n## Another section\n\n{line}\n"
+    cited = []
+    for section, _, _, part, columns in prose_lines(doc):
+        files = named_records(sections(doc)[section], REPO / "docs", REPO, RECORD_DIRS)
+        cited += [(section, figure, unit, files) for figure, unit in figures(part, False, columns is not None)]
+    assert cited and {section for section, *_ in cited} == {1, 2}
+    named = [in_records(files, figure, unit) for section, figure, unit, files in cited if section == 1]
+    assert all(named) is holds, cited
+    assert not any(in_records(files, figure, unit) for section, figure, unit, files in cited if section == 2)

@@ -52,7 +52,7 @@ def add_hammerbench_parser(benchmarks: Any) -> None:
     hb.add_argument("--order", choices=["prefix", "data"], default="prefix",
                     help="run order of the snapshots. prefix (default): sorted by prompt text, so each prompt shares "
                          "a long prefix with the one before and llama.cpp reuses its KV cache instead of re-evaluating "
-                         "it (about 2.6x less prompt text to evaluate over all files); data: file by file, record by "
+                         "it (several times less prompt text to evaluate over all files); data: file by file, record by "
                          "record. Each snapshot is still its own prompt: the order changes speed, not prompts")
     hb.add_argument("--language", choices=["en", "zh"], default="en", help="ROUGE-L tokenization (default: en)")
     hb.add_argument("--resume", action="store_true",
