@@ -30,7 +30,23 @@ hypothesis_profiles.register()
 _PATCHES = pytest.StashKey[pytest.MonkeyPatch]()
 
 
+def _pin_this_worker() -> None:
+    """``HAMMER_TEST_PIN_WORKERS=1``: each pytest-xdist worker, every thread of it and every process it starts
+    (they inherit the mask) runs on CPUs of its own, a share of the ones this process may use. The engine and
+    llama-server count the cores they may use, so a worker's models decode with as many threads as it has
+    cores: two model workers on 2 cores then split the machine instead of running 4 spinning threads on 2."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if os.environ.get("HAMMER_TEST_PIN_WORKERS") != "1" or not worker.startswith("gw") or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    share = set(cpus[int(worker[2:]) % len(cpus)::count]) or set(cpus)
+    for thread in os.listdir("/proc/self/task"):  # threads started before this (execnet's) keep no wider mask
+        os.sched_setaffinity(int(thread), share)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _pin_this_worker()
     config.stash[_PATCHES] = patches = pytest.MonkeyPatch()
     model_guard.install(patches)
     child_signals.die_with_the_tests(patches)  # a killed pytest leaves no child running (workers included)
@@ -57,6 +73,23 @@ def default_model_path() -> str:
     from hammer_plugins.models.source import default_model_path as resolve
 
     return str(resolve())
+
+
+SHARED_LLAMA_SERVER_KEY = "sk-hammer-test"
+SHARED_LLAMA_SERVER_ALIAS = "hammer-test"
+
+
+@pytest.fixture(scope="session")
+def llama_server_4_slots(default_model_path: str) -> Iterator[Any]:
+    """llama.cpp's llama-server serving the default model with 4 slots of 4,096 tokens, as
+    ``SHARED_LLAMA_SERVER_ALIAS`` with ``SHARED_LLAMA_SERVER_KEY``: one start for the modules that need these
+    settings (the server tests and the OpenAI API in front of llama-server). A test that kills or breaks its
+    server starts its own."""
+    from hammer_plugins.launch import LlamaServer
+
+    with LlamaServer(default_model_path, n_ctx=4096, parallel=4, model_alias=SHARED_LLAMA_SERVER_ALIAS,
+                     api_key=SHARED_LLAMA_SERVER_KEY) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from hammer_plugins.launch.child import ENV_PREFIXES, LogRing, env_passes, free_port, start_child
 from hammer_plugins.models.source import check_gguf
+from hammer_plugins.support.cpu_threads import physical_cores
 from hammer_plugins.support.http_client import import_httpx
 from hammer_plugins.values.errors import ServerUnavailableError
 
@@ -293,7 +294,9 @@ class LlamaServer(_LoopbackServer):
     one KV cache the slots share). The binary is :func:`~.llama_server_binary.find_llama_server`'s
     unless given. Every slot reuses the longest prefix it already holds (``cache_prompt``, on by
     default), and the server keeps evaluated prompts in host memory (``cache_ram_mib``) so a slot
-    can start from another slot's tools prefix instead of evaluating it again.
+    can start from another slot's tools prefix instead of evaluating it again. ``n_threads`` defaults to
+    the physical cores this process may run on (as the in-process backend counts them), not llama-server's
+    count of the machine's cores.
 
     ``supervise=True`` starts a child that dies again, on the same port with the same key (back-off
     ``restart_backoff``, at most ``max_restarts`` fast failures in a row, ``stable_after``); ``env`` adds
@@ -336,8 +339,10 @@ class LlamaServer(_LoopbackServer):
         cmd = [binary, "--model", self.model_path, "--host", self.host, "--port", str(self.port),
                "--ctx-size", str(self.n_ctx * self.parallel), "--parallel", str(self.parallel),
                "--alias", self.model_alias, "--no-webui"]
-        if self.n_threads:
-            cmd += ["--threads", str(self.n_threads), "--threads-batch", str(self.n_threads)]
+        # llama-server's own default counts every physical core of the machine; a process confined to some of
+        # them (a container's cpuset, taskset) would then run more threads than cores, and its threads spin.
+        threads = self.n_threads or physical_cores()
+        cmd += ["--threads", str(threads), "--threads-batch", str(threads)]
         if self.cache_ram_mib is not None:
             cmd += ["--cache-ram", str(self.cache_ram_mib)]
         return cmd + list(self.extra_args)

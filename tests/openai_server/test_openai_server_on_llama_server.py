@@ -28,21 +28,23 @@ from hammer_plugins.tools.demo import DEMO_TOOLS
 pytestmark = pytest.mark.real_model
 
 KEY = "outer-key"
-INNER_KEY = "inner-key"
+INNER_KEY = "sk-hammer-test"  # the session's llama-server (tests/conftest.py)
 SLOTS = 4
 TOOLS = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
 LONG_ESSAY = "Write a very long essay, at least 1500 words, about the history of Rome, century by century."
 
 
 @pytest.fixture(scope="module")
-def llama(default_model_path: str) -> Iterator[LlamaServer]:
-    with LlamaServer(default_model_path, n_ctx=4096, parallel=SLOTS, model_alias="hammer", api_key=INNER_KEY) as server:
-        yield server
+def llama(llama_server_4_slots: LlamaServer) -> LlamaServer:
+    """The session's llama-server (tests/conftest.py): SLOTS slots of 4,096 tokens."""
+    assert llama_server_4_slots.api_key == INNER_KEY
+    return llama_server_4_slots
 
 
 @pytest.fixture(scope="module")
 def server(llama: LlamaServer) -> Iterator[BackgroundServer]:
-    backend = OpenAICompatibleBackend(llama.base_url, model="hammer", api_key=INNER_KEY, timeout=600, trust_env=False)
+    backend = OpenAICompatibleBackend(llama.base_url, model=llama.model_alias, api_key=INNER_KEY, timeout=600,
+                                      trust_env=False)
     with BackgroundServer(create_app(HammerEngine(backend=backend), model_name="hammer", api_key=KEY)) as running:
         yield running
     backend.close()

@@ -31,9 +31,10 @@ SLOT_CTX = 4096
 
 
 @pytest.fixture(scope="module")
-def cpp_server(default_model_path: str) -> Iterator[LlamaServer]:
-    with LlamaServer(default_model_path, n_ctx=SLOT_CTX, parallel=SLOTS, model_alias=MODEL, api_key=API_KEY) as server:
-        yield server
+def cpp_server(llama_server_4_slots: LlamaServer) -> LlamaServer:
+    """The session's llama-server (tests/conftest.py): SLOTS slots of SLOT_CTX tokens, MODEL, API_KEY."""
+    assert (llama_server_4_slots.model_alias, llama_server_4_slots.api_key) == (MODEL, API_KEY)
+    return llama_server_4_slots
 
 
 @pytest.fixture(scope="module")
