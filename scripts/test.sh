@@ -6,8 +6,9 @@
 #   bash scripts/test.sh ARGS...   ARGS go to pytest (files, -k, -x, --durations=0, ...)
 #
 # The whole suite runs in two phases: the tests that run no model in parallel on 2 pytest-xdist workers,
-# then the model tests (markers real_model, transformers_model, vllm) serially, after building llama.cpp's
-# C++ llama-server once (cached; see build_llama_server.sh): two llama.cpp processes on 2 cores thrash.
+# then the model tests (markers real_model, transformers_model, vllm), after building llama.cpp's C++
+# llama-server once (cached; see build_llama_server.sh), on 2 workers each confined to its share of the CPUs
+# (two llama.cpp processes unconfined on 2 cores thrash; confined, each decodes on its own core).
 # Codex CLI and Claude Code come from npm for the agent-client tests (cached; see install_agent_clis.sh), and
 # Debian's Chromium for the playground's browser tests (install_browser.sh).
 # ARGS that choose markers themselves (-m) run as one serial pytest instead. The exit status is the first
@@ -68,7 +69,12 @@ if [ "$fast" = 0 ]; then
   done
   if [ "$interrupted" = 0 ]; then
     bash scripts/build_llama_server.sh >/dev/null
-    run_phase "models, serially" -m "$MODEL" "${args[@]+"${args[@]}"}" && codes+=(0) || codes+=($?)
+    # Each worker, and every model and server it starts, gets a share of the CPUs (tests/conftest.py), so the models
+    # decode with one thread per CPU of their own instead of two workers' threads spinning on the same cores; a
+    # module runs whole on one worker (its fixtures start once), the slowest modules first.
+    export HAMMER_TEST_PIN_WORKERS=1
+    run_phase "models, $WORKERS workers, CPUs shared out" -n "$WORKERS" --dist loadfile --no-loadscope-reorder \
+      -m "$MODEL" "${args[@]+"${args[@]}"}" && codes+=(0) || codes+=($?)
   fi
 fi
 

@@ -84,7 +84,7 @@ def _server_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL,
                        help="slots, i.e. requests decoded together (default: %(default)s)")
     add_setting_argument(serve, "n_ctx", help="context window of each slot (default: %(default)s)")
-    serve.add_argument("--threads", type=int, help="CPU threads (default: llama-server's choice)")
+    serve.add_argument("--threads", type=int, help="CPU threads (default: one per physical core this process may use)")
     serve.add_argument("--alias", default="hammer", help="the model name clients send (default: %(default)s)")
     serve.add_argument("--api-key", default=os.environ.get("HAMMER_SERVER_API_KEY") or None,
                        help="require this key (Authorization: Bearer ...); default: $HAMMER_SERVER_API_KEY. "

@@ -404,7 +404,7 @@ def test_a_client_leaving_during_a_long_prompt_evaluation_frees_its_slot(
     """The API lets the request go at once (/health: nothing running). llama-server itself notices a
     closed connection only between prompt batches (measured: a 2,590-token prompt evaluated to the end,
     54 to 69 s on this machine, the client gone after 1 s), so its slot is checked free only once the
-    prompt would have been evaluated, not sooner."""
+    prompt would have been evaluated, not sooner. A third of that prompt still takes many seconds here."""
     server = fresh
     # This machine's prompt speed now, from llama-server itself, on a prompt no slot holds in its cache.
     sea = " ".join(f"Sea note {i}: {time.time_ns()}." for i in range(60))
@@ -412,7 +412,7 @@ def test_a_client_leaving_during_a_long_prompt_evaluation_frees_its_slot(
                          headers={"authorization": f"Bearer {INNER_KEY}"}, timeout=120, trust_env=False).json()["timings"]
     per_token = timings["prompt_ms"] / timings["prompt_n"] / 1000
     long_prompt = {**QUESTION, "max_tokens": 16, "messages": [
-        {"role": "user", "content": " ".join(f"Weather note {i}: cloudy." for i in range(300))}]}
+        {"role": "user", "content": " ".join(f"Weather note {i}: cloudy." for i in range(100))}]}
     with pytest.raises(httpx.ReadTimeout):
         post(server, long_prompt, timeout=httpx.Timeout(30, read=1.0))
     assert busy_slots(llama) == 1  # evaluating the prompt when the client left
@@ -496,8 +496,7 @@ def test_four_250_kib_bodies_keep_health_under_a_second(server: BackgroundServer
     """Four Responses bodies just under the size read off the event loop (6,600 tools each, about 250 KiB), sent
     at once and answered by llama-server: their parsing is linear, so /health stays under a second throughout
     (it took 3.5-4.6 s when the walk over the tools was quadratic)."""
-    tools = [{"type": "function", "name": f"tool_{i}", "parameters": {"type": "object", "properties": {}}}
-             for i in range(6_600)]
+    tools = [{"type": "function", "name": f"t{i}"} for i in range(6_600)]
     body = json.dumps({"model": "hammer", "input": "hi", "max_output_tokens": 16, "tools": tools}).encode()
     assert 240 * 1024 < len(body) < 256 * 1024
     replies: list[int] = []

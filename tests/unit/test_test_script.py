@@ -58,7 +58,8 @@ def test_two_phases_combine_their_statuses(venv: Path, no_model: int, model: int
     if no_model == 3:  # pytest was interrupted (internal error): the model phase does not start
         assert len(runs) == 1
     else:
-        assert runs[1] == f"-m pytest -m {MODEL} -k x y"  # model tests serially
+        # model tests on 2 workers, a module whole on one, the slowest first (tests/conftest.py)
+        assert runs[1] == f"-m pytest -n 2 --dist loadfile --no-loadscope-reorder -m {MODEL} -k x y"
 
 
 def test_fast_runs_only_the_no_model_phase(venv: Path) -> None:
