@@ -1,13 +1,12 @@
 """Failures against real servers on loopback: down, unreachable, slow, refusing, overloaded, cut off.
 
-Faults a real server does not produce on demand (503, 429, a stream cut by a proxy) come from a
-loopback proxy in front of the real server (``fault_proxy.py``). A second, expendable server is
-killed mid-stream.
+A closed port (no server at all) is test_server_units.py's. Faults a real server does not produce on
+demand (503, 429, a stream cut by a proxy) come from a loopback proxy in front of the real server
+(``fault_proxy.py``). A second, expendable server is killed mid-stream.
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -35,30 +34,7 @@ HI = [Message.user("Say hi.")]
 LONG = [Message.user("Count from 1 to 100, one number per line.")]
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])  # nothing listens once the socket closes
-
-
-# ------------------------------------------------------------------------ unreachable, refused
-def test_a_closed_port_is_unavailable_after_bounded_retries() -> None:
-    backend = OpenAICompatibleBackend(f"http://127.0.0.1:{closed_port()}/v1", model=MODEL, max_retries=2,
-                                      retry_backoff=0.1, trust_env=False)
-    started = time.perf_counter()
-    with pytest.raises(ServerUnavailableError, match=r"could not connect .* after 3 attempt\(s\)\. Fix: start the server"):
-        HammerEngine(backend=backend).generate(HI)
-    assert backend.stats.requests == 3 and backend.stats.retries == 2
-    assert 0.3 <= time.perf_counter() - started < 10  # backoff 0.1 s then 0.2 s (plus jitter), no more
-
-
-async def test_a_closed_port_fails_the_same_way_in_async_calls() -> None:
-    backend = OpenAICompatibleBackend(f"http://127.0.0.1:{closed_port()}/v1", model=MODEL, max_retries=1,
-                                      retry_backoff=0.01, trust_env=False)
-    with pytest.raises(ServerUnavailableError, match="after 2 attempt"):
-        await HammerEngine(backend=backend).agenerate(HI)
-
-
+# ------------------------------------------------------------------------ refused
 @pytest.mark.parametrize("key", [None, "sk-wrong"])
 def test_a_missing_or_wrong_api_key_is_named(llama_server: LlamaCppPythonServer, key: str | None) -> None:
     backend = OpenAICompatibleBackend(llama_server.base_url, api_key=key, max_retries=0, trust_env=False)

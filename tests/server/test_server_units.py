@@ -1,16 +1,17 @@
-"""The server backend's wire formats and error mapping, for the servers these tests cannot start here.
-
-vLLM and llama.cpp's ``llama-server`` are not installable on this machine, so their request fields
-and error bodies (taken from their sources and documentation) are checked here without a network;
-llama-cpp-python's server is exercised for real in the other test files.
+"""The server backend without a server: its wire formats and error mapping (vLLM's and llama-server's request
+fields and error bodies, taken from their sources and documentation), and a closed port. The real servers
+(llama-cpp-python's, llama-server, vLLM) are exercised in the other test files.
 """
 
 from __future__ import annotations
 
+import socket
+import time
+
 import pydantic
 import pytest
 
-from hammer_plugins import ContextWindowExceededError
+from hammer_plugins import ContextWindowExceededError, HammerEngine, Message
 from hammer_plugins.backends.base import GenerationSettings
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.backends.remote.wire import _CompletionReader, _SSEDecoder
@@ -246,3 +247,28 @@ def test_the_old_import_path_gives_the_same_classes() -> None:
     assert server.OpenAICompatibleBackend is remote.OpenAICompatibleBackend
     assert (server.LlamaServer, server.LlamaCppPythonServer) == (LlamaServer, LlamaCppPythonServer)
     assert set(remote.__all__) < set(server.__all__)
+
+
+# ------------------------------------------------------------------------ no server at all
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # nothing listens once the socket closes
+
+
+# ------------------------------------------------------------------------ unreachable, refused
+def test_a_closed_port_is_unavailable_after_bounded_retries() -> None:
+    backend = OpenAICompatibleBackend(f"http://127.0.0.1:{closed_port()}/v1", model="hammer", max_retries=2,
+                                      retry_backoff=0.1, trust_env=False)
+    started = time.perf_counter()
+    with pytest.raises(ServerUnavailableError, match=r"could not connect .* after 3 attempt\(s\)\. Fix: start the server"):
+        HammerEngine(backend=backend).generate([Message.user("Say hi.")])
+    assert backend.stats.requests == 3 and backend.stats.retries == 2
+    assert 0.3 <= time.perf_counter() - started < 10  # backoff 0.1 s then 0.2 s (plus jitter), no more
+
+
+async def test_a_closed_port_fails_the_same_way_in_async_calls() -> None:
+    backend = OpenAICompatibleBackend(f"http://127.0.0.1:{closed_port()}/v1", model="hammer", max_retries=1,
+                                      retry_backoff=0.01, trust_env=False)
+    with pytest.raises(ServerUnavailableError, match="after 2 attempt"):
+        await HammerEngine(backend=backend).agenerate([Message.user("Say hi.")])
