@@ -58,10 +58,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# The model phase's slowest modules, slowest first (worker seconds on 2 pinned workers: agent CLIs 285, vLLM 175,
-# fast-forward 149, the llama-server adversarial cases 128, langchain-tests 125, hammer bench 117, ...). They run
-# first, so that the two workers of the model phase (scripts/test.sh: one module at a time each, in this order,
-# --no-loadscope-reorder) end together rather than one of them starting a two-minute module at the end.
+# The slowest modules, slowest first (worker seconds on 2 pinned workers: agent CLIs 285, vLLM 175, fast-forward 149,
+# the llama-server adversarial cases 128, langchain-tests 125, hammer bench 117, ...). The whole run (scripts/test.sh:
+# 2 workers, a module whole on one, in this order, --no-loadscope-reorder) starts them first, then the other modules
+# that run a model, then the many short modules that run none, which keep both workers busy to the end.
 SLOW_MODULES_FIRST = (
     "tests/openai_server/test_agent_clis_real.py", "tests/vllm/test_vllm_real.py", "tests/real/test_fast_forward.py",
     "tests/openai_server/test_security_llama_server.py", "tests/langchain/test_langchain_standard.py",
@@ -70,14 +70,23 @@ SLOW_MODULES_FIRST = (
     "tests/real/test_transformers.py", "tests/openai_server/test_playground_browser_real.py",
     "tests/real/test_decode_differential.py",
 )
+MODEL_MARKERS = ("real_model", "transformers_model", "vllm")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The slowest modules first (SLOW_MODULES_FIRST), every other in collection order; each module's tests keep
-    their order."""
-    rank = {module: i for i, module in enumerate(SLOW_MODULES_FIRST)}
+    """The slowest modules first (SLOW_MODULES_FIRST), then the other modules with a model test, then the rest, each
+    group in collection order; a module's tests keep their order."""
+    module = {id(item): item.nodeid.split("::")[0] for item in items}
+    with_model = {module[id(item)] for item in items if any(item.get_closest_marker(m) for m in MODEL_MARKERS)}
+    rank = {name: i for i, name in enumerate(SLOW_MODULES_FIRST)}
     position = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda item: (rank.get(item.nodeid.split("::")[0], len(rank)), position[id(item)]))
+
+    def order(item: pytest.Item) -> tuple[int, int]:
+        name = module[id(item)]
+        group = rank.get(name, len(rank) if name in with_model else len(rank) + 1)
+        return group, position[id(item)]
+
+    items.sort(key=order)
 
 
 @pytest.hookimpl(hookwrapper=True)
