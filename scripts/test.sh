@@ -5,15 +5,18 @@
 #   bash scripts/test.sh --fast    only the tests that run no model and need no network: the developer loop
 #   bash scripts/test.sh ARGS...   ARGS go to pytest (files, -k, -x, --durations=0, ...)
 #
-# The whole suite is one pytest run on 2 pytest-xdist workers, after building llama.cpp's C++ llama-server once
-# (cached; see build_llama_server.sh). Each worker is confined to its share of the CPUs with every model and
-# server it starts (two llama.cpp processes unconfined on 2 cores thrash; confined, each decodes on its own core).
+# The whole suite runs in two phases: the tests that run no model in parallel on 2 pytest-xdist workers,
+# then the model tests (markers real_model, transformers_model, vllm), after building llama.cpp's C++
+# llama-server once (cached; see build_llama_server.sh), on 2 workers each confined to its share of the CPUs
+# (two llama.cpp processes unconfined on 2 cores thrash; confined, each decodes on its own core).
 # Codex CLI and Claude Code come from npm for the agent-client tests (cached; see install_agent_clis.sh), and
 # Debian's Chromium for the playground's browser tests (install_browser.sh).
-# ARGS that choose markers themselves (-m) run as one serial pytest instead. The exit status is pytest's.
+# ARGS that choose markers themselves (-m) run as one serial pytest instead. The exit status is the first
+# failing phase's; a phase that selects no test (pytest's 5) fails nothing, unless no phase ran a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NO_MODEL="not real_model and not transformers_model and not vllm"
+MODEL="real_model or transformers_model or vllm"
 WORKERS="${HAMMER_TEST_WORKERS:-2}"
 
 fast=0
@@ -28,8 +31,8 @@ done
 
 bash scripts/install.sh
 # The agent CLIs (npm; cached, about 30 s the first time) and Debian's Chromium for the playground's browser tests
-# (apt-get; once) before the whole run. HAMMER_SKIP_TOOL_INSTALLS=1 leaves them alone: the tests of this script
-# (tests/unit/test_test_script.py, which run no model) set it, since they need no network.
+# (apt-get; once) before a run with the model phase. HAMMER_SKIP_TOOL_INSTALLS=1 leaves them alone: the tests of
+# this script (tests/unit/test_test_script.py, in the no-model phase) set it, since that phase needs no network.
 if [ "$fast" != 1 ] && [ "${HAMMER_SKIP_TOOL_INSTALLS:-0}" != 1 ]; then
   bash scripts/install_agent_clis.sh
   bash scripts/install_browser.sh
@@ -42,17 +45,50 @@ if [ "$chooses_markers" = 1 ]; then
   exec "${pytest[@]}" "${args[@]}"
 fi
 
-if [ "$fast" = 1 ]; then
-  # The developer loop: no model, and no network (the tests that install from the package index wait for the whole run).
-  echo "test.sh: the tests that run no model, $WORKERS workers" >&2
-  exec "${pytest[@]}" -n "$WORKERS" -m "$NO_MODEL and not index" "${args[@]+"${args[@]}"}"
+run_phase() {  # run_phase NAME PYTEST-ARGS...: prints nothing itself; returns pytest's status
+  local name="$1"
+  shift
+  echo "test.sh: phase '$name': pytest $*" >&2
+  set +e
+  "${pytest[@]}" "$@"
+  local code=$?
+  set -e
+  return "$code"
+}
+
+codes=()
+# --fast needs no network: the tests that install from the package index (marker index) wait for the whole run.
+first="$NO_MODEL"
+[ "$fast" = 1 ] && first="$NO_MODEL and not index"
+run_phase "no model, $WORKERS workers" -n "$WORKERS" -m "$first" "${args[@]+"${args[@]}"}" && codes+=(0) || codes+=($?)
+if [ "$fast" = 0 ]; then
+  interrupted=0
+  case "${codes[0]}" in 2|3|4) interrupted=1 ;; esac
+  for arg in "${args[@]+"${args[@]}"}"; do
+    case "$arg" in -x|--exitfirst) [ "${codes[0]}" = 1 ] && interrupted=1 ;; esac
+  done
+  if [ "$interrupted" = 0 ]; then
+    bash scripts/build_llama_server.sh >/dev/null
+    # Each worker, and every model and server it starts, gets a share of the CPUs (tests/conftest.py), so the models
+    # decode with one thread per CPU of their own instead of two workers' threads spinning on the same cores; a
+    # module runs whole on one worker (its fixtures start once), the slowest modules first.
+    export HAMMER_TEST_PIN_WORKERS=1
+    run_phase "models, $WORKERS workers, CPUs shared out" -n "$WORKERS" --dist loadfile --no-loadscope-reorder \
+      -m "$MODEL" "${args[@]+"${args[@]}"}" && codes+=(0) || codes+=($?)
+  fi
 fi
 
-bash scripts/build_llama_server.sh >/dev/null
-# One run of every test on $WORKERS workers. Each worker, and every model and server it starts, gets a share of the
-# CPUs (tests/conftest.py), so the models decode with one thread per CPU of their own instead of two workers' threads
-# spinning on the same cores. A module runs whole on one worker (its fixtures start once): the slowest model modules
-# first, then the other model modules, then the tests that run no model, which fill both workers to the end.
-export HAMMER_TEST_PIN_WORKERS=1
-echo "test.sh: every test, $WORKERS workers, CPUs shared out" >&2
-exec "${pytest[@]}" -n "$WORKERS" --dist loadfile --no-loadscope-reorder "${args[@]+"${args[@]}"}"
+status=0
+ran=0
+for code in "${codes[@]}"; do
+  case "$code" in
+    0) ran=1 ;;
+    5) ;;  # that phase selected no test: nothing failed
+    *) [ "$status" = 0 ] && status="$code" ;;
+  esac
+done
+if [ "$status" = 0 ] && [ "$ran" = 0 ]; then
+  status=5  # no phase ran a test, as pytest says for one run
+fi
+echo "test.sh: phase exit codes ${codes[*]} -> $status" >&2
+exit "$status"

@@ -404,7 +404,7 @@ def test_a_client_leaving_during_a_long_prompt_evaluation_frees_its_slot(
     """The API lets the request go at once (/health: nothing running). llama-server itself notices a
     closed connection only between prompt batches (measured: a 2,590-token prompt evaluated to the end,
     54 to 69 s on this machine, the client gone after 1 s), so its slot is checked free only once the
-    prompt would have been evaluated, not sooner. A third of that prompt still takes many seconds here."""
+    prompt would have been evaluated, not sooner. A fifth of that prompt still takes seconds here."""
     server = fresh
     # This machine's prompt speed now, from llama-server itself, on a prompt no slot holds in its cache.
     sea = " ".join(f"Sea note {i}: {time.time_ns()}." for i in range(60))
@@ -412,7 +412,7 @@ def test_a_client_leaving_during_a_long_prompt_evaluation_frees_its_slot(
                          headers={"authorization": f"Bearer {INNER_KEY}"}, timeout=120, trust_env=False).json()["timings"]
     per_token = timings["prompt_ms"] / timings["prompt_n"] / 1000
     long_prompt = {**QUESTION, "max_tokens": 16, "messages": [
-        {"role": "user", "content": " ".join(f"Weather note {i}: cloudy." for i in range(100))}]}
+        {"role": "user", "content": " ".join(f"Weather note {i}: cloudy." for i in range(60))}]}
     with pytest.raises(httpx.ReadTimeout):
         post(server, long_prompt, timeout=httpx.Timeout(30, read=1.0))
     assert busy_slots(llama) == 1  # evaluating the prompt when the client left
@@ -521,12 +521,12 @@ def test_count_tokens_is_bounded_and_counted_by_llama_servers_tokenizer(
     headers = {"content-type": "application/json", "x-api-key": KEY}
     sent = backend.stats.requests
     took: list[float] = []
+    replies: list[httpx.Response] = []
 
     def count() -> None:
         began = time.perf_counter()
-        reply = httpx.post(server.base_url + "/messages/count_tokens", content=huge, headers=headers, timeout=60,
-                           trust_env=False)
-        assert reply.status_code == 400 and reply.json()["error"]["message"].startswith("prompt is too long"), reply.text
+        replies.append(httpx.post(server.base_url + "/messages/count_tokens", content=huge, headers=headers, timeout=60,
+                                  trust_env=False))
         took.append(time.perf_counter() - began)
 
     counters = [threading.Thread(target=count) for _ in range(4)]
@@ -535,6 +535,8 @@ def test_count_tokens_is_bounded_and_counted_by_llama_servers_tokenizer(
     statuses, worst = _poll_health_while(server, counters)
     print(f"\nllama-server backend: four 7.7 MiB count_tokens answered within {max(took):.2f} s, /health at worst "
           f"{worst:.2f} s")
+    for reply in replies:
+        assert reply.status_code == 400 and reply.json()["error"]["message"].startswith("prompt is too long"), reply.text
     assert len(took) == 4 and max(took) < 10.0 and statuses == {200} and worst < 1.0, (took, worst)
     assert backend.stats.requests == sent  # refused before llama-server's tokenizer
     text = f"What's the weather in Paris? (asked at {time.time_ns()})"  # a text no earlier count has cached

@@ -1,4 +1,4 @@
-"""Sample first, check after (issue 33) picks what the full mask picks, at every step, on a dozen BFCL questions.
+"""Sample first, check after picks what the full mask picks, at every step, on eight BFCL questions.
 
 The llama.cpp backend's greedy loop now takes the unconstrained argmax and asks the grammar about that one
 token, computing the whole mask only when it is refused; the old loop computed the mask at every step. Both
@@ -20,11 +20,12 @@ from installed import require
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.llama_cpp import LlamaCppBackend
 
-# Longer than the suite's 300 s: the first test decodes a dozen BFCL answers in its setup (over 900 s at load 15 on 2 cores).
+# Longer than the suite's 300 s: the first test decodes eight BFCL answers in its setup (a dozen took over 900 s at
+# load 15 on 2 cores).
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(1800)]
 
-# (category, how many): a dozen, every category of single-turn BFCL the engine answers differently.
-SAMPLE = (("simple_python", 3), ("multiple", 3), ("parallel", 2), ("parallel_multiple", 2), ("irrelevance", 2))
+# (category, how many): eight, every category of single-turn BFCL the engine answers differently.
+SAMPLE = (("simple_python", 2), ("multiple", 2), ("parallel", 2), ("parallel_multiple", 1), ("irrelevance", 1))
 MAX_TOKENS = 160
 
 
@@ -50,7 +51,7 @@ def runs(default_model_path: str) -> dict[str, Any]:
 
 def test_at_every_step_the_new_loop_picks_the_full_masks_token(runs: dict[str, Any]) -> None:
     steps = runs["steps"]
-    assert len(runs["ids"]) == 12 and runs["calls"] == [1] * 12, runs["calls"]  # one decode each: every step seen
+    assert len(runs["ids"]) == 8 and runs["calls"] == [1] * 8, runs["calls"]  # one decode each: every step seen
     assert steps.differences == []
     assert steps.picks >= runs["tokens"] - len(runs["ids"])  # every token (the end, unless the grammar ended it)
     assert steps.free > 0 and steps.forced > 0  # picks read from the logits, and tokens the grammar forced
