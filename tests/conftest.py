@@ -42,7 +42,10 @@ def _pin_this_worker() -> None:
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     share = set(cpus[int(worker[2:]) % len(cpus)::count]) or set(cpus)
     for thread in os.listdir("/proc/self/task"):  # threads started before this (execnet's) keep no wider mask
-        os.sched_setaffinity(int(thread), share)
+        try:
+            os.sched_setaffinity(int(thread), share)
+        except ProcessLookupError:  # a thread that ended meanwhile
+            pass
 
 
 def pytest_configure(config: pytest.Config) -> None:
