@@ -2,25 +2,27 @@
 pointed at the server on the embedded default model as their docs say to point them at a gateway, and
 each completing one turn without a protocol error.
 
-The server runs with a 32k context: both clients send agent-sized prompts (Codex's instructions and
-tools, Claude Code's 7 kB system text and 12 tools), over the 8k default. What a 0.5B stand-in does
-with them is not the point here (it may call one of their tools, or answer); that the conversation
-goes through both clients' own parsers to a finished turn is.
+The server runs with a 32k context. Codex sends an agent-sized prompt (its instructions and tools, thousands of
+tokens even once tool selection has offered only what matches the question); in process, its first contact evaluates
+that prompt and the instructions' system turn (kept for the answer pass), most of this module's time on one CPU.
+Claude Code runs as a script runs it, ``claude -p --bare``: its docs give bare mode for scripted and CI calls (no
+hooks, skills, plugins, auto-memory or CLAUDE.md discovery, so every machine sends the same prompt), and its prompt
+is then a fraction of the default mode's. The default mode's prompt (its system text, skills list and 12 tools) took
+130 s of one CPU here against 17 s in bare mode, and proved nothing Codex's prompt does not: large prompts reach the
+Messages API in tests/real/test_many_tools_real.py (230 tools through every door). What a 0.5B stand-in does with
+either prompt is not the point (it may call one of their tools, or answer); that the conversation goes through both
+clients' own parsers to a finished turn is. In process, greedy decoding is deterministic: Claude Code's session must
+end in success, not in error_max_turns.
 
-Both run in process. Claude Code used to run in front of llama.cpp's llama-server: in process, its turn ran
-past the 900 s limit, since the one KV sequence evaluated its 7 kB of instructions and 12 tools again after each
-answer pass. Tool selection (only the tools that match the question are offered) and the prefix cache (the
-instructions' KV state kept from first contact) brought an agent-sized first contact to 23 s and every later turn
-under 2 s (docs/benchmarks/agent-prompts/llama_cpp_rounds1_selection.json); Claude Code's session here took 82 s in
-process, against 94 s on llama-server plus its start. In process, greedy decoding is deterministic: the session must
-end in success, not in error_max_turns (on llama-server, batching with the client's side requests made the
-stand-in's picks vary, and the test accepted that).
+Tool selection (only the tools that match the question are offered) and the prefix cache (the instructions' KV
+state kept from first contact) are what make an agent-sized prompt work in process: before them, Claude Code's
+default-mode turn ran past the 900 s limit, since the one KV sequence evaluated its instructions and tools again
+after each answer pass (docs/benchmarks/agent-prompts/llama_cpp_rounds1_selection.json).
 
-Codex runs in process, where it has passed every run. On llama-server, with some working folders, the
-stand-in answered Codex's prompt with a call list repeating get_goal, create_goal, update_goal until
-max_tokens, which Codex reported as a failed turn ("Incomplete response returned, reason:
-max_output_tokens"): llama-server decodes the grammar itself, and the loop guard ran only inside the
-local runtimes. The server backend now runs its call-list part on the streamed answer
+On llama-server, with some working folders, the stand-in once answered Codex's prompt with a call list repeating
+get_goal, create_goal, update_goal until max_tokens, which Codex reported as a failed turn ("Incomplete response
+returned, reason: max_output_tokens"): llama-server decodes the grammar itself, and the loop guard ran only inside
+the local runtimes. The server backend now runs its call-list part on the streamed answer
 (hammer_plugins/backends/remote/loop_cut.py; tests/server/test_server_sansio.py).
 """
 
@@ -38,7 +40,7 @@ from hammer_plugins import HammerEngine
 from hammer_plugins.openai_server import BackgroundServer, create_app
 from hammer_plugins.support.cache_location import cache_dir
 
-pytestmark = [pytest.mark.real_model, pytest.mark.timeout(1500)]  # two agent CLIs on 12-15k-token prompts, 2 cores
+pytestmark = [pytest.mark.real_model, pytest.mark.timeout(1500)]  # Codex's agent-sized prompt on one CPU
 
 KEY = "agent-clis-key"
 AGENT_CONTEXT = 32768
@@ -87,7 +89,8 @@ def test_codex_exec_completes_a_turn(in_process: BackgroundServer, tmp_path: Pat
 def test_claude_code_print_completes_a_turn(in_process: BackgroundServer, tmp_path: Path) -> None:
     server = in_process
     done = subprocess.run(
-        [npm_binary("claude"), "-p", "Say hello in one short sentence.", "--output-format", "json", "--max-turns", "3"],
+        [npm_binary("claude"), "-p", "--bare", "Say hello in one short sentence.", "--output-format", "json",
+         "--max-turns", "3"],
         cwd=tmp_path, env=client_env(tmp_path, ANTHROPIC_BASE_URL=server.base_url.removesuffix("/v1"),
                                      ANTHROPIC_API_KEY=KEY, ANTHROPIC_MODEL="hammer",
                                      ANTHROPIC_SMALL_FAST_MODEL="hammer", ANTHROPIC_DEFAULT_HAIKU_MODEL="hammer",
