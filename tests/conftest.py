@@ -61,17 +61,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# The slowest modules, slowest first (worker seconds on 2 pinned workers: agent CLIs 285, vLLM 175, fast-forward 149,
-# the llama-server adversarial cases 128, langchain-tests 125, hammer bench 117, ...). The model phase (scripts/test.sh:
-# 2 workers, a module whole on one, in this order, --no-loadscope-reorder) starts them first, so that its workers
-# end together rather than one of them starting a two-minute module at the end. Measured as one run with the tests
-# that run no model ordered last to fill the workers: 1,541.61 s, against 187.87 s + 1,321.88 s as two phases.
+# The slowest modules, slowest first (worker seconds on 2 pinned workers: vLLM 170, the agent CLIs 152, fast-forward
+# 142, langchain-tests 130, the llama-server adversarial cases 103, HammerBench 89, the prefix cache 89, llama.cpp 88,
+# the install paths 87, ...). The model phase (scripts/test.sh: 2 workers, a module whole on one, in this order,
+# --no-loadscope-reorder) starts them first, so that its workers end together rather than one of them starting a
+# two-minute module at the end. Measured as one run with the tests that run no model ordered last to fill the
+# workers: 1,541.61 s, against 187.87 s + 1,321.88 s as two phases.
 SLOW_MODULES_FIRST = (
-    "tests/openai_server/test_agent_clis_real.py", "tests/vllm/test_vllm_real.py", "tests/real/test_fast_forward.py",
-    "tests/openai_server/test_security_llama_server.py", "tests/langchain/test_langchain_standard.py",
-    "tests/evals/bfcl/test_bench_real.py", "tests/real/test_prefix_cache_real.py",
-    "tests/evals/hammerbench/test_real_model.py", "tests/real/test_llama_cpp.py", "tests/packaging/test_install_paths.py",
-    "tests/real/test_transformers.py", "tests/openai_server/test_playground_browser_real.py",
+    "tests/vllm/test_vllm_real.py", "tests/openai_server/test_agent_clis_real.py", "tests/real/test_fast_forward.py",
+    "tests/langchain/test_langchain_standard.py", "tests/openai_server/test_security_llama_server.py",
+    "tests/evals/hammerbench/test_real_model.py", "tests/real/test_prefix_cache_real.py", "tests/real/test_llama_cpp.py",
+    "tests/packaging/test_install_paths.py", "tests/real/test_transformers.py", "tests/evals/bfcl/test_bench_real.py",
+    "tests/server/test_llama_server.py", "tests/openai_server/test_playground_browser_real.py",
     "tests/real/test_decode_differential.py",
 )
 MODEL_MARKERS = ("real_model", "transformers_model", "vllm")
