@@ -256,7 +256,6 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])  # nothing listens once the socket closes
 
 
-# ------------------------------------------------------------------------ unreachable, refused
 def test_a_closed_port_is_unavailable_after_bounded_retries() -> None:
     backend = OpenAICompatibleBackend(f"http://127.0.0.1:{closed_port()}/v1", model="hammer", max_retries=2,
                                       retry_backoff=0.1, trust_env=False)

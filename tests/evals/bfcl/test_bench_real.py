@@ -45,7 +45,7 @@ def test_bench_accuracy_runs_the_peer_runners_beside_chat_hammer(tmp_path: Path)
     _bench("accuracy", "--sample", "1", "--categories", "simple_python", "--max-tokens", "96",
            "--runners", "hammer,chatllamacpp,llamacpp-tools", out=tmp_path)
     report_run = subprocess.run([sys.executable, "-m", "hammer_plugins.cli", "bench", "report", "--out", str(tmp_path)],
-                                   capture_output=True, text=True, timeout=300)
+                                capture_output=True, text=True, timeout=300)
     assert report_run.returncode == 0, report_run.stderr[-3000:]
     summary = json.loads((tmp_path / "accuracy.json").read_text())["summary"]
     records = [json.loads(line) for line in (tmp_path / "accuracy_records.jsonl").read_text().splitlines()]
