@@ -34,7 +34,7 @@ from hammer_plugins.openai_server.defaults import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_QUEUE_PER_SLOT,
+    DEFAULT_QUEUE_DEPTH,
     DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TIME_LIMIT,
 )
@@ -128,9 +128,11 @@ def _server_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--allow-host", action="append", metavar="NAME",
                        help="with --openai: a Host name accepted on loopback besides localhost, IP addresses and "
                             "this machine's name (e.g. a local reverse proxy's name); repeatable; also $HAMMER_HOSTS")
-    serve.add_argument("--queue-per-slot", type=int, default=DEFAULT_QUEUE_PER_SLOT, metavar="N",
-                       help="with --openai: requests allowed to wait per slot (1 slot in process, --parallel on "
-                            "llama-server); more get 429 with Retry-After (default: %(default)s)")
+    serve.add_argument("--queue-depth", "--queue-per-slot", dest="queue_depth", type=int, default=DEFAULT_QUEUE_DEPTH,
+                       metavar="N",
+                       help="with --openai: requests allowed to wait for each parallel decode (1 in process, --parallel "
+                            "on llama-server); more get 429 with Retry-After (default: %(default)s; --queue-per-slot is "
+                            "its old name)")
     serve.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
                        help="with --openai: seconds a request may take from its arrival, queueing included; then "
                             "504 and its generation is stopped; 0: no limit (default: %(default)s)")

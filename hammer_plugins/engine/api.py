@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from hammer_plugins.backends.base import GenerationSettings, Runtime
 from hammer_plugins.engine.binding import ToolBinding, bind_tools, new_binding_cache
@@ -21,13 +21,13 @@ from hammer_plugins.engine.drivers import adrive, drive
 from hammer_plugins.engine.fields import DEFAULT_MAX_TOOL_ROUNDS
 from hammer_plugins.engine.fields import DEFAULTS as _D
 from hammer_plugins.engine.planning import check_budget, check_rounds, make_plan
+from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.engine.runtimes import BACKEND_NAMES, loaded, model_prompt_format, new_backend, shared_backend, shared_key
 from hammer_plugins.engine.slots import fill_slots, slot_filler, snapshot_plan
 from hammer_plugins.engine.turn import last_response, run
 from hammer_plugins.output.events import StreamEvent
 from hammer_plugins.output.response import HammerResponse
 from hammer_plugins.prompt.render import PROMPT_FORMATS, PromptFormat
-from hammer_plugins.slot_filling.filler import SlotFiller
 from hammer_plugins.tools.limits import SchemaLimits, schema_limits
 from hammer_plugins.values.messages import Message
 
@@ -185,15 +185,17 @@ class HammerEngine:
             return bind_tools(tools, self.mask_names if mask_names is None else mask_names, self.prompt_format,
                               self._bindings)
 
-    def render(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+    def render(self, messages: EngineRequest | Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
                tool_choice: Any = "auto", mask_names: bool | None = None,
                response_format: Mapping[str, Any] | None = None, *, pinned_tools: Sequence[str] = (),
                tool_budget: int | None = None) -> str:
         """The exact prompt text the model would see (first pass; nothing is loaded or counted), with the
-        tools a large tool set is narrowed to (see ``tool_budget``)."""
-        plan = make_plan(self, messages, tools, tool_choice, mask_names, None, True, None, response_format, fit=False,
-                         pinned_tools=pinned_tools, tool_budget=tool_budget)
-        return plan.prompt
+        tools a large tool set is narrowed to (see ``tool_budget``). ``messages`` may be an :class:`EngineRequest`."""
+        request = messages if isinstance(messages, EngineRequest) else EngineRequest.of(
+            messages, tools, tool_choice, mask_names=mask_names, parallel_tool_calls=True,
+            response_format=None if response_format is None else dict(response_format),
+            pinned_tools=tuple(pinned_tools), tool_budget=tool_budget)
+        return make_plan(self, request, fit=False).prompt
 
     # ----------------------------------------------------------- tokens
     def count_tokens(self, text: str) -> int:
@@ -220,27 +222,14 @@ class HammerEngine:
         return self.count_tokens(self.render(messages, tools, tool_choice, mask_names, response_format))
 
     # ----------------------------------------------------------- generation
-    def generate(
-        self,
-        messages: Sequence[Message | Mapping[str, Any]],
-        tools: Sequence[Any] | None = None,
-        tool_choice: Any = "auto",
-        *,
-        mask_names: bool | None = None,
-        constrained: bool | None = None,
-        parallel_tool_calls: bool | None = None,
-        on_refusal: RefusalMode | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        max_tool_rounds: int | None | Literal["default"] = "default",
-        slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None,
-        partial_calls: bool = False,
-        pinned_tools: Sequence[str] = (), tool_budget: int | None = None,
-        **settings: Any,
-    ) -> HammerResponse:
+    def generate(self, request: EngineRequest | Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+                 tool_choice: Any = "auto", **options: Any) -> HammerResponse:
         """Answer the conversation: tool calls, a refusal, text, or invalid calls.
 
-        ``settings`` override sampling for this call (``max_tokens``, ``temperature``, ``stop``, ...).
-        ``parallel_tool_calls`` (default: several calls allowed, one with a named ``tool_choice``).
+        ``request`` is an :class:`~hammer_plugins.engine.request.EngineRequest`, or the messages, with
+        ``tools``, ``tool_choice`` and ``options`` as its fields (an option that is no field is a ``TypeError``).
+        The options: sampling for this call (``max_tokens``, ``temperature``, ``stop``, ...);
+        ``parallel_tool_calls`` (default: several calls allowed, one with a named ``tool_choice``);
         ``response_format`` shapes the answer as JSON: ``{"type": "json_object"}`` or ``{"type":
         "json_schema", "json_schema": {"name": ..., "schema": {...}}}``; with tools, the tools stay
         offered and the JSON answer ends the turn (in ``text``). ``slot_filling`` (``True``, a dict of
@@ -251,75 +240,42 @@ class HammerEngine:
         ``pinned_tools``: tools always offered when a large tool set is narrowed (``tool_budget``, which a
         call may override); ``HammerResponse.offered_tools`` says which tools the prompt offered.
         """
-        return last_response(self.stream(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
-                                          parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
-                                          response_format=response_format, max_tool_rounds=max_tool_rounds,
-                                          slot_filling=slot_filling, partial_calls=partial_calls,
-                                          pinned_tools=pinned_tools, tool_budget=tool_budget, **settings))
+        return last_response(self.stream(request, tools, tool_choice, **options))
 
-    def stream(
-        self,
-        messages: Sequence[Message | Mapping[str, Any]],
-        tools: Sequence[Any] | None = None,
-        tool_choice: Any = "auto",
-        *,
-        mask_names: bool | None = None,
-        constrained: bool | None = None,
-        parallel_tool_calls: bool | None = None,
-        on_refusal: RefusalMode | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        max_tool_rounds: int | None | Literal["default"] = "default",
-        slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None,
-        partial_calls: bool = False,
-        pinned_tools: Sequence[str] = (), tool_budget: int | None = None,
-        cancel: threading.Event | None = None,
-        **settings: Any,
-    ) -> Iterator[StreamEvent]:
+    def stream(self, request: EngineRequest | Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
+               tool_choice: Any = "auto", *, cancel: threading.Event | None = None,
+               **options: Any) -> Iterator[StreamEvent]:
         """Stream :class:`TextDelta` and :class:`ToolCallDelta` events, then the :class:`HammerResponse`.
 
-        Bad arguments (unknown tool choice, settings, a prompt over the context window) raise here,
-        at the call, not at the first iteration. ``cancel``, set from another thread, stops the
-        generation at its next token (:class:`~hammer_plugins.backends.base.GenerationCancelled`).
+        ``request`` as for :meth:`generate`. Bad arguments (unknown tool choice, settings, a prompt over the
+        context window) raise here, at the call, not at the first iteration. ``cancel``, set from another
+        thread, stops the generation at its next token (:class:`~hammer_plugins.backends.base.GenerationCancelled`).
         """
-        return drive(self, self._prepare(messages, tools, tool_choice, mask_names=mask_names, constrained=constrained,
-                                         parallel_tool_calls=parallel_tool_calls, on_refusal=on_refusal,
-                                         response_format=response_format, max_tool_rounds=max_tool_rounds,
-                                         slot_filling=slot_filling, partial_calls=partial_calls,
-                                         pinned_tools=pinned_tools, tool_budget=tool_budget, **settings), cancel)
+        return drive(self, self._prepare(as_request(request, tools, tool_choice, options)), cancel)
 
-    def _prepare(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None, tool_choice: Any,
-                 *, mask_names: bool | None = None, constrained: bool | None = None, parallel_tool_calls: bool | None = None,
-                 on_refusal: RefusalMode | None = None, response_format: Mapping[str, Any] | None = None,
-                 max_tool_rounds: int | None | Literal["default"] = "default",
-                 slot_filling: bool | Mapping[str, Any] | SlotFiller | None = None, partial_calls: bool = False,
-                 pinned_tools: Sequence[str] = (), tool_budget: int | None = None,
-                 fit: bool = True, **settings: Any) -> Generator[Any, Any, None]:
+    def _prepare(self, request: EngineRequest, fit: bool = True) -> Generator[Any, Any, None]:
         """Plan a call (every argument validated now) and return the I/O-free core that runs it: the one
         place that decides between a slot-filling step and plain generation."""
-        filler = slot_filler(self, slot_filling, messages, tools, tool_choice)
+        filler = slot_filler(self, request)
         if filler is not None:
-            steps = filler.steps(messages)
+            steps = filler.steps(request.messages)
             first = next(steps)  # validates the history now
-            plan = snapshot_plan(self, first, filler, constrained, settings, fit)
-            return fill_slots(self, filler, steps, plan, constrained, settings, fit)
-        rounds_cap = self.max_tool_rounds if max_tool_rounds == "default" else check_rounds(max_tool_rounds)
-        plan = make_plan(self, messages, tools, tool_choice, mask_names, constrained, parallel_tool_calls, settings,
-                         response_format, fit=fit, rounds_cap=rounds_cap, partial_calls=partial_calls,
-                         pinned_tools=pinned_tools, tool_budget=tool_budget)
-        return run(self, plan, on_refusal)
+            return fill_slots(self, filler, steps, snapshot_plan(self, first, filler, request, fit), request, fit)
+        return run(self, make_plan(self, request, fit=fit), request.on_refusal)
 
-    async def agenerate(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
-                        tool_choice: Any = "auto", **kwargs: Any) -> HammerResponse:
+    async def agenerate(self, request: EngineRequest | Sequence[Message | Mapping[str, Any]],
+                        tools: Sequence[Any] | None = None, tool_choice: Any = "auto", **options: Any) -> HammerResponse:
         """Async :meth:`generate`, with the event loop free: see :meth:`astream`."""
         final: HammerResponse | None = None
-        async for event in self.astream(messages, tools, tool_choice, **kwargs):
+        async for event in self.astream(request, tools, tool_choice, **options):
             if isinstance(event, HammerResponse):
                 final = event
         assert final is not None
         return final
 
-    async def astream(self, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
-                      tool_choice: Any = "auto", **kwargs: Any) -> AsyncIterator[StreamEvent]:
+    async def astream(self, request: EngineRequest | Sequence[Message | Mapping[str, Any]],
+                      tools: Sequence[Any] | None = None, tool_choice: Any = "auto",
+                      **options: Any) -> AsyncIterator[StreamEvent]:
         """Async :meth:`stream`. The call is planned in a worker thread (a large tool set does not hold up
         the event loop while it is converted), fitted with awaited token counts, and run through the
         backend's async half: on the event loop with no lock for the server backend, in a worker thread
@@ -327,10 +283,22 @@ class HammerEngine:
         the generation before the close returns."""
         import asyncio
 
-        core = await asyncio.to_thread(self._prepare, messages, tools, tool_choice, fit=False, **kwargs)
+        call = as_request(request, tools, tool_choice, options)  # a misspelled option raises at the call
+        core = await asyncio.to_thread(self._prepare, call, False)
         events = adrive(self, core)
         try:
             async for event in events:
                 yield event
         finally:  # closed early (or cancelled): the generation stops now, not when the iterator is collected
             await events.aclose()
+
+
+def as_request(request: EngineRequest | Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None,
+               tool_choice: Any, options: Mapping[str, Any]) -> EngineRequest:
+    """The call's :class:`EngineRequest`: given, or built from the messages, tools, ``tool_choice`` and options."""
+    if isinstance(request, EngineRequest):
+        if tools is not None or tool_choice != "auto" or options:
+            raise TypeError("pass an EngineRequest alone: its tools, tool_choice and options are its fields "
+                            "(request.model_copy(update={...}) makes another)")
+        return request
+    return EngineRequest.of(request, tools, tool_choice, **options)

@@ -16,15 +16,13 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from hammer_plugins.backends.base import GenerationSettings, Runtime
 from hammer_plugins.engine.binding import ToolBinding
+from hammer_plugins.engine.request import RefusalMode
 from hammer_plugins.prompt.render import PromptFormat
 from hammer_plugins.tools.limits import SchemaLimits
-
-RefusalMode = Literal["message", "answer", "raise"]
-"""What Hammer's ``[]`` becomes: a refusal message, a plain-language answer, or :class:`RefusalError`."""
 
 
 class EngineCore(Protocol):
@@ -44,6 +42,7 @@ class EngineCore(Protocol):
     schema_limits: SchemaLimits | None
     tool_budget: int
     relevance_gate: bool
+    max_tool_rounds: int | None
 
     @property
     def backend(self) -> Runtime: ...

@@ -8,9 +8,10 @@ event loop and a local runtime in a worker thread under its lock (:class:`~hamme
 Example:
     >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend, TextDelta
     >>> from hammer_plugins.engine.planning import make_plan
+    >>> from hammer_plugins.engine.request import EngineRequest
     >>> from hammer_plugins.engine.turn import run
     >>> engine = HammerEngine(backend=ScriptedBackend(["Hello!"]))
-    >>> plan = make_plan(engine, [Message.user("hi")], None, "auto", None, None, None, None)
+    >>> plan = make_plan(engine, EngineRequest.of([Message.user("hi")]))
     >>> [e.text for e in drive(engine, run(engine, plan, None)) if isinstance(e, TextDelta)]
     ['Hello!']
 """

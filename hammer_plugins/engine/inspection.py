@@ -22,6 +22,7 @@ from typing import Any
 
 from hammer_plugins.engine.core import EngineCore
 from hammer_plugins.engine.planning import make_plan
+from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.values.messages import Message
 
 
@@ -46,12 +47,16 @@ class PromptView:
         return asdict(self)
 
 
-def inspect_request(engine: EngineCore, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None = None,
-                    tool_choice: Any = "auto", *, mask_names: bool | None = None,
+def inspect_request(engine: EngineCore, messages: EngineRequest | Sequence[Message | Mapping[str, Any]],
+                    tools: Sequence[Any] | None = None, tool_choice: Any = "auto", *, mask_names: bool | None = None,
                     response_format: Mapping[str, Any] | None = None) -> PromptView:
-    """The prompt, offered tools, shown names and tool costs of this request (nothing runs or loads)."""
-    plan = make_plan(engine, messages, tools, tool_choice, mask_names, None, True, None, response_format, fit=False)
-    full = engine.bind(tools or [], mask_names)
+    """The prompt, offered tools, shown names and tool costs of this request (nothing runs or loads);
+    ``messages`` may be the :class:`EngineRequest` itself."""
+    request = messages if isinstance(messages, EngineRequest) else EngineRequest.of(
+        messages, tools, tool_choice, mask_names=mask_names, parallel_tool_calls=True,
+        response_format=None if response_format is None else dict(response_format))
+    plan = make_plan(engine, request, fit=False)
+    full = engine.bind(request.tools, request.mask_names)
     names = [t.name for t in full.tools]
     offered = [] if plan.tool_choice == "none" else list(plan.offered) if plan.offered is not None else names
     return PromptView(prompt=plan.prompt, tools=names, offered_tools=offered,

@@ -6,30 +6,32 @@ Bad arguments raise here, at the call, before any generation.
 
 Example:
     >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
+    >>> from hammer_plugins.engine.request import EngineRequest
     >>> engine = HammerEngine(backend=ScriptedBackend([]))
-    >>> plan = make_plan(engine, [Message.user("hi")], [{"name": "ping", "parameters": {}}], "ping", None, None,
-    ...                  None, None)
+    >>> request = EngineRequest.of([Message.user("hi")], [{"name": "ping", "parameters": {}}], "ping")
+    >>> plan = make_plan(engine, request)
     >>> plan.tool_choice, plan.parallel, plan.grammar is not None
     ('ping', False, True)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from hammer_plugins.backends.base import GenerationSettings
 from hammer_plugins.engine.binding import ToolBinding
 from hammer_plugins.engine.core import EngineCore
+from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.engine.rules import check_messages, place_tool_error, resolve_tool_choice
 from hammer_plugins.engine.tool_selection import matches_nothing, offer_tools
 from hammer_plugins.grammar.builder import Grammar, build_json_grammar
 from hammer_plugins.prompt.render import chat_head_chars, describe_answer, render_chat, render_prompt, system_turns_chars
-from hammer_plugins.tools.choice import normalize_tool_choice
 from hammer_plugins.tools.limits import schema_limits
 from hammer_plugins.values.agent_loop import after_tool_results, called_tools, tool_rounds
-from hammer_plugins.values.errors import ContextWindowExceededError, SchemaConversionError
-from hammer_plugins.values.messages import Message, to_message
+from hammer_plugins.values.errors import ContextWindowExceededError, RequestError, SchemaConversionError
+from hammer_plugins.values.messages import Message
 
 MIN_ANSWER_TOKENS = 16
 
@@ -52,45 +54,45 @@ class Plan:
 
 
 def check_rounds(value: int | None) -> int | None:
-    if value is not None and (not isinstance(value, int) or value < 1):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"max_tool_rounds must be a positive integer or None (no limit), got {value!r}")
     return value
 
 
-def make_plan(engine: EngineCore, messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None,
-              tool_choice: Any, mask_names: bool | None, constrained: bool | None, parallel: bool | None,
-              overrides: Mapping[str, Any] | None, response_format: Mapping[str, Any] | None = None,
-              fit: bool = True, rounds_cap: int | None = None, partial_calls: bool = False,
-              pinned_tools: Sequence[str] = (), tool_budget: int | None = None) -> Plan:
-    msgs = [to_message(m) for m in messages]
-    if not msgs:
-        raise ValueError("messages is empty. Fix: pass at least one user message")
-    binding = engine.bind(tools or [], mask_names)
+def make_plan(engine: EngineCore, request: EngineRequest, *, fit: bool = True) -> Plan:
+    """The first pass of ``request``: held to the request's rules (:mod:`~hammer_plugins.engine.rules`), its tools
+    bound and narrowed, its prompt rendered and (``fit``) fitted to the context window, its grammar chosen."""
+    msgs = list(request.messages)
+    check_messages(msgs)
+    try:
+        binding = engine.bind(request.tools, request.mask_names)
+    except SchemaConversionError as exc:
+        raise place_tool_error(exc, request.tools) from None
     names = [t.name for t in binding.tools]
-    choice = normalize_tool_choice(tool_choice, names) if binding.tools else "none"
+    choice = resolve_tool_choice(request.tool_choice, names)
     offered = None
     # Only a user's question is gated: after tool results the turn ends from them, and a forced choice calls.
     gated = (engine.relevance_gate and choice == "auto" and bool(binding.tools) and not after_tool_results(msgs)
              and matches_nothing(binding, msgs))
     if binding.tools and choice != "none":
         # A large tool set: the prompt offers the tools that best match the conversation (tool_selection).
-        budget = engine.tool_budget if tool_budget is None else check_budget(tool_budget)
-        offer = offer_tools(binding, msgs, choice, list(pinned_tools), budget,
-                            lambda subset: engine.bind(subset, mask_names))
+        budget = engine.tool_budget if request.tool_budget is None else check_budget(request.tool_budget)
+        offer = offer_tools(binding, msgs, choice, list(request.pinned_tools), budget,
+                            lambda subset: engine.bind(subset, request.mask_names))
         binding, offered = offer.binding, offer.offered
+    parallel = request.parallel_tool_calls
     if parallel is None:
         # A named tool choice forces that one tool: one call, as with_structured_output and
         # LangChain's standard tests read it (forced, a small model with nothing to pass may
         # otherwise list calls of it until max_tokens). parallel_tool_calls=True still allows more.
         parallel = choice in ("auto", "required", "none")
-    unknown = sorted(set(overrides or {}) - set(GenerationSettings.model_fields))
-    if unknown:
-        raise TypeError(f"unknown generation settings {unknown}; use {sorted(GenerationSettings.model_fields)}")
-    settings = engine.settings.model_copy(update={k: v for k, v in (overrides or {}).items() if v is not None})
-    use_grammar = engine.constrained if constrained is None else constrained
+    settings = engine.settings.model_copy(update=request.sampling())
+    use_grammar = engine.constrained if request.constrained is None else request.constrained
+    response_format = request.response_format
     # A response format is the answer's shape once the tools are done (or when there are none):
     # the tool passes stay Hammer's call lists, and the answer pass writes JSON of the format.
     answer_as = describe_answer(response_format) if response_format is not None else None
+    rounds_cap = engine.max_tool_rounds if request.max_tool_rounds == "default" else check_rounds(request.max_tool_rounds)
     spent = rounds_cap is not None and tool_rounds(msgs, set(names)) >= rounds_cap
     only: frozenset[str] = frozenset()
     if choice == "none":
@@ -120,7 +122,7 @@ def make_plan(engine: EngineCore, messages: Sequence[Message | Mapping[str, Any]
     if choice == "none":
         grammar = answer_grammar
     else:
-        grammar = binding.grammar(choice, parallel, only, partial_calls) if use_grammar else None
+        grammar = binding.grammar(choice, parallel, only, request.partial_calls) if use_grammar else None
     return Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
                 settings=settings, parallel=parallel, fitted=fit, rounds_spent=spent, answer_as=answer_as,
                 answer_grammar=answer_grammar, offered=offered, gated=gated)
@@ -133,18 +135,24 @@ def check_budget(value: int) -> int:
 
 
 def json_grammar(response_format: Mapping[str, Any]) -> Grammar:
+    """The grammar of a response format's JSON; a schema that cannot be used is placed at ``("response_format",)``."""
     kind = response_format.get("type") if isinstance(response_format, Mapping) else None
-    if kind == "json_object":
-        return build_json_grammar(None)
-    if kind == "json_schema":
-        spec = response_format.get("json_schema", response_format)
-        schema = spec.get("schema") if isinstance(spec, Mapping) else None
-        if not isinstance(schema, Mapping):
-            raise SchemaConversionError("response", "response_format.json_schema.schema",
-                                        "response_format json_schema needs a 'schema' object",
-                                        "pass {'type': 'json_schema', 'json_schema': {'name': ..., 'schema': {...}}}")
-        return build_json_grammar(dict(schema), str(spec.get("name", "response")))
-    raise ValueError(f"response_format type {kind!r} is not supported; use 'json_object' or 'json_schema'")
+    try:
+        if kind == "json_object":
+            return build_json_grammar(None)
+        if kind == "json_schema":
+            spec = response_format.get("json_schema", response_format)
+            schema = spec.get("schema") if isinstance(spec, Mapping) else None
+            if not isinstance(schema, Mapping):
+                raise SchemaConversionError("response", "response_format.json_schema.schema",
+                                            "response_format json_schema needs a 'schema' object",
+                                            "pass {'type': 'json_schema', 'json_schema': {'name': ..., 'schema': {...}}}")
+            return build_json_grammar(dict(schema), str(spec.get("name", "response")))
+    except SchemaConversionError as exc:
+        exc.loc = ("response_format",)
+        raise
+    raise RequestError(f"response_format type {kind!r} is not supported; use 'json_object' or 'json_schema'",
+                       ("response_format", "type"), "unsupported_value")
 
 
 def masked_message(message: Message, binding: ToolBinding) -> Message:

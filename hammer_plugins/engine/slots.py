@@ -6,8 +6,9 @@ whether to ask a question, execute the complete call or refuse (see :mod:`hammer
 
 Example:
     >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
+    >>> from hammer_plugins.engine.request import EngineRequest
     >>> engine = HammerEngine(backend=ScriptedBackend([]))
-    >>> slot_filler(engine, None, [Message.user("hi")], [], "auto") is None
+    >>> slot_filler(engine, EngineRequest.of([Message.user("hi")])) is None
     True
 """
 
@@ -18,12 +19,12 @@ from typing import Any
 
 from hammer_plugins.engine.core import EngineCore
 from hammer_plugins.engine.planning import Plan, make_plan
+from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.engine.turn import response_of, run
 from hammer_plugins.output.response import HammerResponse, Usage
 from hammer_plugins.slot_filling.filler import SlotFiller, SnapshotEngine, SnapshotRequest
 from hammer_plugins.tools.choice import normalize_tool_choice
 from hammer_plugins.values.agent_loop import after_tool_results
-from hammer_plugins.values.messages import Message, to_message
 
 
 def filler_for(engine: SnapshotEngine, setting: bool | Mapping[str, Any] | SlotFiller | None, tools: Sequence[Any] | None,
@@ -52,28 +53,27 @@ def filler_for(engine: SnapshotEngine, setting: bool | Mapping[str, Any] | SlotF
     return filler
 
 
-def slot_filler(engine: SnapshotEngine, setting: bool | Mapping[str, Any] | SlotFiller | None,
-                messages: Sequence[Message | Mapping[str, Any]], tools: Sequence[Any] | None,
-                tool_choice: Any) -> SlotFiller | None:
+def slot_filler(engine: SnapshotEngine, request: EngineRequest) -> SlotFiller | None:
     """The filler for this call, or None when it is plain generation: slot filling off, or the turn
     goes on after tool results (the end-of-turn rules answer from them; a snapshot would repeat the call)."""
-    filler = filler_for(engine, setting, tools, tool_choice)
+    filler = filler_for(engine, request.slot_filling, request.tools, request.tool_choice)
     if filler is None:
         return None
-    history = [to_message(m) for m in messages]
-    return None if after_tool_results(history) else filler
+    return None if after_tool_results(list(request.messages)) else filler
 
 
-def snapshot_plan(engine: EngineCore, request: SnapshotRequest, filler: SlotFiller, constrained: bool | None,
-                  settings: Mapping[str, Any], fit: bool) -> Plan:
-    """One snapshot call: the engine's prompt; one call at most, ``[]`` allowed, partial calls allowed."""
-    convo, shown = request
-    return make_plan(engine, convo, shown, "auto", filler.mask_names, constrained, False, settings, fit=fit,
-                     partial_calls=filler.relax_required)
+def snapshot_plan(engine: EngineCore, snapshot: SnapshotRequest, filler: SlotFiller, request: EngineRequest,
+                  fit: bool) -> Plan:
+    """One snapshot call of ``request``'s turn: the engine's prompt; one call at most, ``[]`` allowed, partial
+    calls allowed; ``request``'s sampling and ``constrained``."""
+    convo, shown = snapshot
+    call = EngineRequest.of(convo, shown, "auto", mask_names=filler.mask_names, constrained=request.constrained,
+                            parallel_tool_calls=False, partial_calls=filler.relax_required, **request.sampling())
+    return make_plan(engine, call, fit=fit)
 
 
 def fill_slots(engine: EngineCore, filler: SlotFiller, steps: Generator[SnapshotRequest, HammerResponse, Any],
-               plan: Plan, constrained: bool | None, settings: Mapping[str, Any], fit: bool) -> Generator[Any, Any, None]:
+               plan: Plan, request: EngineRequest, fit: bool) -> Generator[Any, Any, None]:
     """A slot-filling turn, free of I/O like :func:`~hammer_plugins.engine.turn.run`: each snapshot call the
     filler asks for runs through it; the turn's answer (question, call, or refusal) is the only event."""
     usage = Usage()
@@ -81,7 +81,7 @@ def fill_slots(engine: EngineCore, filler: SlotFiller, steps: Generator[Snapshot
         response = yield from response_of(run(engine, plan, "message"))
         usage = usage + response.usage
         try:
-            plan = snapshot_plan(engine, steps.send(response), filler, constrained, settings, fit)
+            plan = snapshot_plan(engine, steps.send(response), filler, request, fit)
         except StopIteration as done:
             snapshot, last = done.value
             break

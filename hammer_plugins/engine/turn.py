@@ -11,9 +11,9 @@ Example:
     >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
     >>> from hammer_plugins.engine.drivers import drive
     >>> from hammer_plugins.engine.planning import make_plan
+    >>> from hammer_plugins.engine.request import EngineRequest
     >>> engine = HammerEngine(backend=ScriptedBackend(["[]"]))
-    >>> plan = make_plan(engine, [Message.user("joke")], [{"name": "ping", "parameters": {}}], "auto", None, None,
-    ...                  None, None)
+    >>> plan = make_plan(engine, EngineRequest.of([Message.user("joke")], [{"name": "ping", "parameters": {}}]))
     >>> last_response(drive(engine, run(engine, plan, None))).kind
     'refusal'
 """

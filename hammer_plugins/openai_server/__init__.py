@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 _NAMES = {
-    "create_app": "app", "DEFAULT_MAX_BODY_BYTES": "app", "REFUSAL_HEADER": "framing",
+    "create_app": "app", "ServerSettings": "context", "DEFAULT_MAX_BODY_BYTES": "app", "REFUSAL_HEADER": "framing",
     "BackgroundServer": "runner", "serve_openai": "runner",
     "APIError": "errors", "parse_request": "chat_completions.request", "completion": "chat_completions.writer",
     "ChunkWriter": "chat_completions.writer",

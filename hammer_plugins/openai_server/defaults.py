@@ -3,14 +3,15 @@ cap, the largest body. ``hammer serve``'s flags, the worker, the listener and th
 this module loads nothing of the server).
 
 Example:
-    >>> DEFAULT_QUEUE_PER_SLOT, DEFAULT_MAX_BODY_BYTES // (1024 * 1024)
+    >>> DEFAULT_QUEUE_DEPTH, DEFAULT_MAX_BODY_BYTES // (1024 * 1024)
     (16, 8)
 """
 
 from __future__ import annotations
 
-DEFAULT_QUEUE_PER_SLOT = 16
-"""Requests allowed to wait per slot (an in-process model has one slot); past them: 429 at once."""
+DEFAULT_QUEUE_DEPTH = 16
+"""Requests allowed to wait for each parallel decode (an in-process model decodes one at a time); past them:
+429 at once."""
 
 DEFAULT_TIME_LIMIT = 600.0
 """Seconds a request may take from its arrival, queueing included; then 504 and its generation stops."""

@@ -1,6 +1,5 @@
-"""The error shapes of the APIs: :class:`APIError` (OpenAI's ``error`` object, Anthropic's under
-``/v1/messages``, Ollama's under ``/api/``), the HTTP response that carries one, and the engine's errors as
-API errors.
+"""Errors on the wire: :class:`APIError`, the shapes API doors register for their paths (OpenAI's ``error``
+object by default), the HTTP response that carries one, and the engine's errors as API errors.
 
 Example:
     >>> APIError(400, "n must be 1", param="n").body()["error"]["type"]
@@ -11,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from fastapi.responses import JSONResponse
@@ -22,6 +21,7 @@ from hammer_plugins.values.errors import (
     ContextWindowExceededError,
     GrammarNotSupportedError,
     HammerError,
+    RequestError,
     SchemaConversionError,
     ServerAuthenticationError,
     ServerError,
@@ -30,13 +30,14 @@ from hammer_plugins.values.errors import (
     ServerStreamError,
     ServerTimeoutError,
     ServerUnavailableError,
-    UnknownToolError,
 )
 
 
 class APIError(Exception):
-    """An error answered in its API's shape: OpenAI's ``{"error": {"message", "type", "param", "code"}}``,
-    or Anthropic's under ``/v1/messages``.
+    """An error answered in its API's shape: OpenAI's ``{"error": {"message", "type", "param", "code"}}`` by
+    default, each API door's own shape where it has one (:class:`ErrorShapes`).
+
+    ``details`` holds what a door may word in its own way (a context overflow's token counts).
 
     Example:
         >>> APIError(400, "n must be 1", param="n").body()["error"]["type"]
@@ -45,7 +46,7 @@ class APIError(Exception):
 
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",  # noqa: A002
                  param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None,
-                 anthropic_message: str | None = None) -> None:
+                 details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -53,49 +54,50 @@ class APIError(Exception):
         self.param = param
         self.code = code
         self.headers = headers  # e.g. Retry-After on a 429
-        self.anthropic_message = anthropic_message  # where Anthropic's API words the case differently
+        self.details = details or {}
 
-    def body(self, path: str = "") -> dict[str, Any]:
-        """The error JSON in the shape of the API ``path`` belongs to: Anthropic's under ``/v1/messages``
-        (``{"type": "error", "error": {"type", "message"}}``), Ollama's under ``/api/`` (``{"error": "..."}``),
-        OpenAI's elsewhere."""
-        if path.startswith(OLLAMA_PATH):
-            return {"error": self.message}
-        if path.startswith(MESSAGES_PATH):
-            message = self.anthropic_message or self.message
-            return {"type": "error", "error": {"type": self.anthropic_type(), "message": message}}
+    def body(self) -> dict[str, Any]:
+        """The error in OpenAI's shape (the APIs without a shape of their own use it)."""
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
-    def anthropic_type(self) -> str:
-        """Anthropic's error ``type`` for this status (``api_error`` for the 5xx it has no name for)."""
-        return ANTHROPIC_ERROR_TYPES.get(self.status, "invalid_request_error" if self.status < 500 else "api_error")
+
+ErrorShape = Callable[[APIError], dict[str, Any]]
+"""An API's error JSON for an :class:`APIError`."""
 
 
-MESSAGES_PATH = "/v1/messages"
-"""Routes under this path are Anthropic's Messages API: their errors take Anthropic's shape."""
-
-OLLAMA_PATH = "/api/"
-"""Routes under this path are Ollama's native API: their errors are Ollama's ``{"error": "message"}``."""
+def openai_error_body(error: APIError) -> dict[str, Any]:
+    """OpenAI's shape, the server's default."""
+    return error.body()
 
 
-ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                         404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
-                         503: "overloaded_error", 504: "timeout_error"}
-
-
-def anthropic_error_body(error: APIError) -> dict[str, Any]:
-    """``error`` in Anthropic's shape; a context overflow in Anthropic's own words.
+class ErrorShapes:
+    """Which error shape a path takes: each API door registers its paths' prefixes with its shape (an error
+    raised before routing, by the guard or the key check, is shaped by path); OpenAI's elsewhere.
 
     Example:
-        >>> anthropic_error_body(APIError(401, "Missing API key."))
-        {'type': 'error', 'error': {'type': 'authentication_error', 'message': 'Missing API key.'}}
+        >>> shapes = ErrorShapes([("/api/", lambda e: {"error": e.message})])
+        >>> shapes.body(APIError(404, "no such model"), "/api/chat"), shapes.body(APIError(404, "x"), "/v1/x")["error"]["code"]
+        ({'error': 'no such model'}, None)
     """
-    return error.body(MESSAGES_PATH)
+
+    def __init__(self, prefixes: Sequence[tuple[str, ErrorShape]] = ()) -> None:
+        # Longest prefix first, so a door under another's prefix wins.
+        self.prefixes = sorted(prefixes, key=lambda item: len(item[0]), reverse=True)
+
+    def shape(self, path: str) -> ErrorShape:
+        return next((shape for prefix, shape in self.prefixes if path.startswith(prefix)), openai_error_body)
+
+    def body(self, error: APIError, path: str) -> dict[str, Any]:
+        return self.shape(path)(error)
+
+    def response(self, error: APIError, path: str, headers: dict[str, str] | None = None) -> JSONResponse:
+        return error_response(error, self.shape(path), headers)
 
 
-def error_response(error: APIError, headers: dict[str, str] | None = None, path: str = "") -> JSONResponse:
-    """``error`` as JSON in the shape of the API ``path`` belongs to (OpenAI's, or Anthropic's under /v1/messages)."""
-    return JSONResponse(error.body(path), status_code=error.status, headers={**(error.headers or {}), **(headers or {})})
+def error_response(error: APIError, shape: ErrorShape = openai_error_body,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    """``error`` as JSON in ``shape``, with its status and headers."""
+    return JSONResponse(shape(error), status_code=error.status, headers={**(error.headers or {}), **(headers or {})})
 
 
 def validation_error(exc: ValidationError) -> APIError:
@@ -184,12 +186,27 @@ def _upstream_error(exc: Exception) -> APIError | None:
                          f". Fix: retry; {operator}.", type="server_error", code="upstream_error")
 
 
-def engine_error(exc: Exception) -> APIError:
+def _dotted(loc: tuple[str | int, ...]) -> str | None:
+    """An engine request's place as a path (``messages[3].tool_call_id``), for an API that names it so."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else part
+    return path or None
+
+
+def request_error(exc: RequestError, param: str | None, message: str | None = None) -> APIError:
+    """A broken request rule (:mod:`hammer_plugins.engine.rules`) as a 400 naming the API's field ``param``."""
+    text = message or (f"Invalid tool schema: {exc}" if isinstance(exc, SchemaConversionError) else str(exc))
+    return APIError(400, text, param=param, code=exc.code)
+
+
+def engine_error(exc: Exception, param: Callable[[tuple[str | int, ...]], str | None] | None = None) -> APIError:
     """The HTTP error for an exception the engine raised on a request (500 for the unexpected).
 
     The client's own mistakes are 4xx; a failure of the model server behind this API (down, restarting,
     refusing this API's key, answering 5xx, too slow) is 502, 503 (with ``Retry-After``) or 504 with
-    ``type: "server_error"``, and names no internal address.
+    ``type: "server_error"``, and names no internal address. A broken request rule names the field at its
+    ``loc``, in the API's words when the door gives ``param`` (an engine place to the API's field name).
 
     Example:
         >>> from hammer_plugins.values.errors import ServerUnavailableError
@@ -203,17 +220,14 @@ def engine_error(exc: Exception) -> APIError:
     if upstream is not None:
         return upstream
     if isinstance(exc, ContextWindowExceededError):
-        # Anthropic's clients read its own words for this case (Claude Code compacts on them).
         return APIError(400, f"This model's maximum context length is {exc.context_window} tokens. However, your "
                              f"messages resulted in {exc.prompt_tokens} tokens and {exc.max_new_tokens} more are "
                              "reserved for the completion. Please reduce the length of the messages or tools, or "
                              "max_tokens.", param="messages", code="context_length_exceeded",
-                        anthropic_message=f"prompt is too long: {exc.prompt_tokens} tokens > {exc.context_window} maximum")
-    if isinstance(exc, UnknownToolError):
-        return APIError(400, str(exc), param="tool_choice", code="invalid_tool_choice")
-    if isinstance(exc, SchemaConversionError):
-        return APIError(400, f"Invalid tool schema: {exc}", param="tools", code="invalid_tool_schema")
-    if isinstance(exc, (HammerError, ValueError, TypeError)):
+                        details={"prompt_tokens": exc.prompt_tokens, "context_window": exc.context_window})
+    if isinstance(exc, RequestError):
+        return request_error(exc, param(exc.loc) if param is not None else _dotted(exc.loc))
+    if isinstance(exc, (HammerError, ValueError)):
         return APIError(400, str(exc), code="invalid_request")
     return APIError(500, f"The server failed to answer the request ({type(exc).__name__}); see the server's log.",
                     type="server_error", code="internal_error")

@@ -1,39 +1,40 @@
-"""One framing per wire format: the bytes a streamed answer is sent as, and the non-streamed body.
+"""How an answer goes on the wire: :class:`Framing`, the bytes of a stream and the body of a whole answer.
 
-The route of every API does the same work (parse, queue, run the engine, follow the client) in
-:func:`~.app.create_app`'s one ``answer`` function; what differs is only how the engine's events are
-framed, which is this module's :class:`Framing`: Chat Completions chunks, the typed events of the
-Responses and Messages APIs, or Ollama's NDJSON lines, each a thin shell around its writer (a
-:class:`~hammer_plugins.output.encoder.StreamEncoder`, which keeps the "already sent" state once).
+Every API door runs the same route body (:mod:`~hammer_plugins.openai_server.respond`); what differs is how the
+engine's events are framed: a door's :class:`Framing` wraps its writer (a
+:class:`~hammer_plugins.output.encoder.StreamEncoder`, which keeps the "already sent" state once). The framings
+here know no API: server-sent events of typed events (:class:`TypedEventFraming`) and NDJSON lines
+(:class:`NdjsonFraming`), for any writer of the :class:`Writer` shape.
 
 Example:
     >>> from hammer_plugins import HammerResponse
-    >>> framing = ChatFraming("hammer", "Sorry.", include_usage=False)
-    >>> b"".join(framing.start() + framing.event(HammerResponse(kind="text", text="Hi")) + framing.end()).count(b"data:")
-    4
+    >>> typed_sse({"type": "message_stop"})
+    b'event: message_stop\\ndata: {"type": "message_stop"}\\n\\n'
+    >>> ndjson({"done": True})
+    b'{"done":true}\\n'
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
 from hammer_plugins.engine import StreamEvent
-from hammer_plugins.openai_server.chat_completions.writer import DONE, ChunkWriter, completion, sse
 from hammer_plugins.openai_server.errors import APIError
-from hammer_plugins.openai_server.messages.writer import MessagesWriter
-from hammer_plugins.openai_server.ollama.writer import OllamaWriter
-from hammer_plugins.openai_server.responses.writer import ResponsesWriter
 from hammer_plugins.output.response import HammerResponse
 
 REFUSAL_HEADER = "x-hammer-refusal"
 """Response header set to ``true`` on a non-streamed refusal (Hammer answered ``[]``)."""
 
+SSE = "text/event-stream"
+NDJSON = "application/x-ndjson"
+
+
 class Framing:
     """How one API frames an answer. ``start``/``event``/``end`` give a stream's bytes; ``body`` the whole answer."""
 
-    media_type = "text/event-stream"
-    """The stream's content type: server-sent events, or NDJSON for Ollama's API."""
+    media_type = SSE
+    """The stream's content type: server-sent events, or NDJSON."""
 
     pings = True
     """Whether a quiet stream gets comment pings (SSE has comments; an NDJSON line must be an object)."""
@@ -55,28 +56,17 @@ class Framing:
         raise NotImplementedError
 
 
-class ChatFraming(Framing):
-    """Chat Completions: ``chat.completion.chunk`` objects, then ``data: [DONE]``."""
+class Writer(Protocol):
+    """A writer as :class:`WriterFraming` reads it: pieces (dicts) per event, an error piece, the whole answer."""
 
-    def __init__(self, model: str, refusal_text: str, include_usage: bool) -> None:
-        self.model = model
-        self.refusal_text = refusal_text
-        self.writer = ChunkWriter(model, refusal_text, include_usage=include_usage)
+    def start(self) -> list[dict[str, Any]]: ...
 
-    def start(self) -> list[bytes]:
-        return [sse(c) for c in self.writer.start()]
+    def feed(self, event: StreamEvent) -> list[dict[str, Any]]: ...
 
-    def event(self, event: StreamEvent) -> list[bytes]:
-        return [sse(c) for c in self.writer.feed(event)]
+    def error(self, error: APIError) -> dict[str, Any]: ...
 
-    def error(self, error: APIError) -> bytes:
-        return b"data: " + json.dumps(error.body()).encode() + b"\n\n"
-
-    def end(self) -> list[bytes]:
-        return [DONE]
-
-    def body(self, final: HammerResponse) -> dict[str, Any]:
-        return completion(final, self.model, self.refusal_text).model_dump(mode="json", exclude_unset=True)
+    @property
+    def whole(self) -> dict[str, Any]: ...
 
 
 def typed_sse(event: dict[str, Any]) -> bytes:
@@ -84,11 +74,16 @@ def typed_sse(event: dict[str, Any]) -> bytes:
     return f"event: {event['type']}\ndata: ".encode() + json.dumps(event, ensure_ascii=False).encode() + b"\n\n"
 
 
-class WriterFraming(Framing):
-    """A writer's pieces, each encoded by :meth:`encode`; for a non-streamed request the writer's object
-    (``response``, ``message``, Ollama's answer) once it has been fed the final answer."""
+def ndjson(piece: dict[str, Any]) -> bytes:
+    """One object of an NDJSON stream (Ollama's): compact JSON, then a newline."""
+    return json.dumps(piece, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
-    def __init__(self, writer: ResponsesWriter | MessagesWriter | OllamaWriter) -> None:
+
+class WriterFraming(Framing):
+    """A writer's pieces, each encoded by :meth:`encode`; for a non-streamed request the writer's whole answer
+    once it has been fed the final event."""
+
+    def __init__(self, writer: Writer) -> None:
         self.writer = writer
 
     @staticmethod
@@ -106,23 +101,18 @@ class WriterFraming(Framing):
 
     def body(self, final: HammerResponse) -> dict[str, Any]:
         self.writer.feed(final)
-        return self.writer.answer
+        return self.writer.whole
 
 
 class TypedEventFraming(WriterFraming):
-    """The Responses and Messages APIs: their writer's typed events as SSE."""
+    """Typed events as server-sent events (the Responses and Messages APIs)."""
 
     encode = staticmethod(typed_sse)
 
 
-def ndjson(piece: dict[str, Any]) -> bytes:
-    """One object of an NDJSON stream (Ollama's): compact JSON, then a newline."""
-    return json.dumps(piece, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-
-
 class NdjsonFraming(WriterFraming):
-    """Ollama's API: its writer's objects as NDJSON lines (``application/x-ndjson``, no pings)."""
+    """Objects as NDJSON lines (``application/x-ndjson``, no pings: Ollama's API)."""
 
-    media_type = "application/x-ndjson"
+    media_type = NDJSON
     pings = False
     encode = staticmethod(ndjson)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from fastapi.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hammer_plugins.openai_server.errors import OLLAMA_PATH, APIError, error_response
+from hammer_plugins.openai_server.errors import APIError, ErrorShapes
 from hammer_plugins.openai_server.framing import REFUSAL_HEADER
 
 log = logging.getLogger("hammer_plugins.openai_server")
@@ -90,12 +90,16 @@ class Guard:
       this machine's name, a ``.localhost`` / ``.local`` / ``.internal`` name or one of ``hosts``
       (else 403), so a DNS-rebinding page (its own name resolving to 127.0.0.1) is refused.
     - ``POST`` bodies must be ``Content-Type: application/json`` (else 415): a page can send
-      ``text/plain`` across origins without a preflight, never ``application/json``. Under Ollama's
-      ``/api/``, a request without an ``Origin`` (from no browser) may send any type, as Ollama takes.
+      ``text/plain`` across origins without a preflight, never ``application/json``. Under
+      ``lenient_json_prefixes`` (Ollama's ``/api/``, as its door declares), a request without an ``Origin`` (from
+      no browser) may send any type, as Ollama takes.
     """
 
-    def __init__(self, app: ASGIApp, origins: Iterable[str] = (), hosts: Iterable[str] = ()) -> None:
+    def __init__(self, app: ASGIApp, origins: Iterable[str] = (), hosts: Iterable[str] = (), *,
+                 shapes: ErrorShapes | None = None, lenient_json_prefixes: Iterable[str] = ()) -> None:
         self.app = app
+        self.shapes = shapes or ErrorShapes()
+        self.lenient_json_prefixes = tuple(lenient_json_prefixes)
         extra = [o for o in origins if o.strip()]
         self.any_origin = any(o.strip() == "*" for o in extra)
         self.origins = [_pattern(o) for o in (*DEFAULT_ORIGINS, *extra)]
@@ -136,7 +140,7 @@ class Guard:
                                code="origin_not_allowed")
         if refusal is not None:
             log.warning("refused %r %r: %s", scope["method"], scope["path"], refusal.code)  # %r: quoted, one line
-            await error_response(refusal, path=scope["path"])(scope, receive, send)
+            await self.shapes.response(refusal, scope["path"])(scope, receive, send)
             return
         cors = self._cors(origin, headers)
         if scope["method"] == "OPTIONS":  # a preflight (allowed origin), or a plain OPTIONS
@@ -144,14 +148,14 @@ class Guard:
             return
         if scope["method"] == "POST":
             media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-            # Ollama's API reads any body as JSON (its docs' `curl -d` sends a form type): so does this door
+            # Ollama's API reads any body as JSON (its docs' `curl -d` sends a form type): so does its door
             # when no Origin came, that is from no browser (a browser's POST always carries one).
-            ollama_cli = scope["path"].startswith(OLLAMA_PATH) and origin is None
-            if media != "application/json" and not ollama_cli:
+            lenient = origin is None and scope["path"].startswith(self.lenient_json_prefixes)
+            if media != "application/json" and not lenient:
                 refusal = APIError(415, f"The request body must be JSON sent as 'Content-Type: application/json' (got "
                                         f"{media or 'no Content-Type'!r}). Fix: add that header (curl: -H "
                                         "'Content-Type: application/json').", code="unsupported_media_type")
-                await error_response(refusal, cors, path=scope["path"])(scope, receive, send)
+                await self.shapes.response(refusal, scope["path"], cors)(scope, receive, send)
                 return
         if not cors:
             await self.app(scope, receive, send)

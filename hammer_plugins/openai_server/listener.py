@@ -29,11 +29,11 @@ import hmac
 import json
 import logging
 import socket
+from collections.abc import Iterable
 from typing import Any
 
 import h11
 import uvicorn
-from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -43,14 +43,7 @@ from hammer_plugins.openai_server.defaults import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
 )
-from hammer_plugins.openai_server.errors import APIError
-
-UNAUTHENTICATED_PATHS = ("/health", "/")
-"""Paths answered without the API key: a load balancer's probe has none, and the playground's page holds
-nothing secret (every request it makes sends the key)."""
-
-UNAUTHENTICATED_PREFIX = "/playground/static/"
-"""The playground page's own files (scripts and styles shipped in the package), answered without the key."""
+from hammer_plugins.openai_server.errors import APIError, ErrorShapes
 
 log = logging.getLogger("hammer_plugins.openai_server")
 
@@ -163,18 +156,22 @@ class Admission:
 
     - ``Content-Length`` over ``limit``: 413 at once, and the connection is closed.
     - ``Authorization: Bearer <key>`` (or ``x-api-key: <key>``, Anthropic's header) when ``api_key``
-      is set (``hmac.compare_digest``), on every path
-      but ``/health``: else 401 at once. The body (at most ``limit`` bytes, or what arrives within the
+      is set (``hmac.compare_digest``), on every path but ``public_paths`` and those under ``public_prefixes``
+      (``/health``, and what the doors declare): else 401 at once. The body (at most ``limit`` bytes, or what arrives within the
       body timeout) is then read and dropped as it comes, never kept, so the client gets to read the
       401 instead of a reset (nginx's "lingering close").
     - A body without a length (chunked) reaches the app only up to ``limit`` bytes: the next chunk
       raises a 413 in the handler that reads it.
     """
 
-    def __init__(self, app: ASGIApp, limit: int, api_key: str | None = None) -> None:
+    def __init__(self, app: ASGIApp, limit: int, api_key: str | None = None, *, shapes: ErrorShapes | None = None,
+                 public_paths: Iterable[str] = (), public_prefixes: Iterable[str] = ()) -> None:
         self.app = app
         self.limit = limit
         self.api_key = api_key.encode() if api_key else None
+        self.shapes = shapes or ErrorShapes()
+        self.public_paths = frozenset(public_paths)
+        self.public_prefixes = tuple(public_prefixes)
 
     def _too_large(self) -> APIError:
         return APIError(413, f"The request body is larger than this server accepts ({self.limit} bytes). Fix: send a "
@@ -202,12 +199,11 @@ class Admission:
         headers = dict(scope["headers"])
         length = headers.get(b"content-length", b"").strip()
         refusal = self._too_large() if length.isdigit() and int(length) > self.limit else None
-        if (refusal is None and scope["path"] not in UNAUTHENTICATED_PATHS
-                and not scope["path"].startswith(UNAUTHENTICATED_PREFIX)):
+        if (refusal is None and scope["path"] not in self.public_paths
+                and not scope["path"].startswith(self.public_prefixes)):
             refusal = self._key_error(headers)
         if refusal is not None:
-            await JSONResponse(refusal.body(scope["path"]), status_code=refusal.status,
-                               headers=refusal.headers)(scope, receive, send)
+            await self.shapes.response(refusal, scope["path"])(scope, receive, send)
             return
         received = 0
 

@@ -31,7 +31,7 @@ from hammer_plugins.launch.child import exposure_warning, free_port
 from hammer_plugins.openai_server.app import create_app
 from hammer_plugins.openai_server.defaults import (
     DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_QUEUE_PER_SLOT,
+    DEFAULT_QUEUE_DEPTH,
     DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TIME_LIMIT,
 )
@@ -234,8 +234,8 @@ def _bounds(args: argparse.Namespace, engine: HammerEngine) -> dict[str, Any]:
     time_limit = getattr(args, "time_limit", DEFAULT_TIME_LIMIT)
     return {"allowed_origins": _listed(getattr(args, "allow_origin", None), ORIGINS_VARIABLE),
             "allowed_hosts": _listed(getattr(args, "allow_host", None), HOSTS_VARIABLE),
-            "slots": max(1, int(getattr(args, "parallel", 1) or 1)) if engine.backend.native_async else 1,
-            "queue_per_slot": getattr(args, "queue_per_slot", DEFAULT_QUEUE_PER_SLOT),
+            "parallel": max(1, int(getattr(args, "parallel", 1) or 1)) if engine.backend.native_async else 1,
+            "queue_depth": getattr(args, "queue_depth", DEFAULT_QUEUE_DEPTH),
             "time_limit": time_limit if time_limit and time_limit > 0 else None,
             "shutdown_grace": min(getattr(args, "shutdown_grace", DEFAULT_SHUTDOWN_GRACE), SHUTDOWN_DEADLINE)}
 

@@ -18,7 +18,7 @@ The time limit is a watchdog (a timer on the event loop per request), not a chec
 client asks for the next event: a streaming client that stops reading is stopped at its deadline
 all the same, and its slot freed, while its response waits on a send that never completes.
 
-Bounds, both paths: at most ``slots * queue_per_slot`` requests wait (beyond them a request is
+Bounds, both paths: at most ``parallel * queue_depth`` requests wait (beyond them a request is
 refused at once with 429 and ``Retry-After``); a request gets ``time_limit`` seconds from its
 arrival, queueing included (then 504, and its generation is stopped); after :meth:`EngineWorker.shut_down`
 new and queued requests get 503 and running ones are stopped after a grace period.
@@ -26,9 +26,10 @@ new and queued requests get 503 and running ones are stopped after a grace perio
 Example:
     >>> import asyncio
     >>> from hammer_plugins import HammerEngine, HammerResponse, Message, ScriptedBackend
+    >>> from hammer_plugins.engine.request import EngineRequest
     >>> worker = EngineWorker(HammerEngine(backend=ScriptedBackend(["Hello!"])))
     >>> async def ask():
-    ...     async with worker.events([Message.user("hi")], [], "none", {}) as events:
+    ...     async with worker.events(EngineRequest.of([Message.user("hi")])) as events:
     ...         return [e async for e in events][-1].text
     >>> asyncio.run(ask())
     'Hello!'
@@ -43,15 +44,15 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hammer_plugins.backends.bridge import iterate_in_thread
 from hammer_plugins.engine import HammerEngine, StreamEvent
-from hammer_plugins.openai_server.defaults import DEFAULT_QUEUE_PER_SLOT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT
+from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.openai_server.defaults import DEFAULT_QUEUE_DEPTH, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIME_LIMIT
 from hammer_plugins.openai_server.errors import APIError
-from hammer_plugins.values.messages import Message
 
 STUCK_GRACE = 30.0
 """A call still running this long past its time limit (its model ignores the stop) makes /health 503."""
@@ -176,14 +177,14 @@ class EngineWorker:
     """Runs engine calls (one at a time, or concurrently on a native-async backend), within bounds;
     counts what waits and what was cut short."""
 
-    def __init__(self, engine: HammerEngine, *, slots: int = 1, queue_per_slot: int = DEFAULT_QUEUE_PER_SLOT,
+    def __init__(self, engine: HammerEngine, *, parallel: int = 1, queue_depth: int = DEFAULT_QUEUE_DEPTH,
                  time_limit: float | None = DEFAULT_TIME_LIMIT, shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE) -> None:
-        if slots < 1 or queue_per_slot < 0:
-            raise ValueError(f"slots must be >= 1 and queue_per_slot >= 0 (got {slots}, {queue_per_slot})")
+        if parallel < 1 or queue_depth < 0:
+            raise ValueError(f"parallel must be >= 1 and queue_depth >= 0 (got {parallel}, {queue_depth})")
         self.engine = engine
         self.concurrent = engine.backend.native_async
-        self.slots = slots if self.concurrent else 1
-        self.max_waiting = self.slots * queue_per_slot
+        self.parallel = parallel if self.concurrent else 1
+        self.max_waiting = self.parallel * queue_depth
         self.time_limit = time_limit or None
         self.shutdown_grace = shutdown_grace
         self.stuck_grace = STUCK_GRACE
@@ -195,7 +196,7 @@ class EngineWorker:
         self.reading = 0  # requests holding a place while their body is read and parsed
         self.waiting = 0
         self.running = 0
-        self.peak_running = 0  # the most calls that ever ran at once: 1 in process, up to the slots on a server
+        self.peak_running = 0  # the most calls that ever ran at once: 1 in process, up to ``parallel`` on a server
         self.completed = 0
         self.cancelled = 0
         self.refused = 0  # 429: the queue was full
@@ -203,16 +204,16 @@ class EngineWorker:
 
     # ------------------------------------------------------------------ bounds
     def retry_after(self) -> int:
-        """Seconds until a place is likely free: the recent mean duration of a request over the slots (1 to 60)."""
+        """Seconds until a place is likely free: the recent mean duration of a request over ``parallel`` (1 to 60)."""
         mean = sum(self._durations) / len(self._durations) if self._durations else 1.0
-        return max(1, min(60, math.ceil(mean / self.slots)))
+        return max(1, min(60, math.ceil(mean / self.parallel)))
 
     def _check_room(self) -> None:
-        """503 while shutting down, 429 when every slot is busy and the queue is full (called under the lock)."""
+        """503 while shutting down, 429 when every parallel decode is busy and the queue is full (called under the lock)."""
         if self.closing:
             raise APIError(503, "The server is shutting down and takes no new requests.", type="server_error",
                            code="server_shutting_down")
-        if self.reading + self.waiting + self.running >= self.slots + self.max_waiting:  # every slot busy, the queue full
+        if self.reading + self.waiting + self.running >= self.parallel + self.max_waiting:  # all busy, the queue full
             self.refused += 1
             seconds = self.retry_after()
             raise APIError(429, f"The server is busy: {self.reading + self.waiting} requests are already waiting for "
@@ -350,7 +351,7 @@ class EngineWorker:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------------ calls
-    def events(self, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str, options: dict[str, Any],
+    def events(self, request: EngineRequest,
                place: Place | None = None) -> contextlib.AbstractAsyncContextManager[AsyncIterator[StreamEvent]]:
         """Start one call; the context's value iterates its events (the last is the ``HammerResponse``).
 
@@ -360,10 +361,9 @@ class EngineWorker:
         headers. Leaving early (a client that disconnected) skips a queued call and stops a running
         one at its next token. ``place``: the one :meth:`reserve` gave this request, taken over here.
         """
-        return self._run(messages, tools, tool_choice, options, place)
+        return self._run(request, place)
 
-    def _source(self, job: _Job, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str,
-                options: dict[str, Any]) -> AsyncIterator[Any]:
+    def _source(self, job: _Job, request: EngineRequest) -> AsyncIterator[Any]:
         """The call's items: ``_STARTED`` once it has started on the engine (the prompt planned), then its events.
 
         In process, the call is a job of the single-thread executor (its queue is the request queue),
@@ -374,7 +374,7 @@ class EngineWorker:
                     return
                 try:
                     # cancel reaches the backend: a stop ends even a long prompt evaluation (llama.cpp checks it between batches)
-                    stream = self.engine.stream(messages, tools, tool_choice, cancel=cancel, **options)
+                    stream = self.engine.stream(request, cancel=cancel)
                     yield _STARTED
                     try:
                         for event in stream:
@@ -389,7 +389,7 @@ class EngineWorker:
             return iterate_in_thread(on_thread, job.cancel, self._executor)
 
         async def on_loop() -> AsyncIterator[Any]:
-            stream = self.engine.astream(messages, tools, tool_choice, **options)
+            stream = self.engine.astream(request)
             try:
                 async for event in stream:
                     # The first event comes once the prompt is planned, fitted and evaluated: until then
@@ -403,10 +403,9 @@ class EngineWorker:
         return on_loop()
 
     @contextlib.asynccontextmanager
-    async def _run(self, messages: Sequence[Message], tools: Sequence[Any], tool_choice: str, options: dict[str, Any],
-                   place: Place | None) -> AsyncIterator[AsyncIterator[StreamEvent]]:
+    async def _run(self, request: EngineRequest, place: Place | None) -> AsyncIterator[AsyncIterator[StreamEvent]]:
         job = self._admit(place)
-        source = self._source(job, messages, tools, tool_choice, options)
+        source = self._source(job, request)
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
         async def produce() -> None:

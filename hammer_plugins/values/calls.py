@@ -19,6 +19,18 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
+def call_id_for(message: int, position: int) -> str:
+    """The id of a call that a client sent without one: call ``position`` of message ``message`` of the
+    conversation, the same on every turn, so the results that answer it by place find it (one scheme for
+    every door).
+
+    Example:
+        >>> call_id_for(2, 0)
+        'call_2_0'
+    """
+    return f"call_{message}_{position}"
+
+
 class ToolCall(BaseModel):
     """One well-formed call: a bound tool's name and its arguments.
 

@@ -60,12 +60,39 @@ class BackendNotInstalledError(HammerError, ImportError):
     """
 
 
-class SchemaConversionError(HammerError, ValueError):
+class RequestError(HammerError, ValueError):
+    """A request the engine cannot run, with where it is wrong: ``loc`` is the place in the engine's request,
+    such as ``("messages", 3, "tool_call_id")`` or ``("tools", 2)``; ``code`` the error code an API answers with,
+    and ``rule`` the name of the rule broken (``"unanswered_result"``, ...; the code by default).
+
+    Every door calls the same rules (:mod:`hammer_plugins.engine.rules`) and renames ``loc`` into its own
+    API's field names (``input[5].call_id``, ``messages[2].content[0].tool_use_id``).
+
+    Example:
+        >>> err = RequestError("messages is empty. Fix: pass at least one user message", ("messages",), rule="empty")
+        >>> err.loc, err.code, err.rule, isinstance(err, ValueError)
+        (('messages',), 'invalid_value', 'empty', True)
+    """
+
+    default_loc: tuple[str | int, ...] = ()
+    default_code = "invalid_value"
+
+    def __init__(self, message: str, loc: tuple[str | int, ...] | None = None, code: str | None = None, *,
+                 rule: str | None = None) -> None:
+        super().__init__(message)
+        self.loc = self.default_loc if loc is None else tuple(loc)
+        self.code = self.default_code if code is None else code
+        self.rule = rule or self.code
+
+
+class SchemaConversionError(RequestError):
     """A tool schema uses a construct that cannot be rendered for Hammer.
 
     Attributes:
         tool: name of the tool (or ``"<unknown>"``).
         field: JSON path of the offending field inside the tool's parameters.
+        loc: where in the request (``("tools", i)`` once the engine's rules place it; ``("response_format",)``
+            for a response format's schema).
 
     Example:
         >>> from hammer_plugins import Tool
@@ -83,7 +110,7 @@ class SchemaConversionError(HammerError, ValueError):
         message = f"tool {tool!r}, field {field!r}: {problem}"
         if fix:
             message += f". Fix: {fix}"
-        super().__init__(message)
+        super().__init__(message, ("tools",), "invalid_tool_schema")
 
 
 class SchemaLimitError(SchemaConversionError):
@@ -135,17 +162,20 @@ class UnknownModelError(ModelNotFoundError):
     """
 
 
-class UnknownToolError(HammerError, ValueError):
-    """A forced ``tool_choice`` names a tool that is not among the bound tools.
+class UnknownToolError(RequestError):
+    """A forced ``tool_choice`` names a tool that is not among the bound tools (``loc`` ``("tool_choice",)``).
 
     Example:
         >>> from hammer_plugins import normalize_tool_choice
         >>> try:
         ...     normalize_tool_choice("get_time", ["get_weather"])
         ... except UnknownToolError as exc:
-        ...     print("not among the bound tools" in str(exc))
-        True
+        ...     print("not among the bound tools" in str(exc), exc.loc)
+        True ('tool_choice',)
     """
+
+    default_loc = ("tool_choice",)
+    default_code = "invalid_tool_choice"
 
 
 class ToolBudgetError(HammerError, ValueError):

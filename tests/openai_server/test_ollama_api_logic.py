@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from hammer_plugins import HammerEngine, ScriptedBackend
 from hammer_plugins.openai_server import BackgroundServer, create_app
 from hammer_plugins.openai_server.errors import APIError
-from hammer_plugins.openai_server.ollama.request import parse_ollama_chat, parse_ollama_generate
+from hammer_plugins.openai_server.ollama.request import OllamaChatRequest, OllamaGenerateRequest, read_ollama
 
 REFUSAL = "Sorry, no tool is suitable for your request."
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -128,7 +128,8 @@ def test_errors_are_ollamas_shape_and_the_client_raises_them(server: BackgroundS
 
 # ------------------------------------------------------------------ the parser: where Ollama is silent
 def call_of(body: dict[str, Any]) -> Any:
-    call, _ = parse_ollama_chat({"model": "hammer", "tools": TOOLS, **body}, "hammer")
+    chat, call = read_ollama({"model": "hammer", "tools": TOOLS, **body}, "hammer", OllamaChatRequest)
+    assert call is not None
     return call
 
 
@@ -151,15 +152,17 @@ def test_a_tool_turn_answers_by_id_by_name_or_by_place() -> None:
 
 
 def test_format_options_and_hammers_own_fields() -> None:
-    call = call_of({"messages": [{"role": "user", "content": "q"}], "format": "json", "stream": False,
-                    "options": {"num_predict": -1, "temperature": 0.2, "stop": ["\n\n"], "num_ctx": 99999,
-                                "mirostat": 2, "seed": 7}, "keep_alive": "5m", "think": False,
-                    "tool_choice": "required", "mask_names": True})
-    assert call.options["response_format"] == {"type": "json_object"} and call.options["max_tokens"] is None
-    assert (call.options["temperature"], call.options["stop"], call.options["seed"]) == (0.2, ["\n\n"], 7)
-    assert call.tool_choice == "required" and call.options["mask_names"] is True and call.stream is False
-    assert call.options["on_refusal"] == "answer"
-    schema = call_of({"messages": [{"role": "user", "content": "q"}], "format": WEATHER}).options["response_format"]
+    body = {"model": "hammer", "tools": TOOLS, "messages": [{"role": "user", "content": "q"}], "format": "json",
+            "stream": False, "options": {"num_predict": -1, "temperature": 0.2, "stop": ["\n\n"], "num_ctx": 99999,
+                                         "mirostat": 2, "seed": 7}, "keep_alive": "5m", "think": False,
+            "tool_choice": "required", "mask_names": True}
+    chat, call = read_ollama(body, "hammer", OllamaChatRequest)
+    assert call is not None and chat.stream is False
+    assert call.response_format == {"type": "json_object"} and call.max_tokens is None
+    assert (call.temperature, call.stop, call.seed) == (0.2, ("\n\n",), 7)
+    assert call.tool_choice == "required" and call.mask_names is True
+    assert call.on_refusal == "answer"
+    schema = call_of({"messages": [{"role": "user", "content": "q"}], "format": WEATHER}).response_format
     assert schema == {"type": "json_schema", "json_schema": {"name": "format", "schema": WEATHER}}
     assert call_of({"messages": [{"role": "user", "content": "q"}]}).tool_choice == "auto"
 
@@ -170,7 +173,7 @@ def test_format_options_and_hammers_own_fields() -> None:
 ])
 def test_generate_refuses_what_hammers_prompt_cannot_take(body: dict[str, Any], param: str) -> None:
     with pytest.raises(APIError) as refused:
-        parse_ollama_generate({"model": "hammer", "prompt": "hi", **body}, "hammer")
+        read_ollama({"model": "hammer", "prompt": "hi", **body}, "hammer", OllamaGenerateRequest)
     assert refused.value.status == 400 and refused.value.param == param
 
 

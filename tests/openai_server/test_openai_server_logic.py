@@ -227,7 +227,7 @@ ERRORS = [
      "messages[0].tool_calls[0].function.arguments", "must be a JSON object"),
     ("bad tool schema", {"model": "hammer", "messages": user("hi"), "tools": [{"type": "function", "function": {
         "name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "complex"}}}}}]}, KEY, 400,
-     "invalid_tool_schema", "tools", "tool 'f', field 'x.type'"),
+     "invalid_tool_schema", "tools[0].function.parameters", "tool 'f', field 'x.type'"),
     ("non-function tool", {"model": "hammer", "messages": user("hi"), "tools": [{"type": "custom", "custom": {"name": "f"}}]},
      KEY, 400, "unsupported_value", "tools[0].type", "only tools of type 'function'"),
     ("bad response_format", {"model": "hammer", "messages": user("hi"), "response_format": {"type": "xml"}}, KEY, 400,

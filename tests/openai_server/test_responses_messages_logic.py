@@ -207,13 +207,13 @@ def test_count_tokens_counts_the_rendered_prompt(claude: anthropic.Anthropic) ->
 
 
 def test_is_error_results_are_marked_for_the_model() -> None:
-    from hammer_plugins.openai_server.messages.request import parse_messages_request
+    from hammer_plugins.openai_server.messages.request import read_messages
 
-    call = parse_messages_request({"model": "hammer", "max_tokens": 8, "tools": ANTHROPIC_TOOLS, "messages": [
+    _, call = read_messages({"model": "hammer", "max_tokens": 8, "tools": ANTHROPIC_TOOLS, "messages": [
         {"role": "user", "content": "weather?"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "X"}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": True,
-                                      "content": [{"type": "text", "text": "no such city"}]}]}]}, "hammer")
+                                      "content": [{"type": "text", "text": "no such city"}]}]}]}, ["hammer"])
     assert call.messages[-1].role == "tool" and call.messages[-1].content == "Error: no such city"
 
 

@@ -33,7 +33,7 @@ from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, Sc
 from hammer_plugins.backends.base import Backend, Usage
 from hammer_plugins.launch import free_port
 from hammer_plugins.openai_server import BackgroundServer, create_app
-from hammer_plugins.openai_server import app as app_module
+from hammer_plugins.openai_server import respond as respond_module
 from hammer_plugins.openai_server.chat_completions.request import parse_request
 from hammer_plugins.openai_server.errors import APIError
 from hammer_plugins.openai_server.guard import Guard
@@ -240,12 +240,12 @@ def test_the_environment_adds_origins_and_hosts(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setenv("HAMMER_ORIGINS", "https://a.example, chrome-extension://*")
     monkeypatch.setenv("HAMMER_HOSTS", "proxy.example")
-    args = argparse.Namespace(allow_origin=["https://b.example"], allow_host=None, queue_per_slot=3, time_limit=0,
+    args = argparse.Namespace(allow_origin=["https://b.example"], allow_host=None, queue_depth=3, time_limit=0,
                               shutdown_grace=60, parallel=4)
     bounds = _bounds(args, HammerEngine(backend=ScriptedBackend([])))
     assert bounds["allowed_origins"] == ["https://b.example", "https://a.example", "chrome-extension://*"]
     assert bounds["allowed_hosts"] == ["proxy.example"]
-    assert (bounds["slots"], bounds["queue_per_slot"], bounds["time_limit"], bounds["shutdown_grace"]) == (1, 3, None, 10)
+    assert (bounds["parallel"], bounds["queue_depth"], bounds["time_limit"], bounds["shutdown_grace"]) == (1, 3, None, 10)
 
 
 # ------------------------------------------------------------------ bounds
@@ -725,7 +725,7 @@ engine = HammerEngine(backend=GateBackend())
 three = "health_checks = _engine" in inspect.getsource(runner.serve_openai)
 runner._engine = lambda args, stack: (engine, "scripted", []) if three else (engine, "scripted")
 options = {"host": "127.0.0.1", "port": int(sys.argv[1]), "alias": "hammer", "api_key": None, "max_body_mb": 8,
-           "queue_per_slot": 4, "time_limit": 600.0, "shutdown_grace": 1.0, "allow_origin": None, "allow_host": None,
+           "queue_depth": 4, "time_limit": 600.0, "shutdown_grace": 1.0, "allow_origin": None, "allow_host": None,
            "parallel": 1}
 args = argparse.Namespace(**{**options, **json.loads(sys.argv[2] if len(sys.argv) > 2 else "{}")})
 sys.exit(runner.serve_openai(args))
@@ -763,7 +763,7 @@ class AsyncGate(GateBackend):
 
 def test_native_async_backends_get_slots_times_queue_then_429_and_the_time_limit() -> None:
     backend = AsyncGate()
-    with serve(backend, slots=2, queue_per_slot=1, time_limit=30) as server:  # 2 x (1 + 1) = 4 admitted
+    with serve(backend, parallel=2, queue_depth=1, time_limit=30) as server:  # 2 x (1 + 1) = 4 admitted
         answers: list[int] = []
         threads = [threading.Thread(target=lambda: answers.append(post(server, body("HOLD"), timeout=60).status_code))
                    for _ in range(4)]
@@ -779,7 +779,7 @@ def test_native_async_backends_get_slots_times_queue_then_429_and_the_time_limit
         assert answers == [200] * 4
         assert_still_serving(server)
     backend = AsyncGate()
-    with serve(backend, slots=4, time_limit=0.5) as server:
+    with serve(backend, parallel=4, time_limit=0.5) as server:
         reply = post(server, body("STORY", tool_choice="none"))
         assert_openai_error(reply, 504, "timeout")
         wait_for(lambda: len(backend.produced) == 1)
@@ -821,7 +821,7 @@ def test_a_client_that_stops_reading_is_stopped_at_the_time_limit(backend_class:
 def test_a_send_the_client_does_not_take_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """With no time limit at all, a client that stops reading is let go once one send has waited
     SEND_TIMEOUT_SECONDS: its generation is stopped and its slot freed."""
-    monkeypatch.setattr(app_module, "SEND_TIMEOUT_SECONDS", 1.0)
+    monkeypatch.setattr(respond_module, "SEND_TIMEOUT_SECONDS", 1.0)
     backend = GateBackend(**FLOOD)
     with serve(backend, time_limit=None) as server:
         client = never_reading(server.url, body("STORY", tool_choice="none"))

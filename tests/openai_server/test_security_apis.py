@@ -184,14 +184,15 @@ def test_garbage_never_gets_a_5xx_on_any_api(server: BackgroundServer, api: str,
 # ------------------------------------------------------------------ each API in its own words (issue 46), unforeseen
 # bodies (issue 47, class 5) and quadratic walks (class 1)
 def _parsers() -> dict[str, Callable[[Any], Any]]:
-    from hammer_plugins.openai_server.chat_completions.request import parse_request
-    from hammer_plugins.openai_server.messages.request import parse_messages_request
-    from hammer_plugins.openai_server.ollama.request import parse_ollama_chat
-    from hammer_plugins.openai_server.responses.request import parse_responses_request
+    from hammer_plugins.openai_server.chat_completions.request import read_chat
+    from hammer_plugins.openai_server.messages.request import read_messages
+    from hammer_plugins.openai_server.ollama.request import OllamaChatRequest, read_ollama
+    from hammer_plugins.openai_server.responses.request import read_responses
 
-    return {"ollama": lambda body: parse_ollama_chat(body, "hammer"), "chat": lambda body: parse_request(body, "hammer"),
-            "responses": lambda body: parse_responses_request(body, "hammer"),
-            "messages": lambda body: parse_messages_request(body, "hammer")}
+    return {"ollama": lambda body: read_ollama(body, "hammer", OllamaChatRequest)[1],
+            "chat": lambda body: read_chat(body, ["hammer"])[1],
+            "responses": lambda body: read_responses(body, ["hammer"])[1],
+            "messages": lambda body: read_messages(body, ["hammer"])[1]}
 
 
 def _refused(api: str, body: dict[str, Any]) -> Any:
@@ -233,12 +234,11 @@ def test_each_api_names_its_own_field(api: str, change: dict[str, Any], param: s
 
 
 def test_stop_lists_are_bounded_on_every_api() -> None:
-    from hammer_plugins.openai_server.call import MAX_STOP_CHARACTERS, MAX_STOP_SEQUENCES
+    from hammer_plugins.openai_server.request_checks import MAX_STOP_CHARACTERS, MAX_STOP_SEQUENCES
 
     for api, field in (("chat", "stop"), ("responses", "stop"), ("messages", "stop_sequences")):
         call = _parsers()[api](request(api, **{field: ["s"] * MAX_STOP_SEQUENCES}))
-        call = call[0] if isinstance(call, tuple) else call
-        assert call.options["stop"] == ["s"] * MAX_STOP_SEQUENCES
+        assert call.sampling()["stop"] == ["s"] * MAX_STOP_SEQUENCES
         _refused(api, request(api, **{field: ["s"] * (MAX_STOP_SEQUENCES + 1)}))
         _refused(api, request(api, **{field: ["s" * (MAX_STOP_CHARACTERS // 2 + 1)] * 2}))
 
@@ -344,21 +344,19 @@ def test_health_checks_and_large_bodies_run_on_the_servers_own_threads() -> None
         seen["check"] = threading.current_thread().name
 
     def parse(body: Any, served: Any) -> Any:
-        from hammer_plugins.openai_server.chat_completions.request import parse_request
-
         seen["parse"] = threading.current_thread().name
-        return parse_request(body, served)
+        return original(body, served)
 
     engine = HammerEngine(backend=ScriptedBackend(["[]"] * 10))
-    import hammer_plugins.openai_server.app as app_module
+    import hammer_plugins.openai_server.chat_completions.router as app_module
 
-    original = app_module.parse_request
-    app_module.parse_request = parse
+    original = app_module.read_chat
+    app_module.read_chat = parse
     try:
         with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY, health_checks=[check])) as running:
             assert httpx.get(running.base_url.removesuffix("/v1") + "/health", timeout=5, trust_env=False).status_code == 200
             big = request("chat", metadata={"note": "x" * (300 * 1024)})  # over PARSE_OFF_LOOP_BYTES, ignored
             assert post(running, "chat", big).status_code == 200
     finally:
-        app_module.parse_request = original
+        app_module.read_chat = original
     assert seen["check"].startswith("hammer-health") and seen["parse"].startswith("hammer-request"), seen

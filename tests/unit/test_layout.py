@@ -444,12 +444,23 @@ def test_the_cli_runs_as_a_module_and_as_the_console_script() -> None:
 
 
 # ------------------------------------------------------------------ two defects the reading found
-def test_an_engine_call_defaults_to_no_stream_and_no_usage() -> None:
-    """``EngineCall`` is a dataclass: a pydantic ``Field(False)`` default was a truthy ``FieldInfo``."""
-    from hammer_plugins.openai_server.call import EngineCall
+def test_an_engine_request_is_typed_and_a_misspelled_option_fails_where_it_is_built() -> None:
+    """The request a door hands the engine is one typed, frozen value: a field that does not exist fails at its
+    construction (in the door's code, so in its tests), never later as a client's 400."""
+    import pydantic
+    import pytest
 
-    call = EngineCall(messages=[], tools=[], tool_choice="auto")
-    assert call.stream is False and call.include_usage is False
+    from hammer_plugins.engine.request import EngineRequest
+    from hammer_plugins.values.messages import Message
+
+    request = EngineRequest(messages=[Message.user("hi")], temperature=0.5, stop=["x"])
+    assert request.tool_choice == "auto" and request.sampling() == {"temperature": 0.5, "stop": ["x"]}
+    with pytest.raises(pydantic.ValidationError, match="temprature"):
+        EngineRequest(messages=[Message.user("hi")], temprature=0.5)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="temprature"):
+        EngineRequest.of([Message.user("hi")], temprature=0.5)
+    with pytest.raises(pydantic.ValidationError):
+        request.temperature = 0.1  # type: ignore[misc]  # frozen
 
 
 def test_no_door_reaches_into_the_engines_private_preparation() -> None:

@@ -1,13 +1,13 @@
-"""Chat Completions requests (``POST /v1/chat/completions``): a decoded body validated into an
-:class:`~hammer_plugins.openai_server.call.EngineCall`, or an :class:`~hammer_plugins.openai_server.errors.APIError`
-with OpenAI's error fields.
+"""Chat Completions requests (``POST /v1/chat/completions``): a decoded body read into :class:`ChatRequest`, which
+converts itself into the engine's :class:`~hammer_plugins.engine.request.EngineRequest`, or an
+:class:`~hammer_plugins.openai_server.errors.APIError` with OpenAI's error fields.
 
 Example:
-    >>> call = parse_request({"model": "hammer", "messages": [{"role": "user", "content": "hi"}]}, "hammer")
-    >>> call.tool_choice, call.options["temperature"] is None, call.stream
-    ('none', True, False)
+    >>> chat, call = read_chat({"model": "hammer", "messages": [{"role": "user", "content": "hi"}]}, ["hammer"])
+    >>> call.tool_choice, call.temperature is None, chat.stream
+    ('auto', True, False)
     >>> try:
-    ...     parse_request({"model": "gpt-4o", "messages": []}, "hammer")
+    ...     read_chat({"model": "gpt-4o", "messages": []}, ["hammer"])
     ... except APIError as exc:
     ...     print(exc.status, exc.code)
     404 model_not_found
@@ -18,18 +18,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, TypeAdapter, ValidationError
 
-from hammer_plugins.openai_server.call import (
-    EngineCall,
-    checked_stop,
-    checked_tool_choice,
-    checked_tools,
-    function_tools,
-    read_request,
-)
+from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.openai_server.errors import APIError, api_errors_only
 from hammer_plugins.openai_server.json_body import load_json
+from hammer_plugins.openai_server.request_checks import (
+    FieldNames,
+    checked_stop,
+    engine_request,
+    function_tool_names,
+    function_tools,
+    located,
+    read_request,
+)
+from hammer_plugins.values.calls import call_id_for
+from hammer_plugins.values.errors import RequestError
 from hammer_plugins.values.messages import Message, to_message
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool",
@@ -72,66 +76,62 @@ class ChatRequest(BaseModel):
     repeat_penalty: float | None = Field(None, gt=0)
 
 
+    _names: FieldNames | None = PrivateAttr(None)
+
+    @property
+    def include_usage(self) -> bool:
+        """Whether a streamed answer ends with a usage chunk (``stream_options.include_usage``)."""
+        return bool(self.stream and self.stream_options and self.stream_options.include_usage)
+
+    def to_engine_request(self) -> EngineRequest:
+        """The engine's request: the messages converted (each checked where it can be named), the options mapped."""
+        if self.n not in (None, 1):
+            raise APIError(400, f"n={self.n} is not supported: this server returns one choice. Fix: leave n out or "
+                                "send n=1.", param="n", code="unsupported_value")
+        legacy = [name for name in ("functions", "function_call") if (self.model_extra or {}).get(name) is not None]
+        if legacy:
+            raise APIError(400, f"The legacy field '{legacy[0]}' is not supported. Fix: send 'tools' and "
+                                "'tool_choice'.", param=legacy[0], code="unsupported_value")
+        if self.logprobs:
+            raise APIError(400, "logprobs are not supported by this server.", param="logprobs", code="unsupported_value")
+        if not self.messages:
+            raise APIError(400, "messages must hold at least one message.", param="messages", code="invalid_value")
+        tools = function_tools(self.tools or [])
+        self._names = FieldNames(messages=[f"messages[{i}]" for i in range(len(self.messages))],
+                                 message_id="tool_call_id", tools=function_tool_names(len(tools)),
+                                 tool_schema="parameters", tool_name="name")
+        return EngineRequest(
+            messages=[_message(m, i) for i, m in enumerate(self.messages)], tools=tools,
+            tool_choice=self.tool_choice, max_tokens=self.max_completion_tokens or self.max_tokens,
+            temperature=self.temperature, top_p=self.top_p, seed=self.seed, stop=checked_stop(self.stop, "stop"),
+            top_k=self.top_k, repeat_penalty=self.repeat_penalty, parallel_tool_calls=self.parallel_tool_calls,
+            mask_names=self.mask_names, on_refusal=self.on_refusal, constrained=self.constrained,
+            response_format=_response_format(self.response_format),
+            max_tool_rounds="default" if self.max_tool_rounds is None else self.max_tool_rounds)
+
+    def field_names(self) -> FieldNames:
+        assert self._names is not None, "to_engine_request() names the fields"
+        return self._names
+
+    def api_error(self, exc: RequestError, request: EngineRequest) -> APIError:
+        """``exc`` in OpenAI's field names, a lone result in OpenAI's own words."""
+        if exc.rule == "unanswered_result" and len(exc.loc) > 1 and isinstance(exc.loc[1], int):
+            index = exc.loc[1]
+            role, answered = self.messages[index].get("role"), request.messages[index].tool_call_id
+            what = f"tool_call_id {answered!r}" if answered is not None else "a call"
+            return located(exc, self.field_names(), f"Invalid parameter: messages with role '{role}' must be a response "
+                                                    f"to a preceding message with 'tool_calls'; messages[{index}] answers "
+                                                    f"{what}, which no earlier assistant message called. Fix: send the "
+                                                    "assistant message with its tool_calls before the results.")
+        return located(exc, self.field_names())
+
+
 @api_errors_only
-def parse_request(body: Any, served_model: str | list[str]) -> EngineCall:
-    """Validate a decoded request body and map it to an engine call (raises :class:`APIError`).
-
-    Whatever the body holds, the answer is a call or an :class:`APIError` (400 for anything that
-    cannot be read), never another exception.
-    """
-    request = read_request(body, ChatRequest, served_model)
-    if request.n not in (None, 1):
-        raise APIError(400, f"n={request.n} is not supported: this server returns one choice. Fix: leave n out or "
-                            "send n=1.", param="n", code="unsupported_value")
-    legacy = [name for name in ("functions", "function_call") if (request.model_extra or {}).get(name) is not None]
-    if legacy:
-        raise APIError(400, f"The legacy field '{legacy[0]}' is not supported. Fix: send 'tools' and 'tool_choice'.",
-                       param=legacy[0], code="unsupported_value")
-    if request.logprobs:
-        raise APIError(400, "logprobs are not supported by this server.", param="logprobs", code="unsupported_value")
-    if not request.messages:
-        raise APIError(400, "messages must hold at least one message.", param="messages", code="invalid_value")
-    messages = [_message(m, i) for i, m in enumerate(request.messages)]
-    _check_order(request.messages)
-    tools = checked_tools(function_tools(request.tools or []))
-    tool_choice = checked_tool_choice(request.tool_choice, tools)
-    stop = checked_stop(request.stop, "stop")
-    options: dict[str, Any] = {
-        "max_tokens": request.max_completion_tokens or request.max_tokens,
-        "temperature": request.temperature, "top_p": request.top_p, "seed": request.seed, "stop": stop,
-        "top_k": request.top_k, "repeat_penalty": request.repeat_penalty,
-        "parallel_tool_calls": request.parallel_tool_calls, "mask_names": request.mask_names,
-        "on_refusal": request.on_refusal, "constrained": request.constrained,
-        "response_format": _response_format(request.response_format),
-    }
-    if request.max_tool_rounds is not None:
-        options["max_tool_rounds"] = request.max_tool_rounds
-    include_usage = bool(request.stream and request.stream_options and request.stream_options.include_usage)
-    return EngineCall(messages=messages, tools=tools, tool_choice=tool_choice, options=options,
-                      stream=request.stream, include_usage=include_usage)
-
-
-def _call_ids(raw: dict[str, Any]) -> list[str]:
-    """The ids of an assistant message's calls, as :func:`_message` gives them (``call_<j>`` when left out)."""
-    return [call.get("id") or f"call_{j}" for j, call in enumerate(raw.get("tool_calls") or [])]
-
-
-def _check_order(raw_messages: list[dict[str, Any]]) -> None:
-    """A ``tool`` message must answer a call an earlier assistant message made (OpenAI's rule: a lone
-    tool result is a 400 there, and the model would answer a question nobody asked)."""
-    called: set[str] = set()
-    for index, raw in enumerate(raw_messages):
-        if raw.get("role") == "assistant":
-            called.update(_call_ids(raw))
-        elif raw.get("role") in ("tool", "function"):
-            answered = raw.get("tool_call_id")
-            if not called or (raw.get("role") == "tool" and answered not in called):
-                what = f"tool_call_id {answered!r}" if answered is not None else "a call"
-                raise APIError(400, f"Invalid parameter: messages with role '{raw.get('role')}' must be a response to a "
-                                    f"preceding message with 'tool_calls'; messages[{index}] answers {what}, which no "
-                                    "earlier assistant message called. Fix: send the assistant message with its "
-                                    "tool_calls before the results.",
-                               param=f"messages[{index}].tool_call_id", code="invalid_value")
+def read_chat(body: Any, served: list[str]) -> tuple[ChatRequest, EngineRequest]:
+    """A decoded body as the door's request and the engine's (raises :class:`APIError` only: whatever the body
+    holds, a 400 for anything that cannot be read, never another exception)."""
+    chat = read_request(body, ChatRequest, served)
+    return chat, engine_request(chat)
 
 
 def _text(value: Any, param: str) -> str | None:
@@ -219,7 +219,8 @@ def _message(raw: dict[str, Any], index: int) -> Message:
             raise APIError(400, f"{param}.tool_calls[{j}].function.arguments must be a JSON object in a string, got "
                                 f"{arguments!r}.", param=where,
                            code="invalid_value")
-        calls.append({"id": call.get("id") or f"call_{j}", "function": {"name": function["name"], "arguments": parsed}})
+        calls.append({"id": call.get("id") or call_id_for(index, j),
+                      "function": {"name": function["name"], "arguments": parsed}})
     tool_call_id = _text(raw.get("tool_call_id"), f"{param}.tool_call_id")
     _text(raw.get("name"), f"{param}.name")
     if role == "tool" and raw.get("role") == "tool" and not tool_call_id:
@@ -242,3 +243,9 @@ def _response_format(spec: dict[str, Any] | None) -> dict[str, Any] | None:
         return {"type": "json_schema", "json_schema": dict(inner)}
     raise APIError(400, f"response_format type {spec.get('type')!r} is not supported; use 'text', 'json_object' or "
                         "'json_schema'.", param="response_format.type", code="unsupported_value")
+
+
+def parse_request(body: Any, served_model: str | list[str]) -> EngineRequest:
+    """The engine request of a ``/v1/chat/completions`` body (:func:`read_chat`'s second half; the name this module
+    had before the doors built typed requests)."""
+    return read_chat(body, [served_model] if isinstance(served_model, str) else served_model)[1]

@@ -2,7 +2,7 @@
 
 :func:`completion` builds the non-streaming ``chat.completion`` and :class:`ChunkWriter` the
 streamed ``chat.completion.chunk`` s, both from the ``openai`` package's own pydantic types, so what
-goes on the wire is what the SDK parses. The request side (validation, :class:`~hammer_plugins.openai_server.call.EngineCall`) is
+goes on the wire is what the SDK parses. The request side is
 :mod:`hammer_plugins.openai_server.chat_completions.request`.
 """
 

@@ -4,8 +4,8 @@ A request is read into its own type (:class:`MessagesRequest`: a wrong value is 
 names it, ``stop_sequences``, ``messages[2].content[0].tool_use_id``): ``system`` (a string or text
 blocks, also a ``system`` turn inside ``messages``, as Claude Code sends) becomes system messages,
 ``tool_use`` blocks assistant tool calls, ``tool_result`` blocks tool messages (``is_error`` results are
-marked as errors for the model). The checks every API makes are
-:mod:`~hammer_plugins.openai_server.call`'s. The answer is
+marked as errors for the model). The rules every request is held to are the engine's
+(:mod:`~hammer_plugins.engine.rules`), their errors named here in Anthropic's fields and words. The answer is
 :class:`~hammer_plugins.openai_server.messages.writer.MessagesWriter`'s; errors are Anthropic's
 ``{"type": "error", "error": {"type", "message"}}``.
 
@@ -17,9 +17,9 @@ images and documents are a 400; ``thinking``, ``cache_control``, ``context_manag
 is capped to the room the prompt leaves.
 
 Example:
-    >>> call = parse_messages_request({"model": "hammer", "max_tokens": 64, "system": "Be brief.",
-    ...                                "messages": [{"role": "user", "content": "hi"}]}, "hammer")
-    >>> [m.role for m in call.messages], call.options["max_tokens"]
+    >>> _, call = read_messages({"model": "hammer", "max_tokens": 64, "system": "Be brief.",
+    ...                          "messages": [{"role": "user", "content": "hi"}]}, ["hammer"])
+    >>> [m.role for m in call.messages], call.max_tokens
     (['system', 'user'], 64)
 """
 
@@ -28,19 +28,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from hammer_plugins.openai_server.call import (
-    EngineCall,
-    check_served,
-    checked_stop,
-    checked_tool_choice,
-    checked_tools,
-    engine_call,
-    read_request,
-)
+from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.openai_server.errors import APIError, api_errors_only
+from hammer_plugins.openai_server.request_checks import FieldNames, checked_stop, engine_request, located, read_request
 from hammer_plugins.values.calls import ToolCall
+from hammer_plugins.values.errors import RequestError
 from hammer_plugins.values.messages import Message
 
 TOOL_ERROR_PREFIX = "Error: "
@@ -69,6 +63,48 @@ class MessagesRequest(BaseModel):
     on_refusal: Literal["message", "answer"] | None = None
     constrained: bool | None = Field(None, strict=True)
     repeat_penalty: float | None = Field(None, gt=0)
+    _count_only: bool = PrivateAttr(False)  # count_tokens: max_tokens is not required
+    _names: FieldNames | None = PrivateAttr(None)
+
+    def to_engine_request(self) -> EngineRequest:
+        """The engine's request: ``system`` and the turns as messages (``tool_use`` blocks as calls, ``tool_result``
+        blocks as results), custom tools as tools, ``tool_choice`` as the engine's."""
+        if not self._count_only:
+            _require(self.max_tokens is not None, "max_tokens is required: a positive integer.", "max_tokens")
+        _require(isinstance(self.messages, list) and bool(self.messages), "must be a non-empty list.", "messages")
+        turns: list[tuple[Message, str]] = []
+        if self.system is not None:
+            turns.append((Message.system(_text_of(self.system, "system")), "system"))
+        for index, raw in enumerate(self.messages):
+            _require(isinstance(raw, Mapping), "must be an object.", f"messages[{index}]")
+            turns += _turn(raw, index)
+        tools, places = _tools(self.tools)
+        tool_choice, parallel = _tool_choice(self.tool_choice)
+        self._names = FieldNames(messages=[place for _, place in turns], message_id="tool_use_id", tools=places,
+                                 tool_schema="input_schema", tool_name="name")
+        return EngineRequest(
+            messages=[message for message, _ in turns], tools=tools, tool_choice=tool_choice,
+            max_tokens=None if self._count_only else self.max_tokens, temperature=self.temperature, top_p=self.top_p,
+            top_k=self.top_k, seed=self.seed, stop=checked_stop(self.stop_sequences, "stop_sequences"),
+            repeat_penalty=self.repeat_penalty, parallel_tool_calls=False if parallel is False else None,
+            mask_names=self.mask_names, constrained=self.constrained,
+            # Agent clients (Claude Code) show whatever comes back: Hammer's [] is answered in prose by a tool-free
+            # pass, as Hammer's own client does, unless the request asks for the refusal text.
+            on_refusal=self.on_refusal or "answer")
+
+    def field_names(self) -> FieldNames:
+        assert self._names is not None, "to_engine_request() names the fields"
+        return self._names
+
+    def api_error(self, exc: RequestError, request: EngineRequest) -> APIError:
+        """``exc`` in Anthropic's field names, a lone result in its own words."""
+        names = self.field_names()
+        if exc.rule == "unanswered_result" and len(exc.loc) > 1 and isinstance(exc.loc[1], int):
+            place, answered = names.messages[exc.loc[1]], request.messages[exc.loc[1]].tool_call_id
+            return located(exc, names, f"{place}: unexpected `tool_use_id` found in `tool_result` blocks: {answered}. Each "
+                                       "`tool_result` block must have a corresponding `tool_use` block in an earlier "
+                                       "assistant message.")
+        return located(exc, names)
 
 
 def _require(condition: bool, message: str, param: str) -> None:
@@ -138,11 +174,13 @@ def _turn(raw: Mapping[str, Any], index: int) -> list[tuple[Message, str]]:
     return results + ([(Message.user("\n\n".join(texts)), param)] if texts or not results else [])
 
 
-def _tools(raw: Any) -> list[dict[str, Any]]:
+def _tools(raw: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """The custom tools as OpenAI function tools, and where each came from (server tools are left out)."""
     if raw is None:
-        return []
+        return [], []
     _require(isinstance(raw, list), "must be a list.", "tools")
     tools = []
+    places = []
     for i, tool in enumerate(raw):
         _require(isinstance(tool, Mapping), "must be an object.", f"tools[{i}]")
         if tool.get("type") not in (None, "custom"):
@@ -151,10 +189,11 @@ def _tools(raw: Any) -> list[dict[str, Any]]:
         function = {"name": tool["name"], "description": tool.get("description"),
                     "parameters": tool.get("input_schema"), "strict": tool.get("strict")}
         tools.append({"type": "function", "function": {k: v for k, v in function.items() if v is not None}})
-    return tools
+        places.append(f"tools[{i}]")
+    return tools, places
 
 
-def _tool_choice(choice: Any, tools: list[dict[str, Any]]) -> tuple[Any, bool | None]:
+def _tool_choice(choice: Any) -> tuple[Any, bool | None]:
     """Anthropic's tool_choice as Chat Completions' (and whether parallel calls are off)."""
     if choice is None:
         return None, None
@@ -163,54 +202,15 @@ def _tool_choice(choice: Any, tools: list[dict[str, Any]]) -> tuple[Any, bool | 
     kind = choice.get("type")
     if kind == "tool":
         _require(isinstance(choice.get("name"), str), "name must be a string.", "tool_choice.name")
-        names = {t["function"]["name"] for t in tools}
-        if choice.get("name") not in names:
-            raise APIError(400, f"tool_choice names the tool {choice.get('name')!r}, which is not among the tools this "
-                                f"model is offered {sorted(names)[:20]} (server tools are not run here).",
-                           param="tool_choice.name", code="invalid_tool_choice")
         return {"type": "function", "function": {"name": choice["name"]}}, parallel
     _require(kind in ("auto", "any", "none"), "type must be auto, any, tool or none.", "tool_choice.type")
     return {"auto": "auto", "any": "required", "none": "none"}[kind], parallel
 
 
 @api_errors_only
-def parse_messages_request(body: Any, served_model: str | list[str], *, count_only: bool = False) -> EngineCall:
-    """Validate a ``/v1/messages`` body (or a ``count_tokens`` one) and map it to an engine call (raises
+def read_messages(body: Any, served: list[str], *, count_only: bool = False) -> tuple[MessagesRequest, EngineRequest]:
+    """A ``/v1/messages`` body (or a ``count_tokens`` one) as the door's request and the engine's (raises
     :class:`APIError` only)."""
-    request = read_request(body, MessagesRequest, served_model)
-    if not count_only:
-        _require(request.max_tokens is not None, "max_tokens is required: a positive integer.", "max_tokens")
-    _require(isinstance(request.messages, list) and bool(request.messages), "must be a non-empty list.", "messages")
-    check_served(request.model, served_model)
-    turns: list[tuple[Message, str]] = []
-    if request.system is not None:
-        turns.append((Message.system(_text_of(request.system, "system")), "system"))
-    for index, raw in enumerate(request.messages):
-        _require(isinstance(raw, Mapping), "must be an object.", f"messages[{index}]")
-        turns += _turn(raw, index)
-    tools = _tools(request.tools)
-    tool_choice, parallel = _tool_choice(request.tool_choice, tools)
-    if not tools and tool_choice == "required":
-        raise APIError(400, "tool_choice 'any' needs tools, and the request has none this model is offered.",
-                       param="tool_choice", code="invalid_value")
-    tools = checked_tools(tools)
-    options: dict[str, Any] = {
-        "max_tokens": None if count_only else request.max_tokens, "temperature": request.temperature,
-        "top_p": request.top_p, "top_k": request.top_k, "seed": request.seed,
-        "stop": checked_stop(request.stop_sequences, "stop_sequences"), "repeat_penalty": request.repeat_penalty,
-        "parallel_tool_calls": False if parallel is False else None, "mask_names": request.mask_names,
-        "constrained": request.constrained, "response_format": None,
-        # Agent clients (Claude Code) show whatever comes back: Hammer's [] is answered in prose by a tool-free
-        # pass, as Hammer's own client does, unless the request asks for the refusal text.
-        "on_refusal": request.on_refusal or "answer",
-    }
-    messages = [message for message, _ in turns]
-
-    def origin(index: int) -> tuple[str, str]:
-        place = turns[index][1]
-        return (f"{place}.tool_use_id", f"{place}: unexpected `tool_use_id` found in `tool_result` blocks: "
-                                        f"{messages[index].tool_call_id}. Each `tool_result` block must have a "
-                                        "corresponding `tool_use` block in an earlier assistant message.")
-
-    return engine_call(messages, tools, checked_tool_choice(tool_choice if tools else None, tools), options,
-                       stream=request.stream is True, origin=origin)
+    request = read_request(body, MessagesRequest, served)
+    request._count_only = count_only
+    return request, engine_request(request)

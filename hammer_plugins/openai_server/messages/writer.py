@@ -12,10 +12,30 @@ import uuid
 from typing import Any
 
 from hammer_plugins.openai_server.chat_completions.writer import argument_fragments, arguments_json
-from hammer_plugins.openai_server.errors import APIError, anthropic_error_body
+from hammer_plugins.openai_server.errors import APIError
 from hammer_plugins.output.encoder import StreamEncoder
 from hammer_plugins.output.response import HammerResponse
 from hammer_plugins.values.calls import ToolCall
+
+ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                         404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+                         503: "overloaded_error", 504: "timeout_error"}
+"""Anthropic's error ``type`` for each status (``api_error`` for a 5xx it has no name for)."""
+
+
+def anthropic_error_body(error: APIError) -> dict[str, Any]:
+    """``error`` in Anthropic's shape (``{"type": "error", "error": {"type", "message"}}``); a context overflow in
+    Anthropic's own words, which its clients read (Claude Code compacts on them).
+
+    Example:
+        >>> anthropic_error_body(APIError(401, "Missing API key."))
+        {'type': 'error', 'error': {'type': 'authentication_error', 'message': 'Missing API key.'}}
+    """
+    kind = ANTHROPIC_ERROR_TYPES.get(error.status, "invalid_request_error" if error.status < 500 else "api_error")
+    message = error.message
+    if error.code == "context_length_exceeded" and "prompt_tokens" in error.details:
+        message = f"prompt is too long: {error.details['prompt_tokens']} tokens > {error.details['context_window']} maximum"
+    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 def new_message_id() -> str:
@@ -59,7 +79,7 @@ class MessagesWriter(StreamEncoder[dict[str, Any]]):
         self._text_open = False
 
     @property
-    def answer(self) -> dict[str, Any]:
+    def whole(self) -> dict[str, Any]:
         """The ``message`` object so far (the non-streamed answer, once fed the final event)."""
         return self.message
 

@@ -15,9 +15,9 @@ answered in prose by a tool-free pass, as the chat apps that speak Ollama show w
 own fields (``tool_choice``, ``mask_names``, ``on_refusal``, ``constrained``) may be sent beside Ollama's.
 
 Example:
-    >>> call, model = parse_ollama_chat({"model": "hammer:latest", "messages": [{"role": "user", "content": "hi"}],
-    ...                                  "options": {"num_predict": 32}}, "hammer")
-    >>> call.stream, call.options["max_tokens"], model
+    >>> chat, call = read_ollama({"model": "hammer:latest", "messages": [{"role": "user", "content": "hi"}],
+    ...                           "options": {"num_predict": 32}}, "hammer", OllamaChatRequest)
+    >>> chat.stream, call.max_tokens, chat.model
     (True, 32, 'hammer:latest')
 """
 
@@ -27,19 +27,23 @@ from collections import defaultdict, deque
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from hammer_plugins.openai_server.call import (
-    EngineCall,
-    checked_stop,
-    checked_tool_choice,
-    checked_tools,
-    function_tools,
-    read_request,
-)
+from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.openai_server.errors import APIError, api_errors_only
 from hammer_plugins.openai_server.json_body import load_json
-from hammer_plugins.values.calls import ToolCall
+from hammer_plugins.openai_server.request_checks import (
+    FieldNames,
+    check_model,
+    checked_stop,
+    engine_request,
+    function_tool_names,
+    function_tools,
+    located,
+    read_request,
+)
+from hammer_plugins.values.calls import ToolCall, call_id_for
+from hammer_plugins.values.errors import RequestError
 from hammer_plugins.values.messages import Message
 
 LATEST = ":latest"
@@ -61,7 +65,9 @@ class OllamaOptions(BaseModel):
     repeat_penalty: float | None = Field(None, gt=0)
 
 
-class _OllamaRequest(BaseModel):
+class OllamaRequest(BaseModel):
+    """What ``/api/chat`` and ``/api/generate`` share: the model, ``format``, ``options``, Hammer's own fields."""
+
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     model: str
@@ -77,15 +83,45 @@ class _OllamaRequest(BaseModel):
     constrained: bool | None = Field(None, strict=True)
 
 
-class OllamaChatRequest(_OllamaRequest):
+    _names: FieldNames | None = PrivateAttr(None)
+
+    def has_turn(self) -> bool:
+        """Whether there is anything to answer (else Ollama's "load")."""
+        raise NotImplementedError
+
+    def to_engine_request(self) -> EngineRequest:
+        raise NotImplementedError
+
+    def field_names(self) -> FieldNames:
+        assert self._names is not None, "to_engine_request() names the fields"
+        return self._names
+
+    def api_error(self, exc: RequestError, request: EngineRequest) -> APIError:
+        return located(exc, self.field_names())
+
+
+class OllamaChatRequest(OllamaRequest):
     """The fields of ``POST /api/chat`` this door reads, plus Hammer's own."""
 
     messages: list[Any] | None = None
     tools: list[Any] | None = None
     tool_choice: str | dict[str, Any] | None = None  # Hammer's own: Ollama has none
 
+    def has_turn(self) -> bool:
+        return bool(self.messages)
 
-class OllamaGenerateRequest(_OllamaRequest):
+    def to_engine_request(self) -> EngineRequest:
+        """The engine's request: Ollama's messages (results matched to their calls), its function tools, with
+        ``auto`` unless Hammer's own ``tool_choice`` is sent."""
+        messages = _messages(self.messages or [])
+        tools = function_tools(self.tools or [])
+        self._names = FieldNames(messages=[f"messages[{i}]" for i in range(len(messages))], message_id="tool_name",
+                                 tools=function_tool_names(len(tools)), tool_schema="parameters", tool_name="name",
+                                 response_format="format")
+        return EngineRequest(messages=messages, tools=tools, tool_choice=self.tool_choice, **_options(self))
+
+
+class OllamaGenerateRequest(OllamaRequest):
     """The fields of ``POST /api/generate`` this door reads, plus Hammer's own."""
 
     prompt: str | None = None
@@ -94,23 +130,31 @@ class OllamaGenerateRequest(_OllamaRequest):
     raw: bool | None = Field(None, strict=True)
     template: str | None = None
 
+    def has_turn(self) -> bool:
+        _no_images(self.images, "images")
+        _require(not self.raw, "raw prompts are not supported: Hammer is served with its own prompt.", "raw")
+        _require(not self.suffix, "fill-in-the-middle is not supported by this model.", "suffix")
+        _require(not self.template, "a template of your own is not supported: Hammer is served with its own "
+                                    "prompt.", "template")
+        return bool(self.prompt)
 
-def served_name(model: str, served: str) -> bool:
-    """Whether ``model`` names the model served as ``served`` (``:latest`` is Ollama's default tag).
+    def to_engine_request(self) -> EngineRequest:
+        """The engine's request: the prompt as a user turn after ``system``, no tools."""
+        messages = ([Message.system(self.system)] if self.system else []) + [Message.user(self.prompt or "")]
+        self._names = FieldNames(messages=["system", "prompt"][-len(messages):], message_id="", tools=[],
+                                 tool_schema="", tool_name="", response_format="format", conversation="prompt")
+        return EngineRequest(messages=messages, tool_choice="none", **_options(self))
+
+
+def served_names(served: str) -> list[str]:
+    """The names ``model`` may take for the model served as ``served`` (``:latest`` is Ollama's default tag).
 
     Example:
-        >>> served_name("hammer:latest", "hammer"), served_name("hammer", "hammer"), served_name("llama3", "hammer")
-        (True, True, False)
+        >>> served_names("hammer")
+        ['hammer', 'hammer:latest']
     """
-    return model.removesuffix(LATEST) == served.removesuffix(LATEST)
-
-
-def check_model(model: Any, served: str) -> None:
-    """A 404 in Ollama's words unless ``model`` is the one served."""
-    if not isinstance(model, str) or not served_name(model, served):
-        raise APIError(404, f"model {str(model)[:100]!r} not found: this server serves {served!r} (also as "
-                            f"{served.removesuffix(LATEST) + LATEST!r}). Fix: pass model={served!r}.",
-                       param="model", code="model_not_found")
+    base = served.removesuffix(LATEST)
+    return [base, base + LATEST]
 
 
 def _require(condition: bool, message: str, param: str) -> None:
@@ -138,7 +182,7 @@ def _calls(raw: Any, param: str, turn: int) -> list[ToolCall]:
         _require(isinstance(arguments, Mapping), "must be an object.", f"{where}.function.arguments")
         call_id = call.get("id")
         _require(call_id is None or isinstance(call_id, str), "must be a string.", f"{where}.id")
-        calls.append(ToolCall(id=call_id or f"call_{turn}_{j}", name=function["name"], arguments=dict(arguments)))
+        calls.append(ToolCall(id=call_id or call_id_for(turn, j), name=function["name"], arguments=dict(arguments)))
     return calls
 
 
@@ -159,7 +203,8 @@ class _Pending:
         return queue[0] if queue else None
 
     def take(self, raw: Mapping[str, Any], param: str) -> str:
-        """The id of the call a ``tool`` turn answers (see the module's docstring), no longer open."""
+        """The id of the call a ``tool`` turn answers (see the module's docstring), no longer open; an id no call
+        has when it answers none (the engine's rules refuse it, naming this turn)."""
         by_id, by_name = raw.get("tool_call_id"), raw.get("tool_name", raw.get("name"))
         _require(by_id is None or isinstance(by_id, str), "must be a string.", f"{param}.tool_call_id")
         _require(by_name is None or isinstance(by_name, str), "must be a string.", f"{param}.tool_name")
@@ -167,10 +212,7 @@ class _Pending:
         if call is None and (by_id is None or by_name is not None):  # an id this door did not give: by name
             call = self._first(self.named[by_name] if by_name is not None else self.order)
         if call is None:
-            what = f"the call {by_id!r}" if by_id is not None else f"a call of {by_name!r}" if by_name else "a call"
-            raise APIError(400, f"{param}: a tool result answers {what}, which no earlier assistant message made (or "
-                                "whose result came already). Fix: send the assistant message with its tool_calls "
-                                "before the results.", param=f"{param}.tool_name", code="invalid_value")
+            return by_id or f"(no open call{f' of {by_name}' if by_name else ''})"
         del self.open[call.id]
         return call.id
 
@@ -209,7 +251,8 @@ def _response_format(spec: str | dict[str, Any] | None) -> dict[str, Any] | None
     return {"type": "json_schema", "json_schema": {"name": "format", "schema": spec}}
 
 
-def _options(request: _OllamaRequest) -> dict[str, Any]:
+def _options(request: OllamaRequest) -> dict[str, Any]:
+    """Ollama's ``options`` and ``format`` as the engine request's fields."""
     options = request.options or OllamaOptions()
     predict = options.num_predict
     return {
@@ -223,35 +266,10 @@ def _options(request: _OllamaRequest) -> dict[str, Any]:
 
 
 @api_errors_only
-def parse_ollama_chat(body: Any, served: str) -> tuple[EngineCall | None, str]:
-    """A ``/api/chat`` body as an engine call and the model name to answer with (the request's own); the call
-    is None for a body without messages, which Ollama answers with ``done_reason: "load"`` (raises
+def read_ollama(body: Any, served: str, kind: type[OllamaRequest]) -> tuple[OllamaRequest, EngineRequest | None]:
+    """A ``/api/chat`` or ``/api/generate`` body (``kind``) as the door's request and the engine's; the engine's is
+    None for a body with nothing to answer, which Ollama answers with ``done_reason: "load"`` (raises
     :class:`APIError` only)."""
-    request = read_request(body, OllamaChatRequest, None)
-    check_model(request.model, served)
-    if not request.messages:
-        return None, request.model
-    messages = _messages(request.messages)
-    tools = checked_tools(function_tools(request.tools or []))
-    choice = checked_tool_choice(request.tool_choice, tools)
-    # Every tool turn was matched to its call above, so no result can answer nothing.
-    return EngineCall(messages=messages, tools=tools, tool_choice=choice, options=_options(request),
-                      stream=request.stream), request.model
-
-
-@api_errors_only
-def parse_ollama_generate(body: Any, served: str) -> tuple[EngineCall | None, str]:
-    """A ``/api/generate`` body as an engine call (the prompt as a user turn after ``system``, no tools) and the
-    model name to answer with; None without a prompt (Ollama's "load")."""
-    request = read_request(body, OllamaGenerateRequest, None)
-    check_model(request.model, served)
-    _no_images(request.images, "images")
-    _require(not request.raw, "raw prompts are not supported: Hammer is served with its own prompt.", "raw")
-    _require(not request.suffix, "fill-in-the-middle is not supported by this model.", "suffix")
-    _require(not request.template, "a template of your own is not supported: Hammer is served with its own prompt.",
-             "template")
-    if not request.prompt:
-        return None, request.model
-    messages = ([Message.system(request.system)] if request.system else []) + [Message.user(request.prompt)]
-    return EngineCall(messages=messages, tools=[], tool_choice="none", options=_options(request),
-                      stream=request.stream), request.model
+    request = read_request(body, kind, None)
+    check_model(request.model, served_names(served))
+    return request, engine_request(request) if request.has_turn() else None

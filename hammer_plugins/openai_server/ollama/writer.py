@@ -6,7 +6,7 @@ Example:
     >>> lines = writer.feed(HammerResponse(kind="text", text="Hi"))
     >>> [(line["message"]["content"], line["done"]) for line in lines]
     [('Hi', False), ('', True)]
-    >>> writer.answer["message"]["content"], writer.answer["done_reason"]
+    >>> writer.whole["message"]["content"], writer.whole["done_reason"]
     ('Hi', 'stop')
 """
 
@@ -35,7 +35,7 @@ def tool_call(call: ToolCall) -> dict[str, Any]:
 
 
 class OllamaWriter(StreamEncoder[dict[str, Any]]):
-    """Turns the engine's events into Ollama's stream objects; :attr:`answer` is the non-streamed one.
+    """Turns the engine's events into Ollama's stream objects; :attr:`whole` is the non-streamed one.
 
     Prose streams as ``message.content`` pieces with ``done: false``; each call as a piece of its own whose
     ``message.tool_calls`` holds it whole (as Ollama streams calls); the last object has ``done: true``,
@@ -61,7 +61,7 @@ class OllamaWriter(StreamEncoder[dict[str, Any]]):
         self.started = time.perf_counter()
         self.text = ""
         self.calls: list[dict[str, Any]] = []
-        self.answer: dict[str, Any] = {}
+        self.whole: dict[str, Any] = {}
 
     def start(self) -> list[dict[str, Any]]:
         return []  # Ollama's stream opens with the first piece of the answer
@@ -95,14 +95,14 @@ class OllamaWriter(StreamEncoder[dict[str, Any]]):
                     prompt_eval_count=response.usage.prompt_tokens, prompt_eval_duration=int(first * NANOSECONDS),
                     eval_count=response.usage.completion_tokens,
                     eval_duration=int(max(response.timings.get("total", total) - first, 0.0) * NANOSECONDS))
-        self.answer = {**last, **({"response": self.text} if self.generate else {"message": {
+        self.whole = {**last, **({"response": self.text} if self.generate else {"message": {
             "role": "assistant", "content": self.text, **({"tool_calls": self.calls} if self.calls else {})}})}
         return [*out, last]
 
     def loaded(self) -> dict[str, Any]:
         """Ollama's answer to a request with nothing to generate: the model is loaded (``done_reason: "load"``)."""
-        self.answer = {**self._piece("", done=True), "done_reason": "load"}
-        return self.answer
+        self.whole = {**self._piece("", done=True), "done_reason": "load"}
+        return self.whole
 
     @staticmethod
     def error(error: APIError) -> dict[str, Any]:

@@ -4,8 +4,8 @@ A request is read into its own type (:class:`ResponsesRequest`, so a wrong value
 Responses API names it: ``max_output_tokens``, ``input[3].call_id``), its input items become the
 engine's messages, function tools and namespaces its tools, and ``text.format`` its
 ``response_format``; the checks every API makes (the model, the tools, ``tool_choice``, stop lists, a
-result answering a call) are :mod:`~hammer_plugins.openai_server.call`'s. Every walk over the request is
-linear in its size. The answer is encoded from the engine's events by
+result answering a call) are the engine's (:mod:`~hammer_plugins.engine.rules`), their errors named here in
+the Responses API's fields. Every walk over the request is linear in its size. The answer is encoded from the engine's events by
 :class:`~hammer_plugins.openai_server.responses.writer.ResponsesWriter`.
 
 Rules for what a small local model cannot do (docs/server.md, "The Responses API"):
@@ -17,31 +17,25 @@ Rules for what a small local model cannot do (docs/server.md, "The Responses API
 - reasoning, caching, metadata, truncation and every unknown field are accepted and ignored.
 
 Example:
-    >>> call, meta = parse_responses_request({"model": "hammer", "input": "hi", "instructions": "Be brief."}, "hammer")
-    >>> [m.role for m in call.messages], call.tool_choice, meta.instructions
-    (['system', 'user'], 'none', 'Be brief.')
+    >>> responses, call = read_responses({"model": "hammer", "input": "hi", "instructions": "Be brief."}, ["hammer"])
+    >>> [m.role for m in call.messages], call.tool_choice, responses.meta().instructions
+    (['system', 'user'], 'auto', 'Be brief.')
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from hammer_plugins.openai_server.call import (
-    EngineCall,
-    checked_stop,
-    checked_tool_choice,
-    checked_tools,
-    engine_call,
-    read_request,
-)
+from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.openai_server.errors import APIError, api_errors_only
 from hammer_plugins.openai_server.json_body import load_json
+from hammer_plugins.openai_server.request_checks import FieldNames, checked_stop, engine_request, located, read_request
 from hammer_plugins.values.calls import ToolCall
+from hammer_plugins.values.errors import RequestError
 from hammer_plugins.values.messages import Message
 
 NAMESPACE_SEPARATOR = "."
@@ -100,6 +94,49 @@ class ResponsesRequest(BaseModel):
     constrained: bool | None = Field(None, strict=True)
     top_k: int | None = Field(None, ge=0)
     repeat_penalty: float | None = Field(None, gt=0)
+    _meta: ResponsesMeta | None = PrivateAttr(None)
+    _names: FieldNames | None = PrivateAttr(None)
+
+    def to_engine_request(self) -> EngineRequest:
+        """The engine's request: input items as messages, function tools and namespaces as tools, ``text.format``
+        as the response format; what the answer echoes back is kept in :meth:`meta`."""
+        meta = ResponsesMeta(model=self.model, temperature=self.temperature, top_p=self.top_p,
+                             max_output_tokens=self.max_output_tokens,
+                             metadata=self.metadata if isinstance(self.metadata, Mapping) else None)
+        tools, places = _tools(self.tools, meta)
+        messages, origins = _messages({"instructions": self.instructions, "input": self.input}, meta)
+        choice = _tool_choice(self.tool_choice, tools, places)
+        meta.tool_choice = self.tool_choice or "auto"
+        meta.parallel_tool_calls = self.parallel_tool_calls is not False
+        self._meta = meta
+        self._names = FieldNames(messages=origins, message_id="call_id", tools=places, tool_schema="parameters",
+                                 tool_name="name", response_format="text.format", conversation="input")
+        return EngineRequest(
+            messages=messages, tools=tools, tool_choice=choice, max_tokens=self.max_output_tokens,
+            temperature=self.temperature, top_p=self.top_p, seed=self.seed, stop=checked_stop(self.stop, "stop"),
+            top_k=self.top_k, repeat_penalty=self.repeat_penalty, parallel_tool_calls=self.parallel_tool_calls,
+            mask_names=self.mask_names, constrained=self.constrained,
+            # Agent clients (Codex, the Agents SDK) show whatever comes back: Hammer's [] is answered in prose by a
+            # tool-free pass, as Hammer's own client does, unless the request asks for the refusal text.
+            on_refusal=self.on_refusal or "answer", response_format=_response_format(self.text, meta))
+
+    def meta(self) -> ResponsesMeta:
+        """What the answer echoes back of the request (once converted)."""
+        assert self._meta is not None, "to_engine_request() reads it"
+        return self._meta
+
+    def field_names(self) -> FieldNames:
+        assert self._names is not None, "to_engine_request() names the fields"
+        return self._names
+
+    def api_error(self, exc: RequestError, request: EngineRequest) -> APIError:
+        if exc.rule == "unanswered_result" and len(exc.loc) > 1 and isinstance(exc.loc[1], int):
+            place, answered = self.field_names().messages[exc.loc[1]], request.messages[exc.loc[1]].tool_call_id
+            return located(exc, self.field_names(), f"{place} is the output of call_id {answered!r}, which no earlier "
+                                                    "function_call item in input made. Fix: send the function_call item "
+                                                    "before its output (a stateless server needs the whole conversation "
+                                                    "in input).")
+        return located(exc, self.field_names())
 
 
 def _require(condition: bool, message: str, param: str) -> None:
@@ -129,12 +166,14 @@ def _texts(content: Any, param: str) -> str:
     return "".join(texts)
 
 
-def _tools(raw: Any, meta: ResponsesMeta) -> list[dict[str, Any]]:
-    """Function tools (namespaces flattened) as OpenAI function tools; built-in tools left out."""
+def _tools(raw: Any, meta: ResponsesMeta) -> tuple[list[dict[str, Any]], list[str]]:
+    """Function tools (namespaces flattened) as OpenAI function tools, and where each came from; built-in tools
+    left out."""
     if raw is None:
-        return []
+        return [], []
     _require(isinstance(raw, list), "tools must be a list.", "tools")
     tools: list[dict[str, Any]] = []
+    places: list[str] = []
 
     def add(tool: Mapping[str, Any], param: str, namespace: str | None) -> None:
         _require(isinstance(tool.get("name"), str) and bool(tool.get("name")), f"{param} needs a name.", f"{param}.name")
@@ -149,6 +188,7 @@ def _tools(raw: Any, meta: ResponsesMeta) -> list[dict[str, Any]]:
         if tool.get("strict") is not None:
             function["strict"] = tool["strict"]
         tools.append({"type": "function", "function": {k: v for k, v in function.items() if v is not None}})
+        places.append(param)
 
     for i, tool in enumerate(raw):
         _require(isinstance(tool, Mapping), f"tools[{i}] must be an object.", f"tools[{i}]")
@@ -161,18 +201,15 @@ def _tools(raw: Any, meta: ResponsesMeta) -> list[dict[str, Any]]:
                 if isinstance(inner, Mapping) and inner.get("type") == "function":
                     add(inner, f"tools[{i}].tools[{j}]", tool["name"])
         # any other type is a built-in tool (or a custom one): not offered to the model (module docstring)
-    counts = Counter(t["function"]["name"] for t in tools)  # one pass: a names.count per name was quadratic
-    duplicates = sorted(n for n, c in counts.items() if c > 1)
-    _require(not duplicates, f"Two tools share the name(s) {duplicates[:10]} (a namespace's functions are named "
-                             f"'namespace{NAMESPACE_SEPARATOR}function').", "tools")
     meta.tools = [{"type": "function", "name": t["function"]["name"], "description": t["function"].get("description"),
                    "parameters": t["function"].get("parameters"), "strict": t["function"].get("strict", False)}
                   for t in tools]
-    return tools
+    return tools, places
 
 
-def _tool_choice(choice: Any, tools: list[dict[str, Any]]) -> Any:
-    """Responses' tool_choice as the engine's: function -> named, allowed_tools -> a subset of tools."""
+def _tool_choice(choice: Any, tools: list[dict[str, Any]], places: list[str]) -> Any:
+    """Responses' tool_choice as the engine's: function -> named, allowed_tools -> a subset of tools (and of
+    their places)."""
     if choice is None or isinstance(choice, str):
         return choice
     _require(isinstance(choice, Mapping), "tool_choice must be a string or an object.", "tool_choice")
@@ -188,7 +225,8 @@ def _tool_choice(choice: Any, tools: list[dict[str, Any]]) -> Any:
         _require(listed is None or isinstance(listed, list), "tool_choice.tools must be a list of tools.",
                  "tool_choice.tools")
         allowed = {t.get("name") for t in listed or [] if isinstance(t, Mapping) and isinstance(t.get("name"), str)}
-        tools[:] = [t for t in tools if t["function"]["name"] in allowed]
+        kept = [i for i, t in enumerate(tools) if t["function"]["name"] in allowed]
+        tools[:], places[:] = [tools[i] for i in kept], [places[i] for i in kept]
         return "required" if choice.get("mode") == "required" else "auto"
     raise APIError(400, f"tool_choice of type {str(kind)[:40]!r} names a built-in tool, which this server does not "
                         "run. Fix: send function tools and tool_choice 'auto', 'required', 'none' or a function.",
@@ -292,9 +330,9 @@ def _response_format(text: Any, meta: ResponsesMeta) -> dict[str, Any] | None:
 
 
 @api_errors_only
-def parse_responses_request(body: Any, served_model: str | list[str]) -> tuple[EngineCall, ResponsesMeta]:
-    """Validate a ``/v1/responses`` body and map it to an engine call (raises :class:`APIError` only)."""
-    request = read_request(body, ResponsesRequest, served_model)
+def read_responses(body: Any, served: list[str]) -> tuple[ResponsesRequest, EngineRequest]:
+    """A ``/v1/responses`` body as the door's request and the engine's (raises :class:`APIError` only)."""
+    responses = read_request(body, ResponsesRequest, served)
     for stateful in ("previous_response_id", "conversation"):
         if body.get(stateful) is not None:
             raise APIError(400, f"{stateful} is not supported: this server is stateless and stores no responses. "
@@ -303,35 +341,4 @@ def parse_responses_request(body: Any, served_model: str | list[str]) -> tuple[E
     if body.get("background"):
         raise APIError(400, "background responses are not supported. Fix: leave background out and stream instead.",
                        param="background", code="unsupported_value")
-    meta = ResponsesMeta(model=request.model, temperature=request.temperature, top_p=request.top_p,
-                         max_output_tokens=request.max_output_tokens,
-                         metadata=request.metadata if isinstance(request.metadata, Mapping) else None)
-    tools = _tools(request.tools, meta)
-    messages, origins = _messages(body, meta)
-    choice = _tool_choice(request.tool_choice, tools)
-    if not tools and choice not in (None, "auto", "none"):
-        raise APIError(400, f"tool_choice {str(request.tool_choice)[:80]!r} needs function tools, and the request has "
-                            "none (built-in tools are not run here).", param="tool_choice", code="invalid_value")
-    tools = checked_tools(tools)
-    meta.tool_choice = request.tool_choice or "auto"
-    meta.parallel_tool_calls = request.parallel_tool_calls is not False
-    options: dict[str, Any] = {
-        "max_tokens": request.max_output_tokens, "temperature": request.temperature, "top_p": request.top_p,
-        "seed": request.seed, "stop": checked_stop(request.stop, "stop"), "top_k": request.top_k,
-        "repeat_penalty": request.repeat_penalty, "parallel_tool_calls": request.parallel_tool_calls,
-        "mask_names": request.mask_names, "constrained": request.constrained,
-        # Agent clients (Codex, the Agents SDK) show whatever comes back: Hammer's [] is answered in prose by a
-        # tool-free pass, as Hammer's own client does, unless the request asks for the refusal text.
-        "on_refusal": request.on_refusal or "answer",
-        "response_format": _response_format(request.text, meta),
-    }
-
-    def origin(index: int) -> tuple[str, str]:
-        place = origins[index]
-        return (f"{place}.call_id", f"{place} is the output of call_id {messages[index].tool_call_id!r}, which no "
-                                    "earlier function_call item in input made. Fix: send the function_call item before "
-                                    "its output (a stateless server needs the whole conversation in input).")
-
-    call = engine_call(messages, tools, checked_tool_choice(choice if tools else None, tools), options,
-                       stream=request.stream, origin=origin)
-    return call, meta
+    return responses, engine_request(responses)

@@ -66,7 +66,7 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
         return event
 
     @property
-    def answer(self) -> dict[str, Any]:
+    def whole(self) -> dict[str, Any]:
         """The ``response`` object so far (the non-streamed answer, once fed the final event)."""
         return self.response
 
