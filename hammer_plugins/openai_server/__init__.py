@@ -1,9 +1,12 @@
-"""Hammer for any OpenAI client: an OpenAI-compatible HTTP server over :class:`~hammer_plugins.HammerEngine`.
+"""Hammer for OpenAI, Anthropic and Ollama clients: the API server over :class:`~hammer_plugins.HammerEngine`.
 
-``hammer serve --openai`` serves ``POST /v1/chat/completions`` (tools, ``tool_choice``, streaming,
-usage, ``response_format``), ``GET /v1/models`` and ``GET /health`` with the model in process or on
-llama-server behind it: Hammer's own prompt, constrained decoding and refusal handling, whatever
-the client. See docs/server.md.
+``hammer serve --openai`` serves four APIs over one engine, each in its own folder: OpenAI Chat
+Completions (``POST /v1/chat/completions``: tools, ``tool_choice``, streaming, usage, ``response_format``),
+OpenAI Responses (``POST /v1/responses``), Anthropic Messages (``POST /v1/messages`` and
+``/v1/messages/count_tokens``) and Ollama's API (``/api/chat``, ``/api/generate`` and its model routes);
+besides them ``GET /v1/models``, ``GET /health`` and the playground page at ``/``. The model runs in
+process or behind the server backend (llama-server, vLLM): Hammer's own prompt, constrained decoding
+and refusal handling, whatever the client. See docs/server.md.
 
 Importing this package is free; FastAPI, uvicorn and the ``openai`` types load with the names below
 (the ``openai-server`` extra).

@@ -7,6 +7,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Folders docs/architecture.md already names by the name the code is moving to (old name -> new name), applied to
+# the first part of a core folder's path. An entry goes once its new folder exists (test_the_map_names_every_folder).
+RENAMED_IN_THE_MAP = {"openai_server": "http_api"}
+
 
 def test_the_errors_table_lists_every_exported_error() -> None:
     """docs/engine.md's errors table names every error class ``hammer_plugins`` exports."""
@@ -57,5 +61,65 @@ def test_the_folders_table_gives_each_folders_layer() -> None:
         files = [init] if init.is_file() else sorted(folder.glob("*.py"))  # vllm_plugin: plugin files, no package
         found = {int(n) for f in files for n in re.findall(r"^Layer (\d)\b", f.read_text(encoding="utf-8"), re.M)}
         if found:
-            actual[folder.name] = found.pop()
+            actual[RENAMED_IN_THE_MAP.get(folder.name, folder.name)] = found.pop()
     assert stated == actual
+
+
+# ------------------------------------------------------------------ the map names every folder
+# docs/architecture.md names each folder as a path in backticks ending in "/": the core's folders relative to
+# hammer_plugins/ (`tools/`, `http_api/ollama/`; asset folders too, as `prompt/templates/`), the distributions'
+# package folders (those holding a module) relative to the repository (`evals/hammer_evals/bfcl/`).
+MAP = "docs/architecture.md"
+DISTRIBUTIONS = ("integrations", "evals")
+
+
+def _holds_files(folder: Path) -> bool:
+    return any(f.is_file() and "__pycache__" not in f.parts for f in folder.rglob("*"))
+
+
+def _folders_to_map(root: Path = ROOT) -> list[str]:
+    """Every folder the map must name, as the map names it. A folder with nothing in it but ``__pycache__`` (one
+    left behind by a move) is no folder; under integrations/ and evals/ only folders holding a module count."""
+    def folders(under: Path) -> list[Path]:
+        return sorted(p for p in under.rglob("*") if p.is_dir() and "__pycache__" not in p.parts
+                      and not any(part.startswith(".") for part in p.relative_to(root).parts))
+
+    core = root / "hammer_plugins"
+    found = [f"{p.relative_to(core).as_posix()}/" for p in folders(core) if _holds_files(p)]
+    for distribution in DISTRIBUTIONS:
+        found += [f"{p.relative_to(root).as_posix()}/" for p in folders(root / distribution) if any(p.glob("*.py"))]
+    return found
+
+
+def _unmapped(folders: list[str], doc: str, renamed: dict[str, str]) -> list[str]:
+    """The folders ``doc`` never names as a backticked path, each read under its new name if it is being renamed."""
+    named = set(re.findall(r"`([\w./-]+/)`", doc))
+
+    def as_mapped(folder: str) -> str:
+        first, _, rest = folder.partition("/")
+        return f"{renamed.get(first, first)}/{rest}"
+
+    return [folder for folder in folders if as_mapped(folder) not in named]
+
+
+def test_the_map_check_finds_an_unnamed_folder(tmp_path: Path) -> None:
+    for path in ("hammer_plugins/tools/a.py", "hammer_plugins/server/ollama/a.py", "hammer_plugins/page/static/a.js",
+                 "hammer_plugins/moved/__pycache__/a.pyc", "integrations/x/x_pkg/__init__.py",
+                 "integrations/x/x_pkg.egg-info/PKG-INFO", "evals/e/data/a.json"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    folders = _folders_to_map(tmp_path)
+    assert folders == ["page/", "page/static/", "server/", "server/ollama/", "tools/", "integrations/x/x_pkg/"]
+    doc = "`tools/`, `api/`, `api/ollama/` and `page/` (its `static/`); `integrations/x/x_pkg/`"
+    assert _unmapped(folders, doc, {"server": "api"}) == ["page/static/"]
+    assert _unmapped(folders, doc, {}) == ["page/static/", "server/", "server/ollama/"]
+
+
+def test_the_map_names_every_folder() -> None:
+    """docs/architecture.md names every folder of the core, walked to the bottom, and each distribution's packages."""
+    folders = _folders_to_map()
+    assert {"tools/", "openai_server/ollama/", "openai_server/playground/static/", "prompt/templates/",
+            "integrations/langchain/langchain_hammer/", "evals/hammer_evals/bfcl/"} <= set(folders)
+    assert _unmapped(folders, (ROOT / MAP).read_text(encoding="utf-8"), RENAMED_IN_THE_MAP) == []
+    landed = [old for old, new in RENAMED_IN_THE_MAP.items() if (ROOT / "hammer_plugins" / new).is_dir()]
+    assert landed == [], "renamed in the code now: take them off RENAMED_IN_THE_MAP"

@@ -251,9 +251,9 @@ class ChatHammer(BaseChatModel, EngineSettings):
     def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                 run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
         engine, msgs, call, override = self._prepare(messages, stop, kwargs)
-        converter = _StreamConverter(self._model_label(override))
+        writer = _MessageChunkWriter(self._model_label(override))
         for event in engine.stream(msgs, **call):
-            for chunk in converter.feed(event):
+            for chunk in writer.feed(event):
                 if run_manager:
                     run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                 yield chunk
@@ -262,9 +262,9 @@ class ChatHammer(BaseChatModel, EngineSettings):
                        run_manager: AsyncCallbackManagerForLLMRun | None = None,
                        **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
         engine, msgs, call, override = self._prepare(messages, stop, kwargs)
-        converter = _StreamConverter(self._model_label(override))
+        writer = _MessageChunkWriter(self._model_label(override))
         async for event in engine.astream(msgs, **call):
-            for chunk in converter.feed(event):
+            for chunk in writer.feed(event):
                 if run_manager:
                     await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                 yield chunk
@@ -529,7 +529,7 @@ def _result(response: HammerResponse, model_name: str) -> ChatResult:
                                                   generation_info={"finish_reason": response.finish_reason})])
 
 
-class _StreamConverter(StreamEncoder[ChatGenerationChunk]):
+class _MessageChunkWriter(StreamEncoder[ChatGenerationChunk]):
     """Engine stream events to chunks whose sum equals the ``AIMessage`` of ``invoke``.
 
     Prose (the engine's ``"prose"`` channel: a tool-free answer, the ``on_refusal="answer"`` pass,

@@ -218,14 +218,14 @@ class HammerLLM(FunctionCallingLLM, EngineSettings):
         return self._astream_chat(messages, **kwargs)
 
     def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Iterator[ChatResponse]:
-        turn = _Turn()
+        writer = _ChatResponseWriter()
         for event in self.engine.stream(to_engine_messages(messages), **self._options(kwargs)):
-            yield from turn.feed(event)
+            yield from writer.feed(event)
 
     async def _astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> AsyncIterator[ChatResponse]:
-        turn = _Turn()
+        writer = _ChatResponseWriter()
         async for event in self.engine.astream(to_engine_messages(messages), **self._options(kwargs)):
-            for response in turn.feed(event):
+            for response in writer.feed(event):
                 yield response
 
     def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -426,7 +426,7 @@ def _assistant(text: str, calls: Sequence[ToolCall], invalid: Sequence[InvalidTo
     return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks, additional_kwargs=extra)
 
 
-class _Turn(StreamEncoder[ChatResponse]):
+class _ChatResponseWriter(StreamEncoder[ChatResponse]):
     """Engine events in, ``ChatResponse`` chunks out; each chunk carries every call so far.
 
     Prose (the engine's ``"prose"`` channel, already trimmed so it adds up to the final text) is
