@@ -41,7 +41,7 @@ from hammer_plugins import HammerEngine
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.launch import LlamaServer
 from hammer_plugins.models.source import default_model_path
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "live_simple", "irrelevance")
 PATHS = ("hammer", "llama-server --jinja")

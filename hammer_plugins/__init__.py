@@ -28,6 +28,7 @@ from hammer_plugins.engine import (
     ToolCallDelta,
     normalize_tool_choice,
 )
+from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.engine.settings import EngineSettings
 from hammer_plugins.output.parsing import ParsedOutput, parse_output
 from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
@@ -45,6 +46,7 @@ from hammer_plugins.values.errors import (
     InvalidModelFileError,
     ModelChecksumError,
     ModelNotFoundError,
+    RequestError,
     SchemaConversionError,
     SchemaLimitError,
     ServerAuthenticationError,
@@ -83,6 +85,7 @@ __all__ = [
     "Backend",
     "BackendNotInstalledError",
     "ContextWindowExceededError",
+    "EngineRequest",
     "EngineSettings",
     "GenerationChunk",
     "GenerationSettings",
@@ -98,6 +101,7 @@ __all__ = [
     "OpenAICompatibleBackend",
     "ParsedOutput",
     "RefusalError",
+    "RequestError",
     "Runtime",
     "SchemaConversionError",
     "SchemaLimitError",

@@ -2,7 +2,7 @@
 
 A local runtime (llama.cpp, transformers) generates with blocking calls under a lock. Its async half
 (:meth:`hammer_plugins.backends.base.Backend.astream`) and the OpenAI server's queue of in-process
-calls (:class:`hammer_plugins.openai_server.worker.EngineWorker`) both run a generation through
+calls (:class:`hammer_plugins.http_api.worker.EngineWorker`) both run a generation through
 :func:`iterate_in_thread`: its items come back on the event loop, and when the awaiting task is
 cancelled or the consumer stops reading, a :class:`threading.Event` is set and the generation stops
 at its next token (:class:`~hammer_plugins.values.errors.GenerationCancelled`).

@@ -30,6 +30,7 @@ from hammer_plugins import __version__
 from hammer_plugins.cli.mcp_options import add_mcp_arguments, attach_mcp_servers
 from hammer_plugins.cli.serve import add_playground_parser, add_serve_parser
 from hammer_plugins.engine import HammerEngine
+from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.engine.settings import EngineSettings, add_engine_arguments
 from hammer_plugins.output.response import HammerResponse
 from hammer_plugins.tools.definition import Tool, to_tool
@@ -145,7 +146,7 @@ def cmd_call(args: argparse.Namespace) -> int:
 def _call(args: argparse.Namespace, tools: list[Tool]) -> int:
     engine = _engine(args)
     started = time.perf_counter()
-    response = engine.generate([Message.user(args.query)], tools=tools, tool_choice=args.tool_choice)
+    response = engine.generate(EngineRequest(messages=[Message.user(args.query)], tools=tools, tool_choice=args.tool_choice))
     if args.verbose:
         _report(response, time.perf_counter() - started)
     if response.kind == "tool_calls":
@@ -216,7 +217,8 @@ def _chat(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         # The engine's end-of-turn rules (hammer_plugins.values.agent_loop) end the turn: after --max-steps
         # rounds of calls, or [] or only repeats after results, the answer comes in plain language.
         while True:
-            response = engine.generate(history, tools=tools, on_refusal="answer", max_tool_rounds=args.max_steps)
+            response = engine.generate(EngineRequest(messages=history, tools=tools, on_refusal="answer",
+                                                     max_tool_rounds=args.max_steps))
             if response.kind != "tool_calls":
                 text = response.text or "; ".join(b.reason for b in response.invalid_tool_calls)
                 print(f"hammer> {printable(text, keep_newlines=True)}")

@@ -28,7 +28,7 @@ from typing import Any
 
 from hammer_plugins.cli.mcp_options import add_mcp_arguments
 from hammer_plugins.engine.settings import add_prefix_cache_argument, add_setting_argument
-from hammer_plugins.openai_server.defaults import (
+from hammer_plugins.http_api.defaults import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -220,7 +220,7 @@ def cmd_playground(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server in the foreground; 0 when stopped with Ctrl-C."""
     if getattr(args, "openai", False):  # the OpenAI-compatible server over HammerEngine
-        from hammer_plugins.openai_server.runner import serve_openai
+        from hammer_plugins.http_api.runner import serve_openai
 
         return serve_openai(args)
     if getattr(args, "backend", None) or getattr(args, "base_url", None):

@@ -30,6 +30,7 @@ MOVED: dict[str, str | tuple[str, ...]] = {
     "hammer_plugins.errors": "hammer_plugins.values.errors",
     "hammer_plugins.model_source": "hammer_plugins.models.source",
     "hammer_plugins.model_store": "hammer_plugins.models.store",
+    "hammer_plugins.openai_server": "hammer_plugins.http_api",
     "hammer_plugins.schema_limits": "hammer_plugins.tools.limits",
     "hammer_plugins.snapshots": "hammer_plugins.slot_filling.snapshots",
 }

@@ -16,7 +16,7 @@ import time
 from openai import OpenAI
 
 from hammer_plugins import HammerEngine, Message
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 from hammer_plugins.support.cache_location import cache_dir
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(1500)]  # Codex's agent-sized prompt on one CPU

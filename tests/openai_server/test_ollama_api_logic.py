@@ -18,9 +18,9 @@ from openai_server_helpers import scripted_answer
 from pydantic import BaseModel
 
 from hammer_plugins import HammerEngine, ScriptedBackend
-from hammer_plugins.openai_server import BackgroundServer, create_app
-from hammer_plugins.openai_server.errors import APIError
-from hammer_plugins.openai_server.ollama.request import OllamaChatRequest, OllamaGenerateRequest, read_ollama
+from hammer_plugins.http_api import BackgroundServer, create_app
+from hammer_plugins.http_api.errors import APIError
+from hammer_plugins.http_api.ollama.request import OllamaChatRequest, OllamaGenerateRequest, read_ollama
 
 REFUSAL = "Sorry, no tool is suitable for your request."
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

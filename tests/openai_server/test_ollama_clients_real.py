@@ -13,7 +13,7 @@ import pytest
 from openai_server_helpers import QUESTION, RESULT, assert_create_agent_answers_from_the_tool, weather_tool
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]  # agent loops: several model calls each
 

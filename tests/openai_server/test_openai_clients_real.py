@@ -17,7 +17,7 @@ import pytest
 from openai_server_helpers import CLIENTS_KEY, QUESTION, RESULT, assert_create_agent_answers_from_the_tool, weather_tool
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 
 pytestmark = pytest.mark.real_model
 

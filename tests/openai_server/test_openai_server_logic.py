@@ -20,7 +20,7 @@ from openai import OpenAI
 from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import Backend, Usage
 from hammer_plugins.launch.child import exposure_warning
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 
@@ -407,7 +407,7 @@ def test_concurrent_requests_run_one_at_a_time_each_with_its_own_answer(
 
 # ------------------------------------------------------------------ process hygiene
 def test_importing_the_package_loads_no_web_stack() -> None:
-    script = ("import sys, hammer_plugins, hammer_plugins.openai_server\n"
+    script = ("import sys, hammer_plugins, hammer_plugins.http_api\n"
               "print(sorted(m for m in ('fastapi', 'uvicorn', 'starlette', 'openai') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "[]", result.stderr

@@ -15,7 +15,7 @@ from openai import OpenAI
 from openai_server_helpers import ask_at_once, assert_each_got_its_own_answer
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 

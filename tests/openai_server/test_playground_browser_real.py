@@ -18,7 +18,7 @@ import pytest
 from serve_process import hammer_serve
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(300)]
 

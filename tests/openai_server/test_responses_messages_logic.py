@@ -20,7 +20,7 @@ from openai_server_helpers import raw_events, scripted_answer
 from pydantic import TypeAdapter
 
 from hammer_plugins import HammerEngine, ScriptedBackend
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 
 KEY = "apis-key"
 REFUSAL = "Sorry, no tool is suitable for your request."
@@ -124,7 +124,7 @@ def test_responses_refusals_name_the_field(oai: openai.OpenAI, body: dict[str, A
 def test_an_output_no_call_asked_for_is_a_user_turn_naming_it() -> None:
     """Codex CLI sends a function_call_output with a name and namespace and no call_id (its goal's objective):
     the text reaches the model as a user turn saying whose output it is; no assistant call is made up."""
-    from hammer_plugins.openai_server.responses.request import ResponsesMeta, _messages
+    from hammer_plugins.http_api.responses.request import ResponsesMeta, _messages
 
     request = {"input": [{"role": "user", "content": "Say hello."},
                          {"type": "function_call_output", "name": "goal_objective", "namespace": "agent",
@@ -207,7 +207,7 @@ def test_count_tokens_counts_the_rendered_prompt(claude: anthropic.Anthropic) ->
 
 
 def test_is_error_results_are_marked_for_the_model() -> None:
-    from hammer_plugins.openai_server.messages.request import read_messages
+    from hammer_plugins.http_api.messages.request import read_messages
 
     _, call = read_messages({"model": "hammer", "max_tokens": 8, "tools": ANTHROPIC_TOOLS, "messages": [
         {"role": "user", "content": "weather?"},

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from hammer_plugins import HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings, Usage
 from hammer_plugins.grammar.builder import Grammar
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 
 KEY = "options-key"
 TOOLS_MARK = "[BEGIN OF AVAILABLE TOOLS]"

@@ -32,12 +32,12 @@ from raw_clients import never_reading
 from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import Backend, Usage
 from hammer_plugins.launch import free_port
-from hammer_plugins.openai_server import BackgroundServer, create_app
-from hammer_plugins.openai_server import respond as respond_module
-from hammer_plugins.openai_server.chat_completions.request import parse_request
-from hammer_plugins.openai_server.errors import APIError
-from hammer_plugins.openai_server.guard import Guard
-from hammer_plugins.openai_server.json_body import MAX_JSON_DEPTH, json_too_deep, parse_json
+from hammer_plugins.http_api import BackgroundServer, create_app
+from hammer_plugins.http_api import respond as respond_module
+from hammer_plugins.http_api.chat_completions.request import parse_request
+from hammer_plugins.http_api.errors import APIError
+from hammer_plugins.http_api.guard import Guard
+from hammer_plugins.http_api.json_body import MAX_JSON_DEPTH, json_too_deep, parse_json
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 
@@ -236,7 +236,7 @@ def test_the_host_check_applies_to_loopback_connections_only() -> None:
 def test_the_environment_adds_origins_and_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
-    from hammer_plugins.openai_server.runner import _bounds
+    from hammer_plugins.http_api.runner import _bounds
 
     monkeypatch.setenv("HAMMER_ORIGINS", "https://a.example, chrome-extension://*")
     monkeypatch.setenv("HAMMER_HOSTS", "proxy.example")
@@ -717,7 +717,7 @@ import inspect
 import json
 import sys
 from hammer_plugins import HammerEngine
-from hammer_plugins.openai_server import runner
+from hammer_plugins.http_api import runner
 from test_security import GateBackend
 
 engine = HammerEngine(backend=GateBackend())

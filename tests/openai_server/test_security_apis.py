@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from hammer_plugins import HammerEngine, ScriptedBackend
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 
 KEY = "apis-security-key"
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -184,10 +184,10 @@ def test_garbage_never_gets_a_5xx_on_any_api(server: BackgroundServer, api: str,
 # ------------------------------------------------------------------ each API in its own words (issue 46), unforeseen
 # bodies (issue 47, class 5) and quadratic walks (class 1)
 def _parsers() -> dict[str, Callable[[Any], Any]]:
-    from hammer_plugins.openai_server.chat_completions.request import read_chat
-    from hammer_plugins.openai_server.messages.request import read_messages
-    from hammer_plugins.openai_server.ollama.request import OllamaChatRequest, read_ollama
-    from hammer_plugins.openai_server.responses.request import read_responses
+    from hammer_plugins.http_api.chat_completions.request import read_chat
+    from hammer_plugins.http_api.messages.request import read_messages
+    from hammer_plugins.http_api.ollama.request import OllamaChatRequest, read_ollama
+    from hammer_plugins.http_api.responses.request import read_responses
 
     return {"ollama": lambda body: read_ollama(body, "hammer", OllamaChatRequest)[1],
             "chat": lambda body: read_chat(body, ["hammer"])[1],
@@ -196,7 +196,7 @@ def _parsers() -> dict[str, Callable[[Any], Any]]:
 
 
 def _refused(api: str, body: dict[str, Any]) -> Any:
-    from hammer_plugins.openai_server.errors import APIError
+    from hammer_plugins.http_api.errors import APIError
 
     with pytest.raises(APIError) as caught:
         _parsers()[api](body)
@@ -234,7 +234,7 @@ def test_each_api_names_its_own_field(api: str, change: dict[str, Any], param: s
 
 
 def test_stop_lists_are_bounded_on_every_api() -> None:
-    from hammer_plugins.openai_server.request_checks import MAX_STOP_CHARACTERS, MAX_STOP_SEQUENCES
+    from hammer_plugins.http_api.request_checks import MAX_STOP_CHARACTERS, MAX_STOP_SEQUENCES
 
     for api, field in (("chat", "stop"), ("responses", "stop"), ("messages", "stop_sequences")):
         call = _parsers()[api](request(api, **{field: ["s"] * MAX_STOP_SEQUENCES}))
@@ -259,7 +259,7 @@ _KEYS = ["model", "messages", "input", "tools", "tool_choice", "content", "role"
 def test_the_parsers_foresee_every_body(api: str, payload: Any) -> None:
     """Every parser answers any body with a call or an API error it meant to give: the catch-all (a 400 with
     one log line) never has to step in. The bodies are built from the APIs' own keys and values."""
-    from hammer_plugins.openai_server.errors import APIError
+    from hammer_plugins.http_api.errors import APIError
 
     if isinstance(payload, dict):
         payload.setdefault("model", "hammer")
@@ -348,7 +348,7 @@ def test_health_checks_and_large_bodies_run_on_the_servers_own_threads() -> None
         return original(body, served)
 
     engine = HammerEngine(backend=ScriptedBackend(["[]"] * 10))
-    import hammer_plugins.openai_server.chat_completions.router as app_module
+    import hammer_plugins.http_api.chat_completions.router as app_module
 
     original = app_module.read_chat
     app_module.read_chat = parse

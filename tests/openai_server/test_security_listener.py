@@ -44,16 +44,16 @@ from test_security import (
 
 from hammer_plugins import HammerEngine, ScriptedBackend
 from hammer_plugins.cli.serve import add_serve_parser
-from hammer_plugins.openai_server import BackgroundServer, create_app
-from hammer_plugins.openai_server.guard import Guard, ip_address
-from hammer_plugins.openai_server.listener import (
+from hammer_plugins.http_api import BackgroundServer, create_app
+from hammer_plugins.http_api.guard import Guard, ip_address
+from hammer_plugins.http_api.listener import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
     listener_config,
 )
-from hammer_plugins.openai_server.runner import _listener
+from hammer_plugins.http_api.runner import _listener
 
 KEY = "listener-key"
 MIB = 2**20

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from hammer_plugins import HammerEngine, ScriptedBackend
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 
 CRAFTED = "a" * 40 + "c ab"
 

@@ -17,7 +17,7 @@ import pytest
 
 from hammer_plugins import HammerEngine, Message, ToolCall
 from hammer_plugins.backends.llama_cpp import LlamaCppBackend
-from hammer_plugins.openai_server import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer, create_app
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]
 

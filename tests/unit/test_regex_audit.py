@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from hammer_evals.bfcl.runners import _tagged_blocks
-from hammer_plugins.openai_server.guard import DEFAULT_ORIGINS, Guard, _matches, _pattern
-from hammer_plugins.openai_server.json_body import json_too_deep
+from hammer_plugins.http_api.guard import DEFAULT_ORIGINS, Guard, _matches, _pattern
+from hammer_plugins.http_api.json_body import json_too_deep
 from hammer_plugins.slot_filling.snapshots import _CLAUSE_END, slot_phrase
 
 BACKSTOP_SECONDS = 20.0

@@ -59,6 +59,7 @@ from hammer_plugins import (
     normalize_tool_choice,
     to_tool,
 )
+from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.engine.settings import SERVER_OPTIONS, EngineSettings
 from hammer_plugins.engine.slots import filler_for
 from hammer_plugins.mcp.client import tool_result_text
@@ -223,36 +224,36 @@ class ChatHammer(BaseChatModel, EngineSettings):
         return self.build_engine(model)
 
     def _prepare(self, messages: list[BaseMessage], stop: list[str] | None,
-                 kwargs: dict[str, Any]) -> tuple[HammerEngine, list[Message], dict[str, Any], str | None]:
-        """Engine, engine messages, engine call arguments, and the model override for one call.
+                 kwargs: dict[str, Any]) -> tuple[HammerEngine, EngineRequest, str | None]:
+        """Engine, the engine's request, and the model override for one call.
 
-        Call arguments (bound or per call) go to the engine as they are; it raises ``TypeError`` for
-        one it does not know. ``parallel_tool_calls=None`` means "not set" here, as in LangChain.
+        Call arguments (bound or per call) are the request's fields as they are: one that is not a field is a
+        ``TypeError`` here. ``parallel_tool_calls=None`` means "not set" here, as in LangChain.
         """
         override = kwargs.get("model") or None
         call = {k: v for k, v in kwargs.items()
                 if k not in _IGNORED_KEYS and not (k == "parallel_tool_calls" and v is None)}
         call["stop"] = list(stop if stop is not None else self.stop or [])
-        return self._engine(override), to_engine_messages(messages), call, override
+        return self._engine(override), EngineRequest.of(to_engine_messages(messages), **call), override
 
     # ---------------------------------------------------------------- generation
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        engine, msgs, call, override = self._prepare(messages, stop, kwargs)
-        response = engine.generate(msgs, **call)
+        engine, request, override = self._prepare(messages, stop, kwargs)
+        response = engine.generate(request)
         return _result(response, self._model_label(override))
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                          run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        engine, msgs, call, override = self._prepare(messages, stop, kwargs)
-        response = await engine.agenerate(msgs, **call)
+        engine, request, override = self._prepare(messages, stop, kwargs)
+        response = await engine.agenerate(request)
         return _result(response, self._model_label(override))
 
     def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                 run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
-        engine, msgs, call, override = self._prepare(messages, stop, kwargs)
+        engine, request, override = self._prepare(messages, stop, kwargs)
         writer = _MessageChunkWriter(self._model_label(override))
-        for event in engine.stream(msgs, **call):
+        for event in engine.stream(request):
             for chunk in writer.feed(event):
                 if run_manager:
                     run_manager.on_llm_new_token(chunk.text, chunk=chunk)
@@ -261,9 +262,9 @@ class ChatHammer(BaseChatModel, EngineSettings):
     async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                        run_manager: AsyncCallbackManagerForLLMRun | None = None,
                        **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
-        engine, msgs, call, override = self._prepare(messages, stop, kwargs)
+        engine, request, override = self._prepare(messages, stop, kwargs)
         writer = _MessageChunkWriter(self._model_label(override))
-        async for event in engine.astream(msgs, **call):
+        async for event in engine.astream(request):
             for chunk in writer.feed(event):
                 if run_manager:
                     await run_manager.on_llm_new_token(chunk.text, chunk=chunk)

@@ -57,6 +57,7 @@ from hammer_plugins import (
     ModelNotFoundError,
     ToolCall,
 )
+from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.engine.settings import EngineSettings
 from hammer_plugins.mcp.client import tool_result_text
 from hammer_plugins.output.encoder import StreamEncoder
@@ -219,26 +220,25 @@ class HammerLLM(FunctionCallingLLM, EngineSettings):
 
     def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Iterator[ChatResponse]:
         writer = _ChatResponseWriter()
-        for event in self.engine.stream(to_engine_messages(messages), **self._options(kwargs)):
+        for event in self.engine.stream(self._request(messages, kwargs)):
             yield from writer.feed(event)
 
     async def _astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> AsyncIterator[ChatResponse]:
         writer = _ChatResponseWriter()
-        async for event in self.engine.astream(to_engine_messages(messages), **self._options(kwargs)):
+        async for event in self.engine.astream(self._request(messages, kwargs)):
             for response in writer.feed(event):
                 yield response
 
-    def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The engine's call arguments: tools converted, the ``parallel_tool_calls`` field as the default.
+    def _request(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> EngineRequest:
+        """The engine's request: the messages and tools converted, the ``parallel_tool_calls`` field as the default.
 
-        Everything else goes to the engine as it is (it raises ``TypeError`` for an unknown option);
-        the end of an agent turn (``max_tool_rounds``, ``[]`` or repeats after tool results) is the
-        engine's too.
+        Every other option is a field of the request as it is (an unknown one is a ``TypeError``); the end of an
+        agent turn (``max_tool_rounds``, ``[]`` or repeats after tool results) is the engine's too.
         """
         options = dict(kwargs)
         options.setdefault("parallel_tool_calls", self.parallel_tool_calls)
         options["tools"] = [to_engine_tool(t) for t in options.get("tools") or []]
-        return options
+        return EngineRequest.of(to_engine_messages(messages), **options)
 
     # ------------------------------------------------------------- tool calling
     def _prepare_chat_with_tools(

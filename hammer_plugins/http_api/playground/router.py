@@ -1,0 +1,223 @@
+"""The playground's routes: the page (static files shipped in the package, nothing fetched from elsewhere) and
+two read-only helpers behind the API key, so that the page shows what Hammer sees.
+
+- ``GET /`` and ``GET /playground/static/<file>``: the page, answered without the key (it holds nothing
+  secret; every request it makes sends the key), with a strict Content-Security-Policy (scripts and styles
+  from this server only, no inline code, no frames, requests to this origin only).
+- ``GET /playground/api/config``: the model's name, the demo tools and the tools given on the command line.
+- ``POST /playground/api/tools``: a tool set checked as the APIs check it (the same 400 in OpenAI's error
+  JSON) and each tool's estimated cost in the tools block.
+- ``POST /playground/api/inspect``: a Chat Completions body as the model would read it
+  (:func:`~hammer_plugins.engine.inspection.inspect_request`): the prompt, the offered tools, the names
+  the model reads. Nothing runs.
+- ``POST /playground/api/slot_filling``: one slot-filling turn (``{"history": [...], "tools": [...], "grounding":
+  "report" | "enforce" | "off"}``, the
+  history as :func:`~hammer_plugins.slot_filling.snapshots.dump_history` writes it, snapshots included):
+  the engine's slot-filling call through the app's one route body (queue, time limit, a client that
+  leaves), answered with the decision, the turn's snapshot, the assistant message to append and what the
+  snapshot call read (its prompt and offered tools).
+
+- ``POST /playground/api/run``: one call of an MCP server's tool (``hammer playground --mcp``), sent once the
+  person approved it in the page; its result text.
+
+The helpers take a place in the queue and run on the server's request threads, as every request does.
+
+Example:
+    >>> sorted(PAGE_FILES)
+    ['playground.css', 'playground.js']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from hammer_plugins.engine.inspection import inspect_request
+from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.http_api.chat_completions.request import read_chat
+from hammer_plugins.http_api.context import ServerContext, ServerSettings, server_of
+from hammer_plugins.http_api.door import Door
+from hammer_plugins.http_api.errors import APIError, api_errors_only
+from hammer_plugins.http_api.framing import Framing
+from hammer_plugins.http_api.request_checks import FieldNames, engine_request, function_tools, located
+from hammer_plugins.http_api.respond import read_body, respond, run_off_loop
+from hammer_plugins.mcp.client import MCPToolError
+from hammer_plugins.output.response import HammerResponse
+from hammer_plugins.slot_filling.filler import SlotFiller
+from hammer_plugins.slot_filling.snapshots import SnapshotMessage, dump_history, load_history
+from hammer_plugins.tools.definition import to_tools
+from hammer_plugins.tools.demo import DEMO_TOOLS
+from hammer_plugins.values.errors import RequestError
+
+STATIC_PATH = "/playground/static/"
+"""Where the page's files are served, without the key."""
+
+PAGE_FILES = {"playground.js": "text/javascript", "playground.css": "text/css"}
+
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                           "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+"""The page's policy: its own scripts and styles only (no inline code, so injected markup cannot run), requests
+to this server only, never framed by another site."""
+
+PAGE_HEADERS = {"content-security-policy": CONTENT_SECURITY_POLICY, "x-content-type-options": "nosniff",
+                "referrer-policy": "no-referrer", "cache-control": "no-cache"}
+
+
+def _static(name: str) -> bytes:
+    return resources.files(__package__).joinpath("static", name).read_bytes()
+
+
+class SlotFillingFraming(Framing):
+    """A slot-filling turn's answer for the page: the decision, the snapshot, the message to append, and what the
+    snapshot call read (``view``: its prompt and offered tools; never streamed)."""
+
+    def __init__(self, view: dict[str, Any] | None = None) -> None:
+        self.view = view
+
+    def body(self, final: HammerResponse) -> dict[str, Any]:
+        snapshot = getattr(final, "snapshot", None)
+        calls = final.tool_calls if getattr(final, "slot_filling_action", None) == "execute" else []
+        message = SnapshotMessage(role="assistant", content=final.text, tool_calls=calls, snapshot=snapshot)
+        return {"action": getattr(final, "slot_filling_action", None), "text": final.text,
+                "calls": [c.model_dump(mode="json") for c in calls],
+                "snapshot": snapshot.model_dump(mode="json") if snapshot is not None else None,
+                "message": dump_history([message])[0],
+                "usage": final.usage.model_dump(mode="json"), "view": self.view}
+
+    def error(self, error: APIError) -> bytes:  # never streamed
+        raise NotImplementedError
+
+
+class _ToolSet:
+    """A body's tool set as the door's request: the engine's rules check the tools (a 400 naming ``tools[i]``)."""
+
+    def __init__(self, tools: list[dict[str, Any]], messages: list[Any] | None = None, **options: Any) -> None:
+        self.tools = tools
+        self.messages = messages or [{"role": "user", "content": ""}]
+        self.options = options
+
+    def to_engine_request(self) -> EngineRequest:
+        return EngineRequest.of(self.messages, self.tools, **self.options)
+
+    def api_error(self, exc: RequestError, request: EngineRequest) -> APIError:
+        names = FieldNames(messages=["history"] * len(request.messages), message_id="tool_call_id",
+                           tools=[f"tools[{i}].function" for i in range(len(self.tools))], tool_schema="parameters",
+                           tool_name="name", conversation="history")
+        return located(exc, names)
+
+
+def tool_set(body: Any) -> EngineRequest:
+    """``{"tools": [...]}``: OpenAI function tools, checked as the APIs check them."""
+    if not isinstance(body, dict) or not isinstance(body.get("tools"), list):
+        raise APIError(400, "The body must be {\"tools\": [...]}, a list of OpenAI function tools.", param="tools",
+                       code="invalid_value")
+    return engine_request(_ToolSet(function_tools(body["tools"])))
+
+
+def slot_filling_call(body: Any) -> EngineRequest:
+    """A slot-filling turn's body as an engine request (a 400 naming what is wrong), with ``slot_filling`` set to
+    the filler's settings."""
+    if not isinstance(body, dict) or not isinstance(body.get("history"), list) or not body["history"]:
+        raise APIError(400, "The body must be {\"history\": [...], \"tools\": [...]}, with at least the user's message.",
+                       param="history", code="invalid_value")
+    tools = function_tools(body.get("tools") or [])
+    if not tools:
+        raise APIError(400, "Slot filling needs at least one tool.", param="tools", code="invalid_value")
+    try:
+        history = load_history(body["history"])
+    except (ValueError, TypeError) as exc:
+        raise APIError(400, f"history: {exc}", param="history", code="invalid_value") from None
+    grounding = body.get("grounding", "report")
+    if grounding not in ("report", "enforce", "off"):
+        raise APIError(400, "grounding must be report, enforce or off.", param="grounding", code="invalid_value")
+    return engine_request(_ToolSet(tools, history, slot_filling={"grounding": grounding}))
+
+
+def tool_costs(server: ServerContext, checked: EngineRequest) -> dict[str, Any]:
+    """Each tool's estimated cost in the tools block, the total, the window and the budget."""
+    view = inspect_request(server.engine, checked)
+    return {"tools": [{"name": name, "cost": view.tool_costs[name]} for name in view.tools],
+            "total": sum(view.tool_costs.values()), "context_window": server.engine.backend.context_window,
+            "tool_budget": server.engine.tool_budget}
+
+
+def slot_turn(server: ServerContext, body: Any) -> tuple[EngineRequest, dict[str, Any]]:
+    """The request, and what its snapshot call reads (the filler's first pass, planned as the engine plans it)."""
+    call = slot_filling_call(body)
+    assert isinstance(call.slot_filling, dict)
+    filler = SlotFiller(server.engine, call.tools, **call.slot_filling)
+    messages, shown = next(filler.steps(call.messages))
+    return call, inspect_request(server.engine, messages, shown).to_dict()
+
+
+def runnable_call(runners: dict[str, Callable[..., Any]], body: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The MCP tool a ``/run`` body names, and its arguments (a 404 for a tool that does not run here)."""
+    if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not isinstance(
+            body.get("arguments", {}), dict):
+        raise APIError(400, "The body must be {\"name\": \"tool\", \"arguments\": {...}}.", param="name",
+                       code="invalid_value")
+    if body["name"] not in runners:
+        raise APIError(404, f"No tool {body['name'][:80]!r} runs on this server: only the --mcp servers' tools "
+                            f"do ({', '.join(sorted(runners)[:20]) or 'none'}).", param="name", code="not_found")
+    return runners[body["name"]], dict(body.get("arguments") or {})
+
+
+def run_tool(function: Callable[..., Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return {"result": str(function(**arguments))}
+    except MCPToolError as exc:  # the tool failed, or timed out (its server restarted): the tool's error
+        raise APIError(502, f"The tool failed: {exc}", type="server_error", code="tool_failed") from None
+
+
+def playground_door(settings: ServerSettings) -> Door:
+    """The page and its helpers."""
+    router = APIRouter()
+    demo = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
+    runners = dict(settings.playground_runners or {})
+
+    @router.get("/")
+    async def page() -> Response:
+        return Response(_static("index.html"), media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
+
+    @router.get(STATIC_PATH + "{name}")
+    async def static(name: str) -> Response:
+        if name not in PAGE_FILES:
+            raise APIError(404, f"No playground file {name[:80]!r}.", code="not_found")
+        return Response(_static(name), media_type=PAGE_FILES[name], headers=PAGE_HEADERS)
+
+    @router.get("/playground/api/config")
+    async def config(request: Request) -> dict[str, Any]:
+        server = server_of(request)
+        return {"model": server.model_name, "demo_tools": demo, "tools": list(settings.playground_tools),
+                "tool_budget": server.engine.tool_budget, "runnable": sorted(runners),
+                "errors": list(settings.playground_errors)}
+
+    @router.post("/playground/api/tools")
+    async def check_tools(request: Request) -> Response:
+        server = server_of(request)
+        place, checked = await read_body(request, api_errors_only(tool_set))
+        return JSONResponse(await run_off_loop(request, place, lambda: tool_costs(server, checked)))
+
+    @router.post("/playground/api/inspect")
+    async def inspect_route(request: Request) -> Response:
+        server = server_of(request)
+        place, (_, call) = await read_body(request, lambda body: read_chat(body, server.served))
+        return JSONResponse(await run_off_loop(request, place, lambda: inspect_request(server.engine, call).to_dict()))
+
+    @router.post("/playground/api/run")
+    async def run_route(request: Request) -> Response:
+        """Run one approved call through its MCP server (the server's own timeout bounds it)."""
+        place, (function, arguments) = await read_body(request, api_errors_only(lambda b: runnable_call(runners, b)))
+        return JSONResponse(await run_off_loop(request, place, lambda: run_tool(function, arguments)))
+
+    @router.post("/playground/api/slot_filling")
+    async def slot_filling(request: Request) -> Response:
+        server = server_of(request)
+        place, (call, view) = await read_body(request, api_errors_only(lambda body: slot_turn(server, body)))
+        return await respond(request, place, call, SlotFillingFraming(view), stream=False)
+
+    return Door("playground", router, public_paths=("/",), public_prefixes=(STATIC_PATH,))
