@@ -22,7 +22,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
@@ -32,7 +32,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
 from hammer_plugins.engine.request import EngineRequest
-from hammer_plugins.http_api.context import server_of
+from hammer_plugins.http_api.context import ServerContext, server_of
 from hammer_plugins.http_api.errors import APIError, engine_error
 from hammer_plugins.http_api.framing import NDJSON, REFUSAL_HEADER, Framing
 from hammer_plugins.http_api.json_body import parse_json
@@ -108,6 +108,26 @@ async def respond(request: Request, place: Place, call: EngineRequest, framing: 
     headers = {REFUSAL_HEADER: "true"} if final.kind == "refusal" else {}
     return Response(json.dumps(framing.body(final), ensure_ascii=False), media_type="application/json",
                     headers=headers)
+
+
+class ReadRequest(Protocol):
+    """What a door's reader gives: its own request type (a stream or not, its field names) and the engine's."""
+
+    stream: Any
+
+    def field_names(self) -> FieldNames: ...
+
+
+_Door = TypeVar("_Door", bound=ReadRequest)
+
+
+async def serve_request(request: Request, read: Callable[[Any, list[str]], tuple[_Door, EngineRequest]],
+                        framing: Callable[[ServerContext, _Door], Framing]) -> Response:
+    """A door's whole route: the body read by ``read`` (the door's reader), then answered in ``framing``."""
+    server = server_of(request)
+    place, (parsed, call) = await read_body(request, lambda body: read(body, server.served))
+    return await respond(request, place, call, framing(server, parsed), stream=parsed.stream is True,
+                         names=parsed.field_names())
 
 
 async def run_off_loop(request: Request, place: Place, work: Callable[[], _Parsed]) -> _Parsed:

@@ -18,11 +18,11 @@ from fastapi.responses import Response
 from hammer_plugins.engine import StreamEvent
 from hammer_plugins.http_api.chat_completions.request import read_chat
 from hammer_plugins.http_api.chat_completions.writer import DONE, ChunkWriter, completion, sse
-from hammer_plugins.http_api.context import ServerSettings, server_of
+from hammer_plugins.http_api.context import ServerSettings
 from hammer_plugins.http_api.door import Door
 from hammer_plugins.http_api.errors import APIError
 from hammer_plugins.http_api.framing import Framing
-from hammer_plugins.http_api.respond import read_body, respond
+from hammer_plugins.http_api.respond import serve_request
 from hammer_plugins.output.response import HammerResponse
 
 
@@ -62,9 +62,7 @@ def chat_completions_door(settings: ServerSettings) -> Door:
 
     @router.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        server = server_of(request)
-        place, (chat, call) = await read_body(request, lambda body: read_chat(body, server.served))
-        framing = ChatFraming(server.model_name, server.engine.refusal_text, chat.include_usage)
-        return await respond(request, place, call, framing, stream=chat.stream, names=chat.field_names())
+        return await serve_request(request, read_chat, lambda server, chat: ChatFraming(
+            server.model_name, server.engine.refusal_text, chat.include_usage))
 
     return Door("chat_completions", router)

@@ -19,7 +19,7 @@ from hammer_plugins.http_api.door import Door
 from hammer_plugins.http_api.framing import TypedEventFraming
 from hammer_plugins.http_api.messages.request import read_messages
 from hammer_plugins.http_api.messages.writer import MessagesWriter, anthropic_error_body
-from hammer_plugins.http_api.respond import read_body, respond, run_off_loop
+from hammer_plugins.http_api.respond import read_body, run_off_loop, serve_request
 from hammer_plugins.values.errors import ContextWindowExceededError
 
 COUNT_CHARS_PER_TOKEN = 16
@@ -43,10 +43,8 @@ def messages_door(settings: ServerSettings) -> Door:
 
     @router.post("/v1/messages")
     async def messages(request: Request) -> Response:
-        server = server_of(request)
-        place, (parsed, call) = await read_body(request, lambda body: read_messages(body, server.served))
-        framing = TypedEventFraming(MessagesWriter(server.model_name))
-        return await respond(request, place, call, framing, stream=parsed.stream is True, names=parsed.field_names())
+        return await serve_request(request, read_messages,
+                                   lambda server, parsed: TypedEventFraming(MessagesWriter(server.model_name)))
 
     @router.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:

@@ -12,11 +12,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from hammer_plugins.http_api.context import ServerSettings, server_of
+from hammer_plugins.http_api.context import ServerSettings
 from hammer_plugins.http_api.door import Door
 from hammer_plugins.http_api.errors import APIError
 from hammer_plugins.http_api.framing import TypedEventFraming
-from hammer_plugins.http_api.respond import read_body, respond
+from hammer_plugins.http_api.respond import serve_request
 from hammer_plugins.http_api.responses.request import read_responses
 from hammer_plugins.http_api.responses.writer import ResponsesWriter
 
@@ -27,10 +27,8 @@ def responses_door(settings: ServerSettings) -> Door:
 
     @router.post("/v1/responses")
     async def responses(request: Request) -> Response:
-        served = server_of(request).served
-        place, (parsed, call) = await read_body(request, lambda body: read_responses(body, served))
-        framing = TypedEventFraming(ResponsesWriter(parsed.meta()))
-        return await respond(request, place, call, framing, stream=parsed.stream, names=parsed.field_names())
+        return await serve_request(request, read_responses,
+                                   lambda server, parsed: TypedEventFraming(ResponsesWriter(parsed.meta())))
 
     @router.get("/v1/responses/{response_id}")
     async def stored_response(response_id: str) -> Response:
