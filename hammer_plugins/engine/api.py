@@ -1,6 +1,6 @@
 """The engine's public API: :class:`HammerEngine`, its settings, and the calls people make.
 
-The jobs behind the calls live in the package's other modules: :mod:`~hammer_plugins.engine.runtimes`
+The jobs behind the calls live in the package's other modules: :mod:`~hammer_plugins.engine.shared_backends`
 (which backend, shared per process), :mod:`~hammer_plugins.engine.binding` (tool sets and the grammar
 cache), :mod:`~hammer_plugins.engine.planning` (one call's prompt, grammar and settings),
 :mod:`~hammer_plugins.engine.turn` (the turn rules, free of I/O), :mod:`~hammer_plugins.engine.slots`
@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hammer_plugins.backends.base import GenerationSettings, Runtime
+from hammer_plugins.backends.registry import create_backend, find_backend
 from hammer_plugins.engine.binding import ToolBinding, bind_tools, new_binding_cache
 from hammer_plugins.engine.core import RefusalMode
 from hammer_plugins.engine.drivers import adrive, drive
 from hammer_plugins.engine.fields import DEFAULT_MAX_TOOL_ROUNDS
 from hammer_plugins.engine.fields import DEFAULTS as _D
 from hammer_plugins.engine.planning import check_budget, check_rounds, make_plan
-from hammer_plugins.engine.runtimes import BACKEND_NAMES, loaded, model_prompt_format, new_backend, shared_backend, shared_key
+from hammer_plugins.engine.shared_backends import loaded, model_prompt_format, shared_backend, shared_key
 from hammer_plugins.engine.slots import fill_slots, slot_filler, snapshot_plan
 from hammer_plugins.engine.turn import last_response, run
 from hammer_plugins.output.events import StreamEvent
@@ -112,8 +113,8 @@ class HammerEngine:
             raise ValueError(f"unknown prompt_format {prompt_format!r}; use one of {PROMPT_FORMATS}")
         if on_refusal not in ("message", "answer", "raise"):
             raise ValueError(f"on_refusal must be 'message', 'answer' or 'raise', got {on_refusal!r}")
-        if isinstance(backend, str) and backend not in BACKEND_NAMES:
-            raise ValueError(f"unknown backend {backend!r}; use 'llama_cpp', 'transformers', 'server' or a Backend instance")
+        if isinstance(backend, str):
+            find_backend(backend)  # an unknown name: ValueError naming every backend
         self.model_path = model_path
         self.model = model
         self.backend_name = backend if isinstance(backend, str) else backend.name
@@ -153,7 +154,7 @@ class HammerEngine:
         return shared_backend(self._shared_key(), self._new_backend)
 
     def _new_backend(self) -> Runtime:
-        return new_backend(self.backend_name, self.model_path, self.model, self._backend_options)
+        return create_backend(self.backend_name, self.model_path, self.model, self._backend_options)
 
     @property
     def is_loaded(self) -> bool:

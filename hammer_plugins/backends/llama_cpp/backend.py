@@ -24,7 +24,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from hammer_plugins.backends.base import RUNTIME_DEFAULTS, Backend, tokenize_prompt
+from hammer_plugins.backends.base import BACKEND_DEFAULTS, Backend, tokenize_prompt
 from hammer_plugins.backends.llama_cpp.decoding import LlamaCppDecoding
 from hammer_plugins.backends.llama_cpp.native import import_llama_cpp
 from hammer_plugins.backends.llama_cpp.prefix import LlamaCppPrefix
@@ -66,9 +66,9 @@ class LlamaCppBackend(LlamaCppDecoding, LlamaCppVocabulary, LlamaCppPrefix, Back
         model_path: str | Path | None = None,
         *,
         model: str | None = None,
-        n_ctx: int = RUNTIME_DEFAULTS.n_ctx,
+        n_ctx: int = BACKEND_DEFAULTS.n_ctx,
         n_threads: int | None = None,
-        n_gpu_layers: int = RUNTIME_DEFAULTS.n_gpu_layers,
+        n_gpu_layers: int = BACKEND_DEFAULTS.n_gpu_layers,
         source: ModelSource | None = None,
         prefix_cache: bool | str | Path | PrefixCache | None = None,
         fast_forward: bool = True,
