@@ -8,7 +8,7 @@ machine's noise hits every row alike:
   many tokens as the engine's answer had (a step costs the same whichever token it picks);
 * **engine**: ``HammerEngine`` on ``LlamaCppBackend`` (the default: grammar, loop guard, forced-token
   fast-forward, sample first and check after);
-* **engine, full mask**: the same backend with ``_full_mask_decoding`` (the mask computed and
+* **engine, full mask**: the same backend with ``decoder.full_mask`` (the mask computed and
   applied at every step, as the first constrained loop did), for reference.
 
 Every call reuses the tools prefix from the KV cache, as in an agent loop (both loops skip the shared
@@ -93,9 +93,9 @@ class _Timers:
 
 def _profile(engine: Any, backend: Any, messages: list[Any], tools: list[Any], repeats: int, full: bool) -> dict[str, Any]:
     """Median per-token ms of each part of the decode, over ``repeats`` answers."""
-    backend._full_mask_decoding = full
+    backend.decoder.full_mask = full
     rows: dict[str, list[float]] = defaultdict(list)
-    make_mask = backend._token_mask
+    make_mask = backend.vocabulary.token_mask
     for _ in range(repeats):
         timers = _Timers()
 
@@ -107,17 +107,17 @@ def _profile(engine: Any, backend: Any, messages: list[Any], tools: list[Any], r
             timers.wrap(mask, "consume", "consume token (llguidance + loop guard)")
             return mask
 
-        backend._token_mask = profiled_mask
+        backend.vocabulary.token_mask = profiled_mask
         llama = backend.llama
-        # _evaluate runs the model inside the decode loop only (the prompt goes through _eval).
-        timers.wrap(backend, "_evaluate", "model runs (forward pass, logits view)")
+        # _evaluate runs the model inside the decode loop only (the prompt goes through the backend's evaluate).
+        timers.wrap(backend.decoder, "_evaluate", "model runs (forward pass, logits view)")
         timers.wrap(llama, "detokenize", "detokenize")
         timers.wrap(backend, "_check_cancel", "cancel check")
         response = engine.generate(messages, tools=tools)
         t = response.timings
         decode = t["total"] - t["time_to_first_token"]
-        del llama.detokenize, backend._evaluate, backend._check_cancel
-        backend._token_mask = make_mask
+        del llama.detokenize, backend.decoder._evaluate, backend._check_cancel
+        backend.vocabulary.token_mask = make_mask
         n = response.usage.completion_tokens
         per = max(n - 1, 1)
         rows["decode total"].append(1000 * decode / per)
@@ -128,7 +128,7 @@ def _profile(engine: Any, backend: Any, messages: list[Any], tools: list[Any], r
         rows["rest: Python loop, argmax, streaming, engine callbacks"].append(1000 * rest / per)
         rows["model runs per answer (count)"].append(float(timers.calls["model runs (forward pass, logits view)"]))
         rows["answer tokens (count)"].append(float(n))
-    backend._full_mask_decoding = False
+    backend.decoder.full_mask = False
     return {name: statistics.median(values) for name, values in rows.items()}
 
 
@@ -163,12 +163,12 @@ def main() -> int:
             messages = [Message.user(question)]
             answers = {}
             for name, full in (("engine", False), ("full mask", True)):
-                backend._full_mask_decoding = full
+                backend.decoder.full_mask = full
                 per_token, n, raw = _engine(engine, messages, DEMO_TOOLS)
                 ms[question][name].append(per_token)
                 answers[name] = raw
                 tokens[question] = n
-            backend._full_mask_decoding = False
+            backend.decoder.full_mask = False
             if answers["engine"] != answers["full mask"]:  # a near tie may flip (the differential test's rule)
                 print(f"note: the two engine paths answered {question!r} differently")
             ms[question]["plain"].append(_plain(plain_llama, prompts[question], tokens[question]))

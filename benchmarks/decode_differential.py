@@ -6,7 +6,7 @@ irrelevance, drawn with a fixed seed):
 
 * **steps**: one decode by the new loop, and at every step the old loop's pick on the same logits
   (tests/decode_steps.py); any difference is a failure (exit status 1);
-* **answers**: a second decode by the old loop (``_full_mask_decoding``), the answers compared whole. A
+* **answers**: a second decode by the old loop (``decoder.full_mask``), the answers compared whole. A
   decode of its own sees other batches, hence slightly other logits, so two answers may part at a near
   tie: those are reported, not failed (tests/real/test_fast_forward.py says why and bounds the margin);
 * the time of each decode, and the full masks each loop computed.
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         for qid, messages, tools in bfcl_questions(SAMPLE)[: args.limit]:
             row: dict[str, Any] = {"id": qid}
             for old in (False, True):  # the new loop first, under the step check; then the old one
-                backend._full_mask_decoding = old
+                backend.decoder.full_mask = old
                 masks, differences = steps.full_masks, len(steps.differences)
                 at = time.perf_counter()
                 reply = engine.generate(messages, tools=tools)
@@ -62,11 +62,11 @@ def main(argv: list[str] | None = None) -> int:
                 row[f"{key}_tokens"] = reply.usage.completion_tokens
                 row[f"{key}_raw"] = reply.raw
                 if not old:
-                    ends = ends or frozenset(backend._ll_tokenizer.eos_tokens)
+                    ends = ends or frozenset(backend.vocabulary.tokenizer.eos_tokens)
                     if reply.finish_reason != "length":
                         check.check_end(ends)
                     row["step_differences"] = steps.differences[differences:]
-            backend._full_mask_decoding = False
+            backend.decoder.full_mask = False
             row["same_answer"] = row["old_raw"] == row["new_raw"]
             rows.append(row)
             print(f"{qid}: {row['new_tokens']} tokens, new {row['new_seconds']} s ({row['new_full_masks']} masks), "

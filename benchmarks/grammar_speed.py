@@ -53,7 +53,7 @@ def main() -> None:
                         kwargs["grammar"] = llama_cpp.LlamaGrammar.from_string(grammar.gbnf, verbose=False)
                     else:
                         kwargs["logits_processor"] = llama_cpp.LogitsProcessorList(
-                            [LogitsMask(backend._token_mask(grammar, loop_guard=False), len(tokens))])
+                            [LogitsMask(backend.vocabulary.token_mask(grammar, loop_guard=False), len(tokens))])
                     started = time.perf_counter()
                     out = llama.create_completion(tokens, **kwargs)
                     seconds = time.perf_counter() - started

@@ -39,9 +39,9 @@ from hammer_evals.bfcl.accuracy import load_entries
 from hammer_evals.bfcl.bfcl import BfclEntry, score, to_bfcl_output, to_openai_tools
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
+from hammer_plugins.http_api import BackgroundServer, create_app
 from hammer_plugins.launch import LlamaServer
 from hammer_plugins.models.source import default_model_path
-from hammer_plugins.http_api import BackgroundServer, create_app
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "live_simple", "irrelevance")
 PATHS = ("hammer", "llama-server --jinja")

@@ -18,7 +18,7 @@ from __future__ import annotations
 from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING, Any
 
-from hammer_plugins.backends.base import Backend, GenerationChunk, GenerationSettings, Runtime
+from hammer_plugins.backends.base import Backend, BackendInterface, GenerationChunk, GenerationSettings, Runtime
 from hammer_plugins.backends.scripted import ScriptedBackend
 from hammer_plugins.engine import (
     DEFAULT_MAX_TOOL_ROUNDS,
@@ -83,6 +83,7 @@ __all__ = [
     "DEFAULT_MAX_TOOL_ROUNDS",
     "DEFAULT_REFUSAL_TEXT",
     "Backend",
+    "BackendInterface",
     "BackendNotInstalledError",
     "ContextWindowExceededError",
     "EngineRequest",

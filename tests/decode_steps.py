@@ -55,7 +55,7 @@ class StepCheck:
     """Instrument ``backend`` (``draft_tokens=0``): every call's steps are checked against the old loop's pick."""
 
     def __init__(self, backend: LlamaCppBackend) -> None:
-        if backend.draft_tokens:
+        if backend.decoder.draft_tokens:
             raise ValueError("StepCheck reads the logits of one-token evaluations: use draft_tokens=0")
         self.backend = backend
         self.steps = Steps()
@@ -63,7 +63,7 @@ class StepCheck:
         self._fresh = False  # the row holds the logits after the last consumed token
         self._shadow: Any = None
         self.calls = 0  # backend calls (one grammar mask each)
-        make_mask = backend._token_mask
+        make_mask = backend.vocabulary.token_mask
 
         def instrumented(grammar: Any, loop_guard: bool) -> Any:
             mask = make_mask(grammar, loop_guard)
@@ -85,7 +85,7 @@ class StepCheck:
             mask.consume, mask.allowed = checked_consume, counted_allowed
             return mask
 
-        backend._token_mask = instrumented  # type: ignore[method-assign]
+        backend.vocabulary.token_mask = instrumented  # type: ignore[method-assign]
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[Steps]:

@@ -26,7 +26,7 @@ FinishReason = Literal["stop", "length"]
 
 
 class GenerationSettings(BaseModel):
-    """Sampling settings passed through to the runtime. Temperature 0 is greedy decoding.
+    """Sampling settings passed through to the backend. Temperature 0 is greedy decoding.
 
     Example:
         >>> GenerationSettings(max_tokens=64, temperature=0.7).loop_guard
@@ -55,12 +55,12 @@ class GenerationSettings(BaseModel):
     prefill: list[str] = Field(default_factory=list)
 
 
-class RuntimeSettings(BaseModel):
-    """How a local runtime is set up, where its defaults are declared: the engine's settings
-    (:class:`~hammer_plugins.engine.fields.EngineFields`) and the runtimes' own keyword arguments read them.
+class LocalBackendSettings(BaseModel):
+    """How an in-process backend is set up, where its defaults are declared: the engine's settings
+    (:class:`~hammer_plugins.engine.fields.EngineFields`) and the backends' own keyword arguments read them.
 
     Example:
-        >>> RuntimeSettings().n_ctx
+        >>> LocalBackendSettings().n_ctx
         8192
     """
 
@@ -70,7 +70,9 @@ class RuntimeSettings(BaseModel):
     dtype: str = "auto"
 
 
-RUNTIME_DEFAULTS = RuntimeSettings()
+BACKEND_DEFAULTS = LocalBackendSettings()
+RuntimeSettings = LocalBackendSettings
+"""The old name of :class:`LocalBackendSettings`, kept for old imports."""
 
 
 def tokenize_prompt(prompt: str, tokenize: Callable[[str, bool], list[int]]) -> list[int]:
@@ -109,10 +111,10 @@ class GenerationChunk:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-class Runtime(ABC):
-    """The interface the engine calls: a runtime that turns a prompt into streamed text, optionally
-    under a grammar. Pure: no lock and no thread, which a local runtime adds (:class:`Backend`) and a
-    server does without (:class:`~hammer_plugins.backends.remote.OpenAICompatibleBackend`).
+class BackendInterface(ABC):
+    """The interface the engine calls: a backend that turns a prompt into streamed text, optionally
+    under a grammar. Pure: no lock and no thread, which an in-process backend adds (:class:`Backend`) and
+    a server does without (:class:`~hammer_plugins.backends.remote.OpenAICompatibleBackend`).
 
     Implementations load lazily (on first use, never in ``__init__``). The engine calls ``stream``,
     ``count_tokens``, ``context_window`` and ``load`` for sync calls, and the async half (``astream``,
@@ -120,14 +122,14 @@ class Runtime(ABC):
 
     Example:
         >>> from hammer_plugins import ScriptedBackend
-        >>> isinstance(ScriptedBackend(), Runtime), ScriptedBackend().native_async
+        >>> isinstance(ScriptedBackend(), BackendInterface), ScriptedBackend().native_async
         (True, False)
     """
 
     name: str = "backend"
     native_async: bool = False
-    """True when the runtime serves concurrent calls itself, on the event loop (the server backend: no
-    worker thread and no lock); False for the local runtimes, whose async half runs their sync API in a
+    """True when the backend serves concurrent calls itself, on the event loop (the server backend: no
+    worker thread and no lock); False for the in-process backends, whose async half runs their sync API in a
     worker thread, one generation at a time. The OpenAI server reads it to decide how many requests run
     at once; the engine calls the async half the same way for both."""
 
@@ -190,8 +192,12 @@ class Runtime(ABC):
         return {"backend": self.name, "model": self.model_name}
 
 
-class Backend(Runtime):
-    """A local runtime (llama.cpp, transformers, a scripted one): one generation at a time, under a lock.
+Runtime = BackendInterface
+"""The old name of :class:`BackendInterface`, kept for old imports (``from hammer_plugins import Runtime``)."""
+
+
+class Backend(BackendInterface):
+    """An in-process backend (llama.cpp, transformers, a scripted one): one generation at a time, under a lock.
 
     Subclasses implement :meth:`_stream`, called with the lock held; :meth:`stream` serializes the
     calls and wires ``cancel`` to the decoding loop (:meth:`_check_cancel`). The async half runs it in

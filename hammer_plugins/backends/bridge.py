@@ -1,6 +1,6 @@
 """The one bridge from a blocking generation in a worker thread to asyncio, with cancellation.
 
-A local runtime (llama.cpp, transformers) generates with blocking calls under a lock. Its async half
+An in-process backend (llama.cpp, transformers) generates with blocking calls under a lock. Its async half
 (:meth:`hammer_plugins.backends.base.Backend.astream`) and the OpenAI server's queue of in-process
 calls (:class:`hammer_plugins.http_api.worker.EngineWorker`) both run a generation through
 :func:`iterate_in_thread`: its items come back on the event loop, and when the awaiting task is

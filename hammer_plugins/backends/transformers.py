@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hammer_plugins.backends.base import RUNTIME_DEFAULTS, Backend, GenerationChunk, GenerationSettings, Usage, tokenize_prompt
+from hammer_plugins.backends.base import BACKEND_DEFAULTS, Backend, GenerationChunk, GenerationSettings, Usage, tokenize_prompt
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.grammar.token_mask import TokenMask, import_llguidance
 from hammer_plugins.models.source import ModelSource, check_gguf, resolve_model
@@ -74,8 +74,8 @@ class TransformersBackend(Backend):
         model: str | None = None,
         *,
         model_path: str | Path | None = None,
-        device: str = RUNTIME_DEFAULTS.device,
-        dtype: str = RUNTIME_DEFAULTS.dtype,
+        device: str = BACKEND_DEFAULTS.device,
+        dtype: str = BACKEND_DEFAULTS.dtype,
         revision: str | None = None,
         source: ModelSource | None = None,
         n_ctx: int | None = None,

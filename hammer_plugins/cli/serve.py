@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hammer_plugins.backends.registry import BACKEND_NAMES, describe_backends
 from hammer_plugins.cli.mcp_options import add_mcp_arguments
 from hammer_plugins.engine.settings import add_prefix_cache_argument, add_setting_argument
 from hammer_plugins.http_api.defaults import (
@@ -39,8 +40,13 @@ from hammer_plugins.http_api.defaults import (
     DEFAULT_TIME_LIMIT,
 )
 
-OPENAI_BACKENDS = ("llama_cpp", "transformers", "llama-server", "server")
-"""What can run the model behind ``hammer serve --openai``."""
+LAUNCHED_SERVER = "llama-server"
+"""``hammer serve --openai --backend llama-server``: the server backend on a llama-server this command starts
+(not a backend of its own: the registry's ``server`` on a child process)."""
+
+OPENAI_BACKENDS = (*BACKEND_NAMES, LAUNCHED_SERVER)
+"""What can run the model behind ``hammer serve --openai``: every backend of the registry, or ``server`` on a
+llama-server started for it."""
 
 DEFAULT_PARALLEL = 4
 """Slots of ``hammer serve``: four concurrent conversations share one KV cache (see docs/server.md)."""
@@ -102,11 +108,11 @@ def _server_options(serve: argparse.ArgumentParser) -> None:
                             "/v1/messages and Ollama's /api/chat (Hammer's trained prompt, constrained calls, "
                             "refusals) for any of their clients, instead of the raw llama-server; see docs/server.md")
     serve.add_argument("--backend", choices=OPENAI_BACKENDS, default=None,
-                       help="with --openai: what runs the model. llama_cpp (default): in this process, one request "
-                            "at a time; transformers: the same on a Hugging Face checkpoint; llama-server: starts "
-                            "llama.cpp's llama-server on loopback with --parallel slots behind the API (continuous "
-                            "batching; built on first use); server: an OpenAI-compatible server already running at "
-                            "--base-url (llama-server, vLLM; its key from $HAMMER_UPSTREAM_API_KEY)")
+                       help=f"with --openai: the backend that runs the model. {describe_backends()}. In process: one "
+                            "request at a time; server: one already running at --base-url (its key from "
+                            f"$HAMMER_UPSTREAM_API_KEY); {LAUNCHED_SERVER}: the server backend on llama.cpp's "
+                            "llama-server, started on loopback with --parallel slots behind the API (continuous "
+                            "batching; built on first use)")
     add_setting_argument(serve, "tool_budget", "--tool-budget",
                          help="with --openai: prompt tokens the tools block may take before the tools that best match "
                               "the conversation are selected (default: %(default)s; 0: offer every tool; docs/tools.md)")

@@ -5,7 +5,7 @@ package, one job a module:
 
 - :mod:`~hammer_plugins.engine.api`: :class:`HammerEngine`, the public sync and async calls;
 - :mod:`~hammer_plugins.engine.core`: :class:`EngineCore`, the engine as its parts read it (they import no engine);
-- :mod:`~hammer_plugins.engine.runtimes`: which backend the settings name, shared per process;
+- :mod:`~hammer_plugins.engine.shared_backends`: the backend the settings name, shared per process;
 - :mod:`~hammer_plugins.engine.binding`: a tool set converted, masked and its grammars cached;
 - :mod:`~hammer_plugins.engine.planning`: one call validated, its prompt rendered and fitted;
 - :mod:`~hammer_plugins.engine.turn`: the turn rules (refusals, answers after tool results), free of I/O;
@@ -31,7 +31,7 @@ from __future__ import annotations
 from hammer_plugins.engine.api import DEFAULT_MAX_TOOL_ROUNDS, HammerEngine
 from hammer_plugins.engine.binding import GRAMMAR_CACHE_CHARS, GRAMMAR_CACHE_ENTRIES, ToolBinding
 from hammer_plugins.engine.core import EngineCore, RefusalMode
-from hammer_plugins.engine.runtimes import model_prompt_format
+from hammer_plugins.engine.shared_backends import model_prompt_format
 from hammer_plugins.engine.turn import RefusalError
 from hammer_plugins.output.events import StreamEvent, TextDelta, ToolCallDelta
 from hammer_plugins.tools.choice import normalize_tool_choice

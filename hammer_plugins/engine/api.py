@@ -1,6 +1,6 @@
 """The engine's public API: :class:`HammerEngine`, its settings, and the calls people make.
 
-The jobs behind the calls live in the package's other modules: :mod:`~hammer_plugins.engine.runtimes`
+The jobs behind the calls live in the package's other modules: :mod:`~hammer_plugins.engine.shared_backends`
 (which backend, shared per process), :mod:`~hammer_plugins.engine.binding` (tool sets and the grammar
 cache), :mod:`~hammer_plugins.engine.planning` (one call's prompt, grammar and settings),
 :mod:`~hammer_plugins.engine.turn` (the turn rules, free of I/O), :mod:`~hammer_plugins.engine.slots`
@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequenc
 from pathlib import Path
 from typing import Any
 
-from hammer_plugins.backends.base import GenerationSettings, Runtime
+from hammer_plugins.backends.base import BackendInterface, GenerationSettings
+from hammer_plugins.backends.registry import create_backend, find_backend
 from hammer_plugins.engine.binding import ToolBinding, bind_tools, new_binding_cache
 from hammer_plugins.engine.core import RefusalMode
 from hammer_plugins.engine.drivers import adrive, drive
@@ -22,7 +23,7 @@ from hammer_plugins.engine.fields import DEFAULT_MAX_TOOL_ROUNDS
 from hammer_plugins.engine.fields import DEFAULTS as _D
 from hammer_plugins.engine.planning import check_budget, check_rounds, make_plan
 from hammer_plugins.engine.request import EngineRequest
-from hammer_plugins.engine.runtimes import BACKEND_NAMES, loaded, model_prompt_format, new_backend, shared_backend, shared_key
+from hammer_plugins.engine.shared_backends import loaded, model_prompt_format, shared_backend, shared_key
 from hammer_plugins.engine.slots import fill_slots, slot_filler, snapshot_plan
 from hammer_plugins.engine.turn import last_response, run
 from hammer_plugins.output.events import StreamEvent
@@ -44,7 +45,7 @@ class HammerEngine:
             local directory or a ``.gguf`` path (see :mod:`hammer_plugins.models.source`).
         backend: ``"llama_cpp"`` (default), ``"transformers"``, ``"server"`` (an OpenAI-compatible
             inference server: pass ``base_url=``, and ``api_key=``, ``timeout=``, ... as for
-            :class:`~hammer_plugins.backends.remote.OpenAICompatibleBackend`), or a :class:`Runtime` instance.
+            :class:`~hammer_plugins.backends.remote.OpenAICompatibleBackend`), or a :class:`BackendInterface` instance.
         prompt_format: ``"hammer2.1"``, ``"hammer2.0"`` or ``"hammer1.0"``; ``None`` (default): the
             layout of the model named (a Hammer 2.0 or 1.0 preset has its own), else ``"hammer2.1"``.
         constrained: constrain decoding with a grammar built from the tools (default on).
@@ -83,7 +84,7 @@ class HammerEngine:
         model: str | None = None,
         *,
         # Every default is the declaration's (hammer_plugins.engine.fields), never written again here.
-        backend: str | Runtime = _D.backend,
+        backend: str | BackendInterface = _D.backend,
         prompt_format: PromptFormat | None = _D.prompt_format,
         constrained: bool = _D.constrained,
         mask_names: bool = _D.mask_names,
@@ -112,12 +113,12 @@ class HammerEngine:
             raise ValueError(f"unknown prompt_format {prompt_format!r}; use one of {PROMPT_FORMATS}")
         if on_refusal not in ("message", "answer", "raise"):
             raise ValueError(f"on_refusal must be 'message', 'answer' or 'raise', got {on_refusal!r}")
-        if isinstance(backend, str) and backend not in BACKEND_NAMES:
-            raise ValueError(f"unknown backend {backend!r}; use 'llama_cpp', 'transformers', 'server' or a Backend instance")
+        if isinstance(backend, str):
+            find_backend(backend)  # an unknown name: ValueError naming every backend
         self.model_path = model_path
         self.model = model
         self.backend_name = backend if isinstance(backend, str) else backend.name
-        self._backend: Runtime | None = backend if isinstance(backend, Runtime) else None
+        self._backend: BackendInterface | None = backend if isinstance(backend, BackendInterface) else None
         self.prompt_format: PromptFormat = prompt_format
         self.constrained = constrained
         self.mask_names = mask_names
@@ -139,7 +140,7 @@ class HammerEngine:
 
     # ------------------------------------------------------------- backend
     @property
-    def backend(self) -> Runtime:
+    def backend(self) -> BackendInterface:
         """The backend (created on first access; the model itself loads on first generation)."""
         if self._backend is None:
             with self._create_lock:
@@ -147,13 +148,13 @@ class HammerEngine:
                     self._backend = self._make_backend()
         return self._backend
 
-    def _make_backend(self) -> Runtime:
+    def _make_backend(self) -> BackendInterface:
         # One loaded model per configuration per process: many engines (e.g. every ChatHammer a
         # framework constructs) share it, and its lock serializes their calls.
         return shared_backend(self._shared_key(), self._new_backend)
 
-    def _new_backend(self) -> Runtime:
-        return new_backend(self.backend_name, self.model_path, self.model, self._backend_options)
+    def _new_backend(self) -> BackendInterface:
+        return create_backend(self.backend_name, self.model_path, self.model, self._backend_options)
 
     @property
     def is_loaded(self) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from hammer_plugins.backends.base import GenerationSettings, Runtime
+from hammer_plugins.backends.base import BackendInterface, GenerationSettings
 from hammer_plugins.engine.binding import ToolBinding
 from hammer_plugins.engine.request import RefusalMode
 from hammer_plugins.prompt.render import PromptFormat
@@ -45,6 +45,6 @@ class EngineCore(Protocol):
     max_tool_rounds: int | None
 
     @property
-    def backend(self) -> Runtime: ...
+    def backend(self) -> BackendInterface: ...
 
     def bind(self, tools: Sequence[Any], mask_names: bool | None = None) -> ToolBinding: ...

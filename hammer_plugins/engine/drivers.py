@@ -3,7 +3,7 @@
 :func:`~hammer_plugins.engine.turn.run` is free of I/O; :func:`drive` runs it on a backend's sync
 API (the sync calls, and the OpenAI server's worker thread) and :func:`adrive` on its async half
 (``astream``, ``acount_tokens``, ``aload``: every async call), which the server backend serves on the
-event loop and a local runtime in a worker thread under its lock (:class:`~hammer_plugins.backends.base.Backend`).
+event loop and an in-process backend in a worker thread under its lock (:class:`~hammer_plugins.backends.base.Backend`).
 
 Example:
     >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend, TextDelta
@@ -63,7 +63,7 @@ def drive(engine: EngineCore, core: Generator[Any, Any, None],
 async def adrive(engine: EngineCore, core: Generator[Any, Any, None]) -> AsyncIterator[StreamEvent]:
     """Run a core on the backend's async half (``astream``, ``acount_tokens``, ``aload``): on the event loop
     for the server backend, so concurrent calls really run concurrently; each generation in a worker
-    thread, under the model's lock, for a local runtime."""
+    thread, under the model's lock, for an in-process backend."""
     backend = engine.backend
     chunks: Any = None
     reply: Any = None

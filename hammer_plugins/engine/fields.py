@@ -5,8 +5,8 @@ defaults, the fields of :class:`~hammer_plugins.engine.settings.EngineSettings` 
 ``HammerLLM``, which inherit it), and the ``hammer`` command's engine flags
 (:func:`~hammer_plugins.engine.settings.add_engine_arguments`, ``hammer serve``'s ``--n-ctx``). Sampling
 defaults are :class:`~hammer_plugins.backends.base.GenerationSettings`' (the per-call settings a
-runtime receives) and the runtime defaults :class:`~hammer_plugins.backends.base.RuntimeSettings`'
-(the runtimes' own keyword arguments read them too): read here, never written again. A setting the ``hammer``
+backend receives) and the in-process backends' defaults :class:`~hammer_plugins.backends.base.LocalBackendSettings`'
+(the backends' own keyword arguments read them too): read here, never written again. A setting the ``hammer``
 command shows names its flag in ``json_schema_extra`` (``flag``, and ``dest``, ``flag_help``), so a new flag is
 one line of its field. ``tests/unit/test_layout.py`` fails when a
 default of a setting is written anywhere else.
@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from hammer_plugins.backends.base import RUNTIME_DEFAULTS, GenerationSettings, Runtime
+from hammer_plugins.backends.base import BACKEND_DEFAULTS, BackendInterface, GenerationSettings
+from hammer_plugins.backends.registry import BACKEND_NAMES, describe_backends
 from hammer_plugins.engine.tool_selection import DEFAULT_TOOL_BUDGET
 from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT
 
@@ -57,10 +58,10 @@ class EngineFields(BaseModel):
                            "flag_help": "a preset (hammer2.1-1.5b; `hammer models` lists them), a Hugging Face repo "
                                         "('owner/repo', 'owner/repo:Q4_K_M', 'owner/repo/file.gguf') or a local "
                                         "directory"})
-    backend: Literal["llama_cpp", "transformers", "server"] | Runtime = Field(
-        default="llama_cpp", description="'llama_cpp', 'transformers', 'server' (an OpenAI-compatible inference "
-                                         "server, docs/server.md) or a hammer_plugins Backend instance.",
-        json_schema_extra={"flag": "--backend"})
+    # The names are the registry's (backends/registry.py), the default its first.
+    backend: Literal[BACKEND_NAMES] | BackendInterface = Field(  # type: ignore[valid-type]
+        default="llama_cpp", description=f"One of {describe_backends()}; or a hammer_plugins Backend instance.",
+        json_schema_extra={"flag": "--backend", "flag_help": describe_backends()})
     base_url: str | None = Field(default=None, description="backend='server': the server's URL, e.g. "
                                                            "http://127.0.0.1:8080/v1.",
         json_schema_extra={"flag": "--base-url", "flag_help": "--backend server: the server's URL, e.g. http://127.0.0.1:8080/v1"})
@@ -109,17 +110,19 @@ class EngineFields(BaseModel):
     loop_guard: bool = Field(default=_DEFAULTS.loop_guard, description="Close a string argument the model repeats "
                                                                       "itself in (constrained, local backends).")
     seed: int | None = Field(default=_DEFAULTS.seed, description="Sampling seed (only matters when temperature > 0).")
-    # --- runtime
-    n_ctx: int = Field(default=RUNTIME_DEFAULTS.n_ctx, gt=0, description="Context window in tokens (llama.cpp, transformers).",
+    # --- the in-process backends
+    n_ctx: int = Field(default=BACKEND_DEFAULTS.n_ctx, gt=0,
+                       description="Context window in tokens (llama.cpp, transformers).",
         json_schema_extra={"flag": "--n-ctx"})
     n_threads: int | None = Field(default=None, description="llama.cpp decode threads (None: one per physical core).",
         json_schema_extra={"flag": "--threads", "dest": "threads",
                            "flag_help": "llama.cpp decode threads (default: one per physical core, as llama.cpp's "
                                         "own tools)"})
-    n_gpu_layers: int = Field(default=RUNTIME_DEFAULTS.n_gpu_layers,
+    n_gpu_layers: int = Field(default=BACKEND_DEFAULTS.n_gpu_layers,
                               description="Layers llama.cpp offloads to a GPU build (-1: all).")
-    device: str = Field(default=RUNTIME_DEFAULTS.device, description="transformers device: auto, cpu, cuda, mps.")
-    dtype: str = Field(default=RUNTIME_DEFAULTS.dtype, description="transformers dtype: auto (float32 on CPU, bfloat16 on GPU).")
+    device: str = Field(default=BACKEND_DEFAULTS.device, description="transformers device: auto, cpu, cuda, mps.")
+    dtype: str = Field(default=BACKEND_DEFAULTS.dtype,
+                       description="transformers dtype: auto (float32 on CPU, bfloat16 on GPU).")
     prefix_cache: bool | str | Path = Field(
         default=True, description="llama.cpp: keep the KV state of prompt prefixes (the tools block and the caller's "
                                   "instructions) on disk, so later turns, sessions and processes skip them (True: "

@@ -25,13 +25,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import SecretStr
 
+from hammer_plugins.backends.registry import SERVER_OPTIONS, find_backend
 from hammer_plugins.engine.fields import DEFAULTS, EngineFields
 
 if TYPE_CHECKING:
     from hammer_plugins.engine import HammerEngine
 
-SERVER_OPTIONS = ("base_url", "api_key", "timeout", "max_retries")
-"""The settings that only an inference server (``backend="server"``) reads."""
 
 
 class EngineSettings(EngineFields):
@@ -47,14 +46,14 @@ class EngineSettings(EngineFields):
         """The keyword arguments of :class:`~hammer_plugins.HammerEngine` for these settings.
 
         ``model`` (a per-call override) replaces ``model`` and ``model_path``. Server options are
-        passed only to the server backend.
+        passed only to a backend that reads them (the registry's ``options``: the server backend).
         """
         options: dict[str, Any] = {name: getattr(self, name) for name in _ENGINE_FIELDS}
         if model:
             options.update(model=model, model_path=None)
         options.update(self.model_kwargs)
-        if self.backend == "server":
-            options.update({k: getattr(self, k) for k in SERVER_OPTIONS if getattr(self, k) is not None})
+        reads = find_backend(self.backend).options if isinstance(self.backend, str) else ()
+        options.update({k: getattr(self, k) for k in SERVER_OPTIONS if k in reads and getattr(self, k) is not None})
         return options
 
     def identifying_params(self) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The loop guard: a decoding that repeats a string's phrase, a counting call list or an earlier call
-is stopped where the repetition starts (the calls made so far kept). Local runtimes feed it each
+is stopped where the repetition starts (the calls made so far kept). In-process backends feed it each
 token's bytes inside their decoding loop (:mod:`hammer_plugins.grammar.token_mask`); the server backend feeds
 it the streamed text (:mod:`hammer_plugins.backends.remote.loop_cut`).
 

@@ -1,5 +1,5 @@
-"""The grammar's expressions and the two notations they are written in: Lark (llguidance, the local
-runtimes) and GBNF (llama.cpp's servers, vLLM), with every string spelled the way JSON may write it.
+"""The grammar's expressions and the two notations they are written in: Lark (llguidance, the in-process
+backends) and GBNF (llama.cpp's servers, vLLM), with every string spelled the way JSON may write it.
 :mod:`hammer_plugins.grammar.builder` builds the expressions from tools; :class:`Grammar` holds the result.
 
 Example:

@@ -137,7 +137,7 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
         raise SystemExit("hammer serve --openai: --base-url goes with --backend server. Fix: add --backend server")
     if backend == "llama-server":
         from hammer_plugins.backends.remote import OpenAICompatibleBackend
-        from hammer_plugins.engine.runtimes import model_prompt_format
+        from hammer_plugins.engine.shared_backends import model_prompt_format
         from hammer_plugins.launch import LlamaServer
         from hammer_plugins.launch.llama_server_binary import find_or_build_llama_server
         from hammer_plugins.models.source import local_gguf, resolve_model

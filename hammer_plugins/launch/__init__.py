@@ -14,7 +14,7 @@ Example:
     >>> isinstance(free_port(), int)
     True
 
-Layer 2: a runtime's process.
+Layer 2: a backend's server process.
 """
 
 from hammer_plugins.launch.child import exposure_warning, free_port

@@ -27,6 +27,7 @@ MOVED: dict[str, str | tuple[str, ...]] = {
     "hammer_plugins.config": "hammer_plugins.engine.settings",
     "hammer_plugins.demo_tools": "hammer_plugins.tools.demo",
     "hammer_plugins.encoder": "hammer_plugins.output.encoder",
+    "hammer_plugins.engine.runtimes": "hammer_plugins.engine.shared_backends",
     "hammer_plugins.errors": "hammer_plugins.values.errors",
     "hammer_plugins.model_source": "hammer_plugins.models.source",
     "hammer_plugins.model_store": "hammer_plugins.models.store",

@@ -19,8 +19,8 @@ from openai import OpenAI
 
 from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import Backend, Usage
-from hammer_plugins.launch.child import exposure_warning
 from hammer_plugins.http_api import BackgroundServer, create_app
+from hammer_plugins.launch.child import exposure_warning
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 

@@ -20,8 +20,8 @@ from openai_server_helpers import ask_at_once, assert_each_got_its_own_answer, h
 
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
-from hammer_plugins.launch import LlamaServer, free_port
 from hammer_plugins.http_api import BackgroundServer, create_app
+from hammer_plugins.launch import LlamaServer, free_port
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 

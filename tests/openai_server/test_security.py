@@ -31,13 +31,13 @@ from raw_clients import never_reading
 
 from hammer_plugins import GenerationChunk, GenerationSettings, HammerEngine, ScriptedBackend
 from hammer_plugins.backends.base import Backend, Usage
-from hammer_plugins.launch import free_port
 from hammer_plugins.http_api import BackgroundServer, create_app
 from hammer_plugins.http_api import respond as respond_module
 from hammer_plugins.http_api.chat_completions.request import parse_request
 from hammer_plugins.http_api.errors import APIError
 from hammer_plugins.http_api.guard import Guard
 from hammer_plugins.http_api.json_body import MAX_JSON_DEPTH, json_too_deep, parse_json
+from hammer_plugins.launch import free_port
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 

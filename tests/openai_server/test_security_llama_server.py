@@ -39,8 +39,8 @@ from test_security_listener import error_code, exchange, head
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
 from hammer_plugins.backends.remote.wire import wire_text
-from hammer_plugins.launch import LlamaServer
 from hammer_plugins.http_api import BackgroundServer, create_app
+from hammer_plugins.launch import LlamaServer
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 

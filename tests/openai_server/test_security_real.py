@@ -22,8 +22,8 @@ from child_signals import default_signals
 from raw_clients import never_reading
 
 from hammer_plugins import HammerEngine
-from hammer_plugins.launch import free_port
 from hammer_plugins.http_api import BackgroundServer, create_app
+from hammer_plugins.launch import free_port
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 

@@ -24,9 +24,9 @@ import pytest
 
 from hammer_plugins import HammerEngine
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
-from hammer_plugins.launch import LlamaServer
 from hammer_plugins.http_api import BackgroundServer, create_app
 from hammer_plugins.http_api.errors import engine_error
+from hammer_plugins.launch import LlamaServer
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 from hammer_plugins.values.errors import (

@@ -42,7 +42,7 @@ def runs(default_model_path: str) -> dict[str, Any]:
             reply = engine.generate(messages, tools=tools)
             out["calls"].append(check.calls - calls)
             if reply.finish_reason != "length":
-                check.check_end(frozenset(backend._ll_tokenizer.eos_tokens))
+                check.check_end(frozenset(backend.vocabulary.tokenizer.eos_tokens))
             out["ids"].append(qid)
             out["tokens"] += reply.usage.completion_tokens
     out["steps"] = steps

@@ -93,19 +93,19 @@ class Recorder:
     def __init__(self, backend: LlamaCppBackend) -> None:
         self.backend = backend
         self.calls: list[Call] = []
-        self.make_mask = backend._token_mask
+        self.make_mask = backend.vocabulary.token_mask
         stream = backend._stream
 
         def recording_stream(prompt: str, settings: Any, grammar: Any) -> Any:
             self._hook_sampler()
-            ends = frozenset(backend._ll_tokenizer.eos_tokens) if backend._ll_tokenizer is not None else frozenset()
+            ends = frozenset(backend.vocabulary.tokenizer.eos_tokens) if backend.vocabulary.tokenizer is not None else frozenset()
             self.calls.append(Call(backend.tokenize(prompt), grammar, settings.loop_guard, ends=ends))
             yield from stream(prompt, settings, grammar)
 
         def recording_mask(grammar: Any, loop_guard: bool) -> Any:
             mask = self.make_mask(grammar, loop_guard)
             call, consume = self.calls[-1], mask.consume
-            call.ends = frozenset(backend._ll_tokenizer.eos_tokens)
+            call.ends = frozenset(backend.vocabulary.tokenizer.eos_tokens)
 
             def recording_consume(tokens: Any) -> None:
                 call.consumed.extend(int(t) for t in tokens)
@@ -115,7 +115,7 @@ class Recorder:
             return mask
 
         backend._stream = recording_stream  # type: ignore[method-assign]
-        backend._token_mask = recording_mask  # type: ignore[method-assign]
+        backend.vocabulary.token_mask = recording_mask  # type: ignore[method-assign]
 
     def _hook_sampler(self) -> None:
         llama = self.backend.llama
@@ -146,7 +146,7 @@ class Verdict:
 def fresh_mask(backend: LlamaCppBackend, call: Call) -> Any:
     """A new grammar mask for ``call``, as the backend builds it (not the recording one)."""
     recorder = getattr(backend, "_hammer_test_recorder", None)
-    make = recorder.make_mask if recorder is not None else backend._token_mask
+    make = recorder.make_mask if recorder is not None else backend.vocabulary.token_mask
     return make(call.grammar, call.loop_guard)
 
 

@@ -171,9 +171,9 @@ def test_llguidance_mask_gives_llama_cpps_own_grammar_output(llama_engine: Hamme
     llama = backend.llama
     binding = llama_engine.bind(demo_tools)
     grammar = build_grammar(binding.prompt_tools, "auto", True)
-    fast_forward = backend.fast_forward
+    fast_forward = backend.decoder.fast_forward
     try:
-        backend.fast_forward = False
+        backend.decoder.fast_forward = False
         for question, _, _ in CASES:
             prompt = llama_engine.render([Message.user(question)], demo_tools)
             tokens = llama.tokenize(prompt.encode(), add_bos=False, special=True)
@@ -187,12 +187,12 @@ def test_llguidance_mask_gives_llama_cpps_own_grammar_output(llama_engine: Hamme
             assert ours.raw == native["choices"][0]["text"]
             assert ours.finish_reason != "length"  # an end-of-generation token closed the grammar
     finally:
-        backend.fast_forward = fast_forward
+        backend.decoder.fast_forward = fast_forward
 
 
 def test_every_end_of_generation_token_may_end_a_constrained_answer(llama_engine: HammerEngine) -> None:
     backend: Any = llama_engine.backend
-    mask = backend._token_mask('start: "ok"', loop_guard=True)
+    mask = backend.vocabulary.token_mask('start: "ok"', loop_guard=True)
     mask.consume(backend.llama.tokenize(b"ok", add_bos=False, special=False))
     allowed = mask.allowed(backend.llama.n_vocab())
     ends = {backend.llama.tokenize(t.encode(), add_bos=False, special=True)[0] for t in ("<|im_end|>", "<|endoftext|>")}

@@ -101,11 +101,11 @@ def test_a_new_tool_set_on_a_known_model_reads_no_vocabulary(default_model_path:
     known = LlamaCppBackend(default_model_path, n_ctx=512, prefix_cache=directory)
     known.prepare_grammar()
     known.load()
-    known._token_mask(build_json_grammar(None), loop_guard=False)
+    known.vocabulary.token_mask(build_json_grammar(None), loop_guard=False)
     assert asked == []
     PrefixCache(directory).clear()
     unknown = LlamaCppBackend(default_model_path, n_ctx=512, prefix_cache=directory)
-    unknown._token_mask(build_json_grammar(None), loop_guard=False)
+    unknown.vocabulary.token_mask(build_json_grammar(None), loop_guard=False)
     assert len(asked) > 100_000  # every token of Qwen2.5's vocabulary
 
 
@@ -145,18 +145,18 @@ def test_the_vocabulary_read_for_llguidance_is_llguidances_own(model: str, defau
     path = default_model_path if model == "default" else _smollm2()
     after_load = LlamaCppBackend(path, n_ctx=512, prefix_cache=tmp_path / "a")
     after_load.load()
-    after_load._token_mask(build_json_grammar(None), loop_guard=False)
+    after_load.vocabulary.token_mask(build_json_grammar(None), loop_guard=False)
     before_load = LlamaCppBackend(path, n_ctx=512, prefix_cache=tmp_path / "b")
     before_load.prepare_grammar()  # the worker reads the file while load() runs
     before_load.load()
-    before_load._token_mask(build_json_grammar(None), loop_guard=False)
+    before_load.vocabulary.token_mask(build_json_grammar(None), loop_guard=False)
     cached = LlamaCppBackend(path, n_ctx=512, prefix_cache=tmp_path / "b")
-    cached._token_mask(build_json_grammar(None), loop_guard=False)
+    cached.vocabulary.token_mask(build_json_grammar(None), loop_guard=False)
     assert list((tmp_path / "b" / "vocabularies").glob("*.kv"))  # stored, so `cached` read it from there
     vocab = llama_cpp.llama_model_get_vocab(after_load.llama.model)
     ends = [t for t in range(llama_cpp.llama_vocab_n_tokens(vocab)) if llama_cpp.llama_vocab_is_eog(vocab, t)]
     reference = lltokenizer_from_vocab(vocab, n_vocab=after_load.llama.n_vocab(), eos_token=ends)
-    for ours in (after_load._ll_tokenizer, before_load._ll_tokenizer, cached._ll_tokenizer):
+    for ours in (after_load.vocabulary.tokenizer, before_load.vocabulary.tokenizer, cached.vocabulary.tokenizer):
         assert ours.vocab_size == reference.vocab_size and sorted(ours.eos_tokens) == sorted(reference.eos_tokens)
         assert all(ours.decode_bytes([i]) == reference.decode_bytes([i]) and
                    ours.is_special_token(i) == reference.is_special_token(i) for i in range(reference.vocab_size))
@@ -166,12 +166,13 @@ def test_the_vocabulary_read_for_llguidance_is_llguidances_own(model: str, defau
 
 def test_a_file_whose_vocabulary_cannot_load_alone_gets_the_tokenizer_of_the_loaded_model(
         default_model_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hammer_plugins.backends.llama_cpp.vocabulary import LlamaCppVocabulary
     from hammer_plugins.grammar.builder import build_json_grammar
 
-    monkeypatch.setattr(LlamaCppBackend, "_vocabulary_only_model", lambda self, llama_cpp: None)
+    monkeypatch.setattr(LlamaCppVocabulary, "_vocabulary_only_model", lambda self, llama_cpp: None)
     backend = LlamaCppBackend(default_model_path, n_ctx=512)
     backend.prepare_grammar()
     backend.load()
-    mask = backend._token_mask(build_json_grammar(None), loop_guard=False)
-    assert backend._ll_tokenizer.vocab_size == backend.llama.n_vocab()
+    mask = backend.vocabulary.token_mask(build_json_grammar(None), loop_guard=False)
+    assert backend.vocabulary.tokenizer.vocab_size == backend.llama.n_vocab()
     assert mask.allowed(backend.llama.n_vocab())[backend.tokenize("{")[0]]  # a JSON answer may open with {

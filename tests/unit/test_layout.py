@@ -153,9 +153,9 @@ def test_every_docstring_example_runs() -> None:
 
 # ------------------------------------------------------------------ layers of the engine package
 # The core is grouped into folders by job, and each folder says its layer in its own docstring ("Layer N"):
-# 0 values and helpers, 1 rules (tools, prompt, grammar, output, slot filling, models), 2 runtimes,
+# 0 values and helpers, 1 rules (tools, prompt, grammar, output, slot filling, models), 2 backends,
 # 3 the engine, 4 the doors. Each layer imports only the layers below it (and folders of its own layer).
-LAYER_NAMES = ("values", "rules", "runtimes", "engine", "doors")
+LAYER_NAMES = ("values", "rules", "backends", "engine", "doors")
 
 
 def _folder_docstring(folder: Path) -> str:
@@ -324,8 +324,8 @@ def test_every_name_the_docs_show_imports_from_where_they_show_it() -> None:
 
 
 # ------------------------------------------------------------------ each default written once
-# The declaration: hammer_plugins/engine/fields.py (EngineFields), reading the runtime's own defaults in
-# hammer_plugins/backends/base.py (GenerationSettings, RuntimeSettings). Everything else reads them.
+# The declaration: hammer_plugins/engine/fields.py (EngineFields), reading the backends' own defaults in
+# hammer_plugins/backends/base.py (GenerationSettings, LocalBackendSettings). Everything else reads them.
 DECLARATIONS = ("hammer_plugins/engine/fields.py", "hammer_plugins/backends/base.py")
 
 

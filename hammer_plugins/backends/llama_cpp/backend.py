@@ -20,23 +20,29 @@ from __future__ import annotations
 
 import time
 import weakref
-from concurrent.futures import Future
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hammer_plugins.backends.base import RUNTIME_DEFAULTS, Backend, tokenize_prompt
-from hammer_plugins.backends.llama_cpp.decoding import LlamaCppDecoding
-from hammer_plugins.backends.llama_cpp.native import import_llama_cpp
+from hammer_plugins.backends.base import BACKEND_DEFAULTS, Backend, GenerationChunk, GenerationSettings, tokenize_prompt
+from hammer_plugins.backends.llama_cpp.decoding import LlamaCppDecoder
+from hammer_plugins.backends.llama_cpp.native import abort_callback, import_llama_cpp, set_abort_callback
 from hammer_plugins.backends.llama_cpp.prefix import LlamaCppPrefix
 from hammer_plugins.backends.llama_cpp.vocabulary import LlamaCppVocabulary
 from hammer_plugins.backends.prefix_cache import PrefixCache
+from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.models.source import ModelSource, local_gguf, resolve_model
 from hammer_plugins.support.cpu_threads import physical_cores
 from hammer_plugins.values.errors import InvalidModelFileError
 
 
-class LlamaCppBackend(LlamaCppDecoding, LlamaCppVocabulary, LlamaCppPrefix, Backend):
+class LlamaCppBackend(Backend):
     """Runs a GGUF model with llama-cpp-python.
+
+    The model, its settings and tokenizing live here; the other jobs are components it holds:
+    ``decoder`` (:class:`~.decoding.LlamaCppDecoder`, the decoding loops), ``vocabulary``
+    (:class:`~.vocabulary.LlamaCppVocabulary`, llguidance's tokenizer and the token masks) and ``prefix``
+    (:class:`~.prefix.LlamaCppPrefix`, the tools prefix's KV state on disk).
 
     Args:
         model_path: a ``.gguf`` file; ``None`` resolves ``model`` or the default (see ``model_source``).
@@ -50,25 +56,22 @@ class LlamaCppBackend(LlamaCppDecoding, LlamaCppVocabulary, LlamaCppPrefix, Back
             default folder, a path or a :class:`~hammer_plugins.backends.prefix_cache.PrefixCache`; ``None`` off.
         fast_forward: in greedy constrained decoding, take the tokens the grammar forces without
             running the model for each (plain greedy's output but at near ties; ``_greedy_masked``). ``False``: llama-cpp-python's
-            own loop for every call.
+            own loop for every call. (Then ``backend.decoder.fast_forward``.)
         draft_tokens: with ``fast_forward``, also verify up to this many prompt-lookup draft tokens per
             model run (likewise; :mod:`~hammer_plugins.backends.prompt_lookup`). 0: off.
         **llama_kwargs: any other ``llama_cpp.Llama`` argument, passed through.
     """
 
     name = "llama_cpp"
-    # The full mask at every step, as the first constrained loop did: kept reachable for the differential test
-    # (tests/real/test_decode_differential.py) and the benchmark, which compare it with sample-first.
-    _full_mask_decoding = False
 
     def __init__(
         self,
         model_path: str | Path | None = None,
         *,
         model: str | None = None,
-        n_ctx: int = RUNTIME_DEFAULTS.n_ctx,
+        n_ctx: int = BACKEND_DEFAULTS.n_ctx,
         n_threads: int | None = None,
-        n_gpu_layers: int = RUNTIME_DEFAULTS.n_gpu_layers,
+        n_gpu_layers: int = BACKEND_DEFAULTS.n_gpu_layers,
         source: ModelSource | None = None,
         prefix_cache: bool | str | Path | PrefixCache | None = None,
         fast_forward: bool = True,
@@ -87,8 +90,6 @@ class LlamaCppBackend(LlamaCppDecoding, LlamaCppVocabulary, LlamaCppPrefix, Back
         self.n_gpu_layers = n_gpu_layers
         self.llama_kwargs = llama_kwargs
         self._llama: Any = None
-        self._ll_tokenizer: Any = None
-        self._tokenizer_job: Future[Any] | None = None
         self._gguf: Path | None = None
         self.load_seconds: float | None = None
         self.prefix_cache: PrefixCache | None = None
@@ -96,9 +97,10 @@ class LlamaCppBackend(LlamaCppDecoding, LlamaCppVocabulary, LlamaCppPrefix, Back
             self.prefix_cache = prefix_cache
         elif prefix_cache is not None and prefix_cache is not False:
             self.prefix_cache = PrefixCache(None if prefix_cache is True else prefix_cache)
-        self._runtime: str | None = None
-        self.fast_forward = fast_forward
-        self.draft_tokens = draft_tokens
+        self.vocabulary = LlamaCppVocabulary(self)
+        self.prefix = LlamaCppPrefix(self)
+        self.decoder = LlamaCppDecoder(self, self.vocabulary, self.prefix, fast_forward=fast_forward,
+                                       draft_tokens=draft_tokens)
 
     @property
     def model_name(self) -> str:
@@ -133,7 +135,7 @@ class LlamaCppBackend(LlamaCppDecoding, LlamaCppVocabulary, LlamaCppPrefix, Back
             return
         llama_cpp = import_llama_cpp()
         hub = self._source.kind == "hub_gguf"
-        path = self._gguf_path()
+        path = self.gguf_path()
         started = time.perf_counter()
         try:
             self._llama = llama_cpp.Llama(
@@ -156,11 +158,52 @@ class LlamaCppBackend(LlamaCppDecoding, LlamaCppVocabulary, LlamaCppPrefix, Back
         # runs too late then and prints a TypeError traceback.
         weakref.finalize(self, self._llama.close)
 
-    def _gguf_path(self) -> Path:
+    def gguf_path(self) -> Path:
         """The model's GGUF file (a hub file is downloaded here, once)."""
         if self._gguf is None:
             self._gguf = local_gguf(self._source)
         return self._gguf
+
+    def file_id(self) -> list[Any]:
+        """The model file, by content (its SHA-256, read once and remembered by the prefix cache), and the llama.cpp
+        runtime's version: a model written over the same path, size and time is another model here."""
+        path = self.gguf_path().resolve()
+        assert self.prefix_cache is not None  # only the prefix cache's keys need it
+        return [self.prefix_cache.file_digest(path), path.stat().st_size, getattr(import_llama_cpp(), "__version__", "?")]
+
+    def prepare_grammar(self) -> None:
+        """Start building llguidance's tokenizer now, in a worker thread (:meth:`.LlamaCppVocabulary.prepare`)."""
+        self.vocabulary.prepare()
+
+    def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
+        return self.decoder._stream(prompt, settings, grammar)
+
+    def evaluate(self, tokens: list[int]) -> None:
+        """``llama.eval(tokens)``, one ``n_batch`` batch at a time (the batches ``eval`` itself makes, so the
+        same state), stopped by a cancel between batches and inside one: a prompt's batch takes
+        seconds on a small CPU, so llama.cpp's abort callback (checked between graph nodes) is set
+        for the prompt, and the aborted batch is dropped from the KV cache."""
+        llama = self.llama
+        step = max(1, int(llama.n_batch))
+        cancel = self._cancel
+        abort = abort_callback(cancel) if cancel is not None and len(tokens) > 1 else None
+        if abort is not None:
+            set_abort_callback(llama._ctx.ctx, abort)
+        try:
+            for at in range(0, len(tokens), step):
+                self._check_cancel()
+                try:
+                    llama.eval(tokens[at:at + step])
+                except RuntimeError:  # llama_decode returned non-zero: 2 is "aborted"
+                    if cancel is None or not cancel.is_set():
+                        raise
+                    # eval counts a batch only once it is decoded: n_tokens is still where it began
+                    llama._ctx.kv_cache_seq_rm(-1, llama.n_tokens, -1)
+                    self._check_cancel()
+        finally:
+            if abort is not None:
+                set_abort_callback(llama._ctx.ctx, None)
+
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenize(text))

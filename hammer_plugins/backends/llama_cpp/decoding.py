@@ -14,15 +14,21 @@ import time
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hammer_plugins.backends.base import GenerationChunk, GenerationSettings, Usage
 from hammer_plugins.backends.llama_cpp.native import abort_callback, import_llama_cpp, last_logits, set_abort_callback
-from hammer_plugins.backends.llama_cpp.state import LlamaCppState
+from hammer_plugins.backends.llama_cpp.prefix import LlamaCppPrefix
+from hammer_plugins.backends.llama_cpp.vocabulary import LlamaCppVocabulary
 from hammer_plugins.backends.prompt_lookup import PromptLookup
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.grammar.token_mask import LogitsMask, TokenMask
 from hammer_plugins.prompt.render import STOP_SEQUENCES
+
+if TYPE_CHECKING:
+    import threading
+
+    from hammer_plugins.backends.llama_cpp.model import LlamaCppModel
 
 
 @dataclass
@@ -36,43 +42,68 @@ class _Run:
     drafted: int = 0
 
 
-class LlamaCppDecoding(LlamaCppState):
-    """The decoding job of :class:`~hammer_plugins.backends.llama_cpp.LlamaCppBackend` (a mixin: it runs
-    the backend's loaded model, token mask and prefix cache).
+class LlamaCppDecoder:
+    """The decoding job of :class:`~hammer_plugins.backends.llama_cpp.LlamaCppBackend` (its ``decoder``): it
+    runs the model under the token masks of its ``vocabulary``, with the tools prefix of its ``prefix``.
 
     Example:
         >>> from hammer_plugins.backends.llama_cpp import LlamaCppBackend
-        >>> issubclass(LlamaCppBackend, LlamaCppDecoding)
-        True
+        >>> LlamaCppBackend(n_ctx=4096, draft_tokens=4).decoder.draft_tokens
+        4
     """
 
+    # The full mask at every step, as the first constrained loop did: kept reachable for the differential test
+    # (tests/real/test_decode_differential.py) and the benchmark, which compare it with sample-first.
+    full_mask = False
+
+    def __init__(self, model: LlamaCppModel, vocabulary: LlamaCppVocabulary, prefix: LlamaCppPrefix, *,
+                 fast_forward: bool, draft_tokens: int) -> None:
+        self.model = model
+        self.vocabulary = vocabulary
+        self.prefix = prefix
+        self.prefix_cache = model.prefix_cache
+        self.fast_forward = fast_forward
+        self.draft_tokens = draft_tokens
+
+    @property
+    def llama(self) -> Any:
+        """The model's loaded ``llama_cpp.Llama``."""
+        return self.model.llama
+
+    @property
+    def _cancel(self) -> threading.Event | None:
+        return self.model._cancel
+
+    def _check_cancel(self) -> None:
+        self.model._check_cancel()
+
     def _stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> Iterator[GenerationChunk]:
-        prompt_tokens = self.tokenize(prompt)  # user text stays text: only our markers are special
+        prompt_tokens = self.model.tokenize(prompt)  # user text stays text: only our markers are special
         # llama-cpp-python re-evaluates only what differs from the previous call's tokens.
         started = time.perf_counter()
         for head in settings.prefill if self.prefix_cache is not None else ():
-            self._prefill(head)  # before the context is read: a prefill replaces what it holds
-        cached = self._common_prefix(prompt_tokens)
+            self.prefix.prefill(head)  # before the context is read: a prefill replaces what it holds
+        cached = self.prefix.common(prompt_tokens)
         fast = (grammar is not None and self.fast_forward and settings.temperature <= 0
                 and settings.repeat_penalty == 1.0)
         mask_job: Future[TokenMask] | None = None
-        if grammar is not None and self._ll_tokenizer is None:
+        if grammar is not None and self.vocabulary.tokenizer is None:
             # The first call waits for llguidance's tokenizer (prepare_grammar) and compiles the
             # grammar beside prompt evaluation, whose native calls release the GIL.
-            self.prepare_grammar()
+            self.vocabulary.prepare()
             pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hammer-grammar")
-            mask_job = pool.submit(self._token_mask, grammar, settings.loop_guard)
+            mask_job = pool.submit(self.vocabulary.token_mask, grammar, settings.loop_guard)
             pool.shutdown(wait=False)  # the job runs on; no other is taken
         from_disk = 0
         if self.prefix_cache is not None and settings.shared_prefix_chars:
-            shared = self._shared_tokens(prompt, prompt_tokens, settings.shared_prefix_chars)
+            shared = self.prefix.shared_tokens(prompt, prompt_tokens, settings.shared_prefix_chars)
             if cached < len(shared):
-                from_disk = self._restore_or_store(shared)
+                from_disk = self.prefix.restore_or_store(shared)
                 cached = len(shared)
         # Only the fast path waits for the mask after prompt evaluation; the sampled one needs it first.
         mask: TokenMask | Future[TokenMask] | None = mask_job
         if grammar is not None and mask_job is None:
-            mask = self._token_mask(grammar, settings.loop_guard)
+            mask = self.vocabulary.token_mask(grammar, settings.loop_guard)
         elif mask_job is not None and not fast:
             mask = mask_job.result()
         run = _Run()
@@ -188,13 +219,13 @@ class LlamaCppDecoding(LlamaCppState):
         llama = self.llama
         n_vocab = llama.n_vocab()
         # Keep what the context holds in common with the prompt; evaluate the rest (at least one token).
-        reuse = min(self._common_prefix(prompt_tokens), len(prompt_tokens) - 1)
+        reuse = min(self.prefix.common(prompt_tokens), len(prompt_tokens) - 1)
         llama.n_tokens = reuse
-        self._eval(prompt_tokens[reuse:])
+        self.model.evaluate(prompt_tokens[reuse:])
         mask = mask_or_job.result() if isinstance(mask_or_job, Future) else mask_or_job
-        ends = set(self._ll_tokenizer.eos_tokens)
+        ends = set(self.vocabulary.tokenizer.eos_tokens)
         row: Any = last_logits(llama, n_vocab)
-        full_mask = self._full_mask_decoding
+        full_mask = self.full_mask
         lookup = PromptLookup(prompt_tokens) if self.draft_tokens > 0 else None
         unevaluated: list[int] = []  # accepted tokens not in the KV cache yet (forced, or after a miss)
         spec: list[int] = []         # draft tokens in the KV cache beyond the accepted ones
@@ -261,32 +292,6 @@ class LlamaCppDecoding(LlamaCppState):
             if spec:
                 llama.n_tokens -= len(spec)
         run.completion_tokens = produced + (1 if run.finish == "stop" else 0)
-
-    def _eval(self, tokens: list[int]) -> None:
-        """``llama.eval(tokens)``, one ``n_batch`` batch at a time (the batches ``eval`` itself makes, so the
-        same state), stopped by a cancel between batches and inside one: a prompt's batch takes
-        seconds on a small CPU, so llama.cpp's abort callback (checked between graph nodes) is set
-        for the prompt, and the aborted batch is dropped from the KV cache."""
-        llama = self.llama
-        step = max(1, int(llama.n_batch))
-        cancel = self._cancel
-        abort = abort_callback(cancel) if cancel is not None and len(tokens) > 1 else None
-        if abort is not None:
-            set_abort_callback(llama._ctx.ctx, abort)
-        try:
-            for at in range(0, len(tokens), step):
-                self._check_cancel()
-                try:
-                    llama.eval(tokens[at:at + step])
-                except RuntimeError:  # llama_decode returned non-zero: 2 is "aborted"
-                    if cancel is None or not cancel.is_set():
-                        raise
-                    # eval counts a batch only once it is decoded: n_tokens is still where it began
-                    llama._ctx.kv_cache_seq_rm(-1, llama.n_tokens, -1)
-                    self._check_cancel()
-        finally:
-            if abort is not None:
-                set_abort_callback(llama._ctx.ctx, None)
 
     def _evaluate(self, tokens: list[int], lookup: PromptLookup | None, spec: list[int], spec_rows: list[Any],
                   n_vocab: int) -> Any:

@@ -3,7 +3,7 @@ disk, or evaluated once and stored there, so that a new process skips it.
 
 Example:
     >>> from hammer_plugins.backends.llama_cpp import LlamaCppBackend
-    >>> issubclass(LlamaCppBackend, LlamaCppPrefix)
+    >>> isinstance(LlamaCppBackend(n_ctx=4096).prefix, LlamaCppPrefix)
     True
 """
 
@@ -11,28 +11,34 @@ from __future__ import annotations
 
 import ctypes
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hammer_plugins.backends.llama_cpp.native import import_llama_cpp
-from hammer_plugins.backends.llama_cpp.state import LlamaCppState
 from hammer_plugins.prompt.render import Prompt
+
+if TYPE_CHECKING:
+    from hammer_plugins.backends.llama_cpp.model import LlamaCppModel
 
 # A head shorter than this evaluates in well under a second: not worth a file.
 PREFILL_MIN_TOKENS = 64
 
 
-class LlamaCppPrefix(LlamaCppState):
-    """The prefix-cache job of :class:`~hammer_plugins.backends.llama_cpp.LlamaCppBackend` (a mixin: it
-    reads and writes the backend's loaded model).
+class LlamaCppPrefix:
+    """The prefix-cache job of :class:`~hammer_plugins.backends.llama_cpp.LlamaCppBackend` (its ``prefix``):
+    it reads and writes the model's context, and keeps the KV states in the model's prefix cache.
 
     Example:
         >>> LlamaCppPrefix.__name__
         'LlamaCppPrefix'
     """
 
-    def _common_prefix(self, tokens: list[int]) -> int:
+    def __init__(self, model: LlamaCppModel) -> None:
+        self.model = model
+        self._runtime: str | None = None  # what the KV state depends on besides the tokens, once known
+
+    def common(self, tokens: list[int]) -> int:
         """How many leading ``tokens`` the context already holds."""
-        llama = self.llama
+        llama = self.model.llama
         previous = llama.input_ids[: llama.n_tokens].tolist()
         same = 0
         for a, b in zip(previous, tokens, strict=False):
@@ -41,14 +47,14 @@ class LlamaCppPrefix(LlamaCppState):
             same += 1
         return same
 
-    def _shared_tokens(self, prompt: str, prompt_tokens: list[int], chars: int) -> list[int]:
+    def shared_tokens(self, prompt: str, prompt_tokens: list[int], chars: int) -> list[int]:
         """The prompt's leading tokens that stand for its first ``chars`` characters (the tools prefix).
 
         The prefix ends a ChatML turn, so its tokens are the prompt's own; should a tokenizer merge
         across that boundary, only the tokens both agree on are shared. One token is always left
         to evaluate, as llama-cpp-python needs logits for the first answer token.
         """
-        own = self.tokenize(prompt.head(chars) if isinstance(prompt, Prompt) else prompt[:chars])
+        own = self.model.tokenize(prompt.head(chars) if isinstance(prompt, Prompt) else prompt[:chars])
         n = 0
         for a, b in zip(own, prompt_tokens, strict=False):
             if a != b:
@@ -60,33 +66,27 @@ class LlamaCppPrefix(LlamaCppState):
     def _runtime_id(self) -> str:
         """What the KV state depends on besides the tokens: a change makes every stored state miss."""
         if self._runtime is None:
-            params = self.llama.context_params
+            params = self.model.llama.context_params
             self._runtime = json.dumps([
-                *self._file_id(),
-                self.n_gpu_layers, int(params.n_ctx), int(params.n_batch), int(params.type_k), int(params.type_v),
+                *self.model.file_id(),
+                self.model.n_gpu_layers, int(params.n_ctx), int(params.n_batch), int(params.type_k), int(params.type_v),
                 repr(getattr(params, "flash_attn", None)), repr(getattr(params, "flash_attn_type", None)),
             ])
         return self._runtime
 
-    def _file_id(self) -> list[Any]:
-        """The model file, by content (its SHA-256, read once and remembered by the prefix cache), and the llama.cpp
-        runtime's version: a model written over the same path, size and time is another model here."""
-        path = self._gguf_path().resolve()
-        assert self.prefix_cache is not None  # only the prefix cache's keys need it
-        return [self.prefix_cache.file_digest(path), path.stat().st_size, getattr(import_llama_cpp(), "__version__", "?")]
-
-    def _restore_or_store(self, shared: list[int]) -> int:
+    def restore_or_store(self, shared: list[int]) -> int:
         """Put the state of ``shared`` in the context, from disk when stored; the tokens it saved from evaluation.
 
         Without a stored state the prefix is evaluated on its own and stored, so a cold call and a
         later warm one decode from byte-identical KV state (and give identical answers).
         """
-        assert self.prefix_cache is not None
+        cache = self.model.prefix_cache
+        assert cache is not None
         llama_cpp = import_llama_cpp()
-        llama = self.llama
+        llama = self.model.llama
         ctx = llama._ctx.ctx
         runtime = self._runtime_id()
-        state = self.prefix_cache.load(runtime, shared)
+        state = cache.load(runtime, shared)
         llama.reset()
         llama._ctx.kv_cache_clear()
         if state is not None:
@@ -96,19 +96,20 @@ class LlamaCppPrefix(LlamaCppState):
                 llama.n_tokens = len(shared)
                 return len(shared)
             llama._ctx.kv_cache_clear()  # a state this runtime cannot read: evaluate instead
-        self._eval(shared)  # cancelled part-way: nothing is stored, and the next call evaluates it again
+        self.model.evaluate(shared)  # cancelled part-way: nothing is stored, and the next call evaluates it again
         size = llama_cpp.llama_state_seq_get_size(ctx, 0)
         buffer = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
         if written:
-            self.prefix_cache.store(runtime, shared, bytes(buffer)[:written])
+            cache.store(runtime, shared, bytes(buffer)[:written])
         return 0
 
-    def _prefill(self, head: str) -> None:
+    def prefill(self, head: str) -> None:
         """Evaluate ``head`` and keep its state on disk, unless it is kept already or too short to matter (a
-        later prompt that starts with it restores it instead: :meth:`_restore_or_store`)."""
-        assert self.prefix_cache is not None
-        tokens = self.tokenize(head)
-        if len(tokens) < PREFILL_MIN_TOKENS or self.prefix_cache.path_for(self._runtime_id(), tokens).exists():
+        later prompt that starts with it restores it instead: :meth:`restore_or_store`)."""
+        cache = self.model.prefix_cache
+        assert cache is not None
+        tokens = self.model.tokenize(head)
+        if len(tokens) < PREFILL_MIN_TOKENS or cache.path_for(self._runtime_id(), tokens).exists():
             return
-        self._restore_or_store(tokens)
+        self.restore_or_store(tokens)

@@ -12,13 +12,15 @@ import ctypes
 import json
 import weakref
 from array import array
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 from hammer_plugins.backends.llama_cpp.native import import_llama_cpp
-from hammer_plugins.backends.llama_cpp.state import LlamaCppState
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.grammar.token_mask import TokenMask, import_llguidance
+
+if TYPE_CHECKING:
+    from hammer_plugins.backends.llama_cpp.model import LlamaCppModel
 
 
 def _pack_vocabulary(tokens: list[bytes], ends: list[int]) -> bytes:
@@ -46,17 +48,23 @@ def _unpack_vocabulary(blob: bytes) -> tuple[list[bytes], list[int]]:
     return tokens, ends
 
 
-class LlamaCppVocabulary(LlamaCppState):
-    """The tokenizer job of :class:`~hammer_plugins.backends.llama_cpp.LlamaCppBackend` (a mixin: it reads
-    the backend's model file, loaded model and prefix cache).
+class LlamaCppVocabulary:
+    """The tokenizer job of :class:`~hammer_plugins.backends.llama_cpp.LlamaCppBackend` (its ``vocabulary``):
+    llguidance's tokenizer, which it owns, built from the model's file or loaded model (the vocabulary kept in
+    the model's prefix cache).
 
     Example:
         >>> from hammer_plugins.backends.llama_cpp import LlamaCppBackend
-        >>> issubclass(LlamaCppBackend, LlamaCppVocabulary)
+        >>> LlamaCppBackend(n_ctx=4096).vocabulary.tokenizer is None   # built on the first constrained call
         True
     """
 
-    def prepare_grammar(self) -> None:
+    def __init__(self, model: LlamaCppModel) -> None:
+        self.model = model
+        self.tokenizer: Any = None  # llguidance's LLTokenizer, once built
+        self._job: Future[Any] | None = None
+
+    def prepare(self) -> None:
         """Start building llguidance's tokenizer now, in a worker thread (once per loaded model).
 
         Called before the model is loaded, the worker reads the vocabulary from the GGUF file itself
@@ -64,25 +72,25 @@ class LlamaCppVocabulary(LlamaCppState):
         (about 0.6 s of CPU for a 152k vocabulary) then runs mostly on the core that loading
         leaves idle instead of competing with prompt evaluation, which uses every core.
         """
-        if self._ll_tokenizer is not None or self._tokenizer_job is not None:
+        if self.tokenizer is not None or self._job is not None:
             return
-        if self._llama is None:
+        if not self.model.is_loaded:
             import_llama_cpp()  # a missing llama-cpp-python is named here, as load() would
-            self._gguf_path()  # resolve (and download) in the caller's thread, not twice
+            self.model.gguf_path()  # resolve (and download) in the caller's thread, not twice
             # The worker's llama.cpp load logs as the model's own load will (llama-cpp-python's
             # Llama() sets this too, but only once it is called).
             from llama_cpp._logger import set_verbose
 
-            set_verbose(bool(self.llama_kwargs.get("verbose", False)))
+            set_verbose(bool(self.model.llama_kwargs.get("verbose", False)))
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hammer-tokenizer")
-        self._tokenizer_job = pool.submit(self._build_tokenizer)
+        self._job = pool.submit(self._build_tokenizer)
         pool.shutdown(wait=False)  # the job runs on; no other is taken
 
     def _build_tokenizer(self) -> Any:
         """The worker's job: the tokenizer, from the loaded model or else the file; ``None`` if the file's
         vocabulary cannot be loaded alone."""
         llama_cpp = import_llama_cpp()
-        loaded = self._llama
+        loaded = self.model.llama if self.model.is_loaded else None  # never loads the weights here
         vocab = llama_cpp.llama_model_get_vocab(loaded.model) if loaded is not None \
             else self._vocabulary_only_model(llama_cpp)
         return self._tokenizer_for(vocab) if vocab is not None else None
@@ -102,29 +110,30 @@ class LlamaCppVocabulary(LlamaCppState):
     def _vocabulary_only_model(self, llama_cpp: Any) -> Any:
         """The vocabulary of the GGUF file, loaded without the weights; ``None`` if llama.cpp cannot.
 
-        It lives as long as this backend: llguidance's tokenizer calls ``llama_tokenize`` on it.
+        It lives as long as this component (as the backend): llguidance's tokenizer calls ``llama_tokenize`` on it.
         """
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = True
-        model = llama_cpp.llama_model_load_from_file(str(self._gguf_path()).encode(), params)
+        model = llama_cpp.llama_model_load_from_file(str(self.model.gguf_path()).encode(), params)
         if not model:
             return None  # the weights' own load reports what is wrong with the file
         weakref.finalize(self, llama_cpp.llama_model_free, model)
         return llama_cpp.llama_model_get_vocab(model)
 
-    def _token_mask(self, grammar: Grammar, loop_guard: bool) -> TokenMask:
-        if self._ll_tokenizer is None:
-            self.prepare_grammar()
-            assert self._tokenizer_job is not None
+    def token_mask(self, grammar: Grammar, loop_guard: bool) -> TokenMask:
+        """A new token mask for ``grammar`` (waits for the tokenizer the first time)."""
+        if self.tokenizer is None:
+            self.prepare()
+            assert self._job is not None
             try:
-                tokenizer = self._tokenizer_job.result()
+                tokenizer = self._job.result()
             finally:
-                self._tokenizer_job = None  # built, or failed: a later call tries again
+                self._job = None  # built, or failed: a later call tries again
             # The file's vocabulary could not be read alone: the loaded model's (in this thread, so
             # that the weights are never loaded twice at once).
-            self._ll_tokenizer = tokenizer if tokenizer is not None else self._tokenizer_for(
-                import_llama_cpp().llama_model_get_vocab(self.llama.model))
-        return TokenMask(self._ll_tokenizer, grammar, loop_guard=loop_guard)
+            self.tokenizer = tokenizer if tokenizer is not None else self._tokenizer_for(
+                import_llama_cpp().llama_model_get_vocab(self.model.llama.model))
+        return TokenMask(self.tokenizer, grammar, loop_guard=loop_guard)
 
     def _vocabulary(self, llama_cpp: Any, vocab: Any) -> tuple[list[bytes], list[int]]:
         """Every token's bytes as llguidance reads them, and the end-of-generation tokens.
@@ -135,8 +144,9 @@ class LlamaCppVocabulary(LlamaCppState):
         ``llguidance.llamacpp.lltokenizer_from_vocab`` reads, which returns only the finished
         tokenizer (nothing to store); a test checks every token against it.
         """
-        cache = self.prefix_cache.vocabularies() if self.prefix_cache is not None else None
-        key = json.dumps([*self._file_id(), "vocabulary"]) if cache is not None else ""
+        prefix_cache = self.model.prefix_cache
+        cache = prefix_cache.vocabularies() if prefix_cache is not None else None
+        key = json.dumps([*self.model.file_id(), "vocabulary"]) if cache is not None else ""
         blob = cache.load(key, [0]) if cache is not None else None
         if blob is not None:
             try:

@@ -35,7 +35,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from hammer_plugins.backends.base import GenerationChunk, GenerationSettings, Runtime
+from hammer_plugins.backends.base import BackendInterface, GenerationChunk, GenerationSettings
 from hammer_plugins.backends.remote.connection import ServerConnection
 from hammer_plugins.backends.remote.dialects import ServerDialect, dialect_for
 from hammer_plugins.backends.remote.discovery import ServerDiscovery
@@ -71,7 +71,7 @@ from hammer_plugins.values.errors import (
 
 
 # -------------------------------------------------------------------------------------- backend
-class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGrammarProbe, Runtime):
+class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGrammarProbe, BackendInterface):
     """Hammer on an OpenAI-compatible server (vLLM, llama-server, llama-cpp-python), over ``/v1/completions``.
 
     Args:
@@ -247,7 +247,7 @@ class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGramma
         return chunks if cut is None else acut_list_loops(chunks, cut)
 
     def _loop_cut(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> ListLoopCut | None:
-        """The loop guard a local runtime runs while decoding, for a server that decodes the grammar itself."""
+        """The loop guard an in-process backend runs while decoding, for a server that decodes the grammar itself."""
         if grammar is None or not settings.loop_guard:
             return None
         return ListLoopCut(self._cached_count(wire_text(prompt)))

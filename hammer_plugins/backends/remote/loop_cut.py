@@ -1,15 +1,15 @@
 """The loop guard for a server that decodes the grammar itself.
 
-A local runtime runs :class:`~hammer_plugins.grammar.loop_guard.LoopGuard` inside its decoding loop: a call list
+An in-process backend runs :class:`~hammer_plugins.grammar.loop_guard.LoopGuard` inside its decoding loop: a call list
 that starts repeating its calls is closed there, and the engine keeps the calls made so far. llama-server
 and vLLM decode under the grammar on their side, where no such guard runs, so a small model's repeating
 list went on until ``max_tokens`` (measured: the stand-in answered Codex CLI's prompt with ``get_goal``,
 ``create_goal``, ``update_goal`` over and over, and the cut answer reached Codex as an incomplete response).
 Here the streamed text is followed with the same guard. At the end of the call that repeats, the stream
-stops: closing it makes the server stop generating. The last chunk carries ``loop_guard_stop``, as a local
-runtime's does, so the engine keeps the calls made so far and drops the repeated tail.
+stops: closing it makes the server stop generating. The last chunk carries ``loop_guard_stop``, as an in-process
+backend's does, so the engine keeps the calls made so far and drops the repeated tail.
 
-A loop inside a string value is left to ``max_tokens``: a local runtime closes the string by masking
+A loop inside a string value is left to ``max_tokens``: an in-process backend closes the string by masking
 tokens, which a server that samples by itself cannot be made to do.
 
 Example:

@@ -46,7 +46,7 @@ class ModelCard:
         self.started = started
 
     def _file(self) -> str | None:
-        path = getattr(self.engine.backend, "model_path", None)  # the in-process runtimes; a server has none
+        path = getattr(self.engine.backend, "model_path", None)  # the in-process backends; a server has none
         return path if isinstance(path, str) and os.path.isfile(path) else None
 
     def details(self) -> dict[str, Any]:

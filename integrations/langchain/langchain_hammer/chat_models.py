@@ -111,7 +111,7 @@ class ChatHammer(BaseChatModel, EngineSettings):
 
     Sampling: max_tokens, temperature (0 = greedy), top_p, top_k, repeat_penalty, seed, stop, loop_guard
     (close a string argument the model repeats itself in; on by default).
-    Runtime: n_ctx, n_threads, n_gpu_layers (llama.cpp); device, dtype (transformers);
+    In-process backends: n_ctx, n_threads, n_gpu_layers (llama.cpp); device, dtype (transformers);
     model_kwargs (anything else for the backend). Every one of these is an
     :class:`hammer_plugins.engine.settings.EngineSettings` field, shared with LlamaIndex's ``HammerLLM``.
 
@@ -127,7 +127,7 @@ class ChatHammer(BaseChatModel, EngineSettings):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
 
-    # Every engine setting (model, backend and server, Hammer behaviour, sampling, runtime) is a field
+    # Every engine setting (model, backend and server, Hammer behaviour, sampling, in-process backend) is a field
     # inherited from hammer_plugins.engine.settings.EngineSettings: the same names and defaults as HammerLLM.
     stop: list[str] | None = None
     """Stop sequences (a per-call ``stop`` replaces these)."""

@@ -85,7 +85,7 @@ class HammerLLM(FunctionCallingLLM, EngineSettings):
 
     Every engine setting is a field (:class:`hammer_plugins.engine.settings.EngineSettings`, shared with
     LangChain's ``ChatHammer``: model, ``backend`` with the server options, Hammer behaviour, sampling,
-    runtime, ``model_kwargs``); per-call overrides go to ``chat(..., max_tokens=..., ...)``.
+    in-process backend options, ``model_kwargs``); per-call overrides go to ``chat(..., max_tokens=..., ...)``.
     Nothing loads in the constructor: the model loads on the first call (or :meth:`load`).
 
     Example:
@@ -100,7 +100,7 @@ class HammerLLM(FunctionCallingLLM, EngineSettings):
         {'city': 'Paris'}
     """
 
-    # Every engine setting (model, backend and server, Hammer behaviour, sampling, runtime) is a field
+    # Every engine setting (model, backend and server, Hammer behaviour, sampling, in-process backend) is a field
     # inherited from hammer_plugins.engine.settings.EngineSettings: the same names and defaults as ChatHammer.
     parallel_tool_calls: bool = Field(
         default=True,
