@@ -29,8 +29,11 @@ from hammer_plugins.engine import (
     normalize_tool_choice,
 )
 from hammer_plugins.engine.settings import EngineSettings
+from hammer_plugins.output.decoding import Decoding
 from hammer_plugins.output.parsing import ParsedOutput, parse_output
-from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
+from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT, HammerResponse
+from hammer_plugins.output.timings import Timings
+from hammer_plugins.output.usage import Usage
 from hammer_plugins.slot_filling.filler import SlotFiller, SlotFillingStep
 from hammer_plugins.slot_filling.snapshots import Snapshot, SnapshotMessage
 from hammer_plugins.support import moved_paths as _moved_paths
@@ -83,6 +86,7 @@ __all__ = [
     "Backend",
     "BackendNotInstalledError",
     "ContextWindowExceededError",
+    "Decoding",
     "EngineSettings",
     "GenerationChunk",
     "GenerationSettings",
@@ -115,6 +119,7 @@ __all__ = [
     "Snapshot",
     "SnapshotMessage",
     "TextDelta",
+    "Timings",
     "Tool",
     "ToolCall",
     "ToolBudgetError",

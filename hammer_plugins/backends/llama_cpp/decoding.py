@@ -22,6 +22,8 @@ from hammer_plugins.backends.llama_cpp.state import LlamaCppState
 from hammer_plugins.backends.prompt_lookup import PromptLookup
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.grammar.token_mask import LogitsMask, TokenMask
+from hammer_plugins.output.decoding import Decoding
+from hammer_plugins.output.timings import Timings
 from hammer_plugins.prompt.render import STOP_SEQUENCES
 
 
@@ -91,16 +93,13 @@ class LlamaCppDecoding(LlamaCppState):
         yield GenerationChunk(
             text="",
             finish_reason="length" if run.finish == "length" else "stop",
-            usage=Usage(prompt_tokens=len(prompt_tokens), completion_tokens=run.completion_tokens),
-            timings={
-                "time_to_first_token": (run.first or done) - started,
-                "total": done - started,
-                "cached_prompt_tokens": float(min(cached, len(prompt_tokens) - 1)),
-                **({"disk_cached_prompt_tokens": float(from_disk)} if self.prefix_cache is not None else {}),
-                **(mask.timings() if mask is not None else {}),
-                **({"forced_tokens": float(run.forced)} if fast else {}),
-                **({"drafted_tokens": float(run.drafted)} if fast and self.draft_tokens else {}),
-            },
+            usage=Usage(prompt_tokens=len(prompt_tokens), completion_tokens=run.completion_tokens,
+                        cached_prompt_tokens=min(cached, len(prompt_tokens) - 1),
+                        disk_cached_prompt_tokens=from_disk if self.prefix_cache is not None else None),
+            timings=Timings(time_to_first_token=(run.first or done) - started, total=done - started),
+            decoding=Decoding(**(mask.decoding() if mask is not None else {}),
+                              forced_tokens=run.forced if fast else None,
+                              drafted_tokens=run.drafted if fast and self.draft_tokens else None),
         )
 
     def _sampled(self, prompt_tokens: list[int], settings: GenerationSettings, mask: TokenMask | None,
