@@ -66,11 +66,13 @@ class LlamaCppDecoding(LlamaCppState):
             mask_job = pool.submit(self._token_mask, grammar, settings.loop_guard)
             pool.shutdown(wait=False)  # the job runs on; no other is taken
         from_disk = 0
+        reused = cached  # what the usage reports: the prompt tokens not evaluated by this call
         if self.prefix_cache is not None and settings.shared_prefix_chars:
             shared = self._shared_tokens(prompt, prompt_tokens, settings.shared_prefix_chars)
             if cached < len(shared):
                 from_disk = self._restore_or_store(shared)
-                cached = len(shared)
+                # The context was cleared: the prefix came from disk, or was evaluated now and stored.
+                cached, reused = len(shared), from_disk
         # Only the fast path waits for the mask after prompt evaluation; the sampled one needs it first.
         mask: TokenMask | Future[TokenMask] | None = mask_job
         if grammar is not None and mask_job is None:
@@ -94,7 +96,7 @@ class LlamaCppDecoding(LlamaCppState):
             text="",
             finish_reason="length" if run.finish == "length" else "stop",
             usage=Usage(prompt_tokens=len(prompt_tokens), completion_tokens=run.completion_tokens,
-                        cached_prompt_tokens=min(cached, len(prompt_tokens) - 1),
+                        cached_prompt_tokens=min(reused, len(prompt_tokens) - 1),
                         disk_cached_prompt_tokens=from_disk if self.prefix_cache is not None else None),
             timings=Timings(time_to_first_token=(run.first or done) - started, total=done - started),
             decoding=Decoding(**(mask.decoding() if mask is not None else {}),
