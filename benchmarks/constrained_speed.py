@@ -66,7 +66,7 @@ def _engine(engine: Any, messages: list[Any], tools: list[Any]) -> tuple[float, 
     response = engine.generate(messages, tools=tools)
     t = response.timings
     n = response.usage.completion_tokens
-    return 1000 * (t["total"] - t["time_to_first_token"]) / max(n - 1, 1), n, response.raw
+    return 1000 * (t.total - t.time_to_first_token) / max(n - 1, 1), n, response.raw
 
 
 class _Timers:
@@ -115,7 +115,7 @@ def _profile(engine: Any, backend: Any, messages: list[Any], tools: list[Any], r
         timers.wrap(backend, "_check_cancel", "cancel check")
         response = engine.generate(messages, tools=tools)
         t = response.timings
-        decode = t["total"] - t["time_to_first_token"]
+        decode = t.total - t.time_to_first_token
         del llama.detokenize, backend.decoder._evaluate, backend._check_cancel
         backend.vocabulary.token_mask = make_mask
         n = response.usage.completion_tokens

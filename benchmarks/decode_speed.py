@@ -132,13 +132,13 @@ def main() -> int:
                 response = engine.generate(messages, tools=DEMO_TOOLS)
                 answers[name] = response.raw
                 n = response.usage.completion_tokens
-                t = response.timings
-                rows[name]["decode_ms"].append(1000 * (t["total"] - t["time_to_first_token"]) / max(n - 1, 1))
-                rows[name]["total_s"].append(t["total"])
+                t, decoding = response.timings, response.decoding
+                rows[name]["decode_ms"].append(1000 * (t.total - t.time_to_first_token) / max(n - 1, 1))
+                rows[name]["total_s"].append(t.total)
                 if name == "fast-forward":
-                    forced += int(t.get("forced_tokens", 0))
+                    forced += decoding.forced_tokens or 0
                     produced += n
-                drafted += int(t.get("drafted_tokens", 0))
+                drafted += decoding.drafted_tokens or 0
             reference = answers["one token a step"]
             for name in ("fast-forward", "fast-forward + drafts"):
                 if answers[name] != reference:  # rare: judge it by plain greedy's own logits there

@@ -68,7 +68,7 @@ def measure(engine: HammerEngine, tools: list[Any], constrained: bool) -> dict[s
         rows.append({"question": question, "expected": expected, "kind": cold.kind, "picked": picked,
                      "well_formed": well_formed, "right": picked == expected if expected else cold.kind != "tool_calls",
                      "cold_s": round(cold_s, 3), "warm_s": round(warm_s, 3),
-                     "ttft_warm_s": round(cold.timings.get("time_to_first_token", 0.0), 3),
+                     "ttft_warm_s": round(cold.timings.time_to_first_token or 0.0, 3),
                      "prompt_tokens": cold.usage.prompt_tokens, "completion_tokens": cold.usage.completion_tokens,
                      "raw": cold.raw[:200]})
     need_tool = [r for r in rows if r["expected"]]

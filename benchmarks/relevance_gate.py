@@ -59,7 +59,7 @@ def answers(engine: HammerEngine, entries: list[BfclEntry]) -> dict[str, Any]:
         response = engine.generate(messages(entry), [to_tool_spec(f) for f in entry.functions])
         output = to_bfcl_output([(c.name, c.arguments) for c in response.tool_calls])
         rows.append({"id": entry.id, "category": entry.category, "correct": score(entry, output).correct,
-                     "gated": bool(response.timings.get("relevance_gate")), "seconds": time.perf_counter() - started})
+                     "gated": response.decoding.relevance_gated, "seconds": time.perf_counter() - started})
     summary: dict[str, Any] = {}
     for category in dict.fromkeys(r["category"] for r in rows):
         mine = [r for r in rows if r["category"] == category]

@@ -30,8 +30,11 @@ from hammer_plugins.engine import (
 )
 from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.engine.settings import EngineSettings
+from hammer_plugins.output.decoding import Decoding
 from hammer_plugins.output.parsing import ParsedOutput, parse_output
-from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT, HammerResponse, Usage
+from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT, HammerResponse
+from hammer_plugins.output.timings import Timings
+from hammer_plugins.output.usage import Usage
 from hammer_plugins.slot_filling.filler import SlotFiller, SlotFillingStep
 from hammer_plugins.slot_filling.snapshots import Snapshot, SnapshotMessage
 from hammer_plugins.support import moved_paths as _moved_paths
@@ -86,6 +89,7 @@ __all__ = [
     "BackendInterface",
     "BackendNotInstalledError",
     "ContextWindowExceededError",
+    "Decoding",
     "EngineRequest",
     "EngineSettings",
     "GenerationChunk",
@@ -120,6 +124,7 @@ __all__ = [
     "Snapshot",
     "SnapshotMessage",
     "TextDelta",
+    "Timings",
     "Tool",
     "ToolCall",
     "ToolBudgetError",

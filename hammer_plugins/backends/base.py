@@ -18,7 +18,9 @@ from pydantic import BaseModel, Field
 
 from hammer_plugins.backends.bridge import iterate_in_thread
 from hammer_plugins.grammar.builder import Grammar
-from hammer_plugins.output.response import Usage
+from hammer_plugins.output.decoding import Decoding
+from hammer_plugins.output.timings import Timings
+from hammer_plugins.output.usage import Usage
 from hammer_plugins.prompt.render import prompt_segments
 from hammer_plugins.values.errors import GenerationCancelled
 
@@ -98,7 +100,9 @@ def tokenize_prompt(prompt: str, tokenize: Callable[[str, bool], list[int]]) -> 
 
 @dataclass
 class GenerationChunk:
-    """One streamed piece of text; the last chunk has ``finish_reason`` and ``usage`` set.
+    """One streamed piece of text; the last chunk has ``finish_reason`` and ``usage`` set (its
+    ``usage.cached_prompt_tokens``: the prompt tokens the runtime's cache served), and ``timings`` and
+    ``decoding`` where the runtime measured them.
 
     Example:
         >>> GenerationChunk(text="[").finish_reason is None
@@ -108,7 +112,8 @@ class GenerationChunk:
     text: str
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: Timings = field(default_factory=Timings)
+    decoding: Decoding = field(default_factory=Decoding)
 
 
 class BackendInterface(ABC):

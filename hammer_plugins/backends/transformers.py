@@ -27,6 +27,8 @@ from hammer_plugins.backends.base import BACKEND_DEFAULTS, Backend, GenerationCh
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.grammar.token_mask import TokenMask, import_llguidance
 from hammer_plugins.models.source import ModelSource, check_gguf, resolve_model
+from hammer_plugins.output.decoding import Decoding
+from hammer_plugins.output.timings import Timings
 from hammer_plugins.prompt.render import STOP_SEQUENCES
 from hammer_plugins.support.cache_location import cache_dir
 from hammer_plugins.values.errors import BackendNotInstalledError, InvalidModelFileError, ModelNotFoundError
@@ -288,10 +290,10 @@ class TransformersBackend(Backend):
         yield GenerationChunk(
             text="",
             finish_reason="stop" if finish == "stop" else "length",
-            usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(generated) + (finish == "stop")),
-            timings={"time_to_first_token": (first or done) - started, "total": done - started,
-                     "cached_prompt_tokens": float(common),
-                     **(mask.timings() if mask is not None else {})},
+            usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(generated) + (finish == "stop"),
+                        cached_prompt_tokens=common),
+            timings=Timings(time_to_first_token=(first or done) - started, total=done - started),
+            decoding=Decoding(**(mask.decoding() if mask is not None else {})),
         )
 
     def _pick(self, torch: Any, logits: Any, settings: GenerationSettings, generator: Any, mask: TokenMask | None) -> int:

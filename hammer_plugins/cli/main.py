@@ -117,9 +117,12 @@ def _calls_json(response: HammerResponse) -> str:
 
 
 def _report(response: HammerResponse, seconds: float) -> None:
-    # Timings are seconds except the counts the backend reports alongside them (tokens, loop guard).
-    timing = ", ".join(f"{k}={int(v)}" if k.endswith(("_tokens", "_cuts", "_stop")) else f"{k}={v:.3f}s"
-                       for k, v in response.timings.items())
+    # The seconds measured, then the cache's counts and what the decoder did (set counts and flags only).
+    usage = response.usage
+    counts = {"cached_prompt_tokens": usage.cached_prompt_tokens, "disk_cached_prompt_tokens":
+              usage.disk_cached_prompt_tokens, **response.decoding.model_dump(exclude_defaults=True)}
+    timing = ", ".join([*(f"{k}={v:.3f}s" for k, v in response.timings.model_dump(exclude_none=True).items()),
+                        *(f"{k}={int(v)}" for k, v in counts.items() if v is not None)])
     print(f"[{response.kind}] {response.usage.prompt_tokens} prompt + {response.usage.completion_tokens} "
           f"completion tokens, {seconds:.2f}s wall ({timing})", file=sys.stderr)
 

@@ -24,7 +24,9 @@ import json
 import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from hammer_plugins.backends.base import GenerationSettings
 from hammer_plugins.engine.core import EngineCore, RefusalMode
@@ -32,9 +34,11 @@ from hammer_plugins.engine.planning import Plan
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.grammar.keyword_check import keyword_violation
 from hammer_plugins.output.call_scanner import CallScanner
+from hammer_plugins.output.decoding import Decoding
 from hammer_plugins.output.events import StreamEvent, TextDelta, ToolCallDelta
 from hammer_plugins.output.parsing import items_to_calls, parse_output, parse_stopped_list
 from hammer_plugins.output.response import HammerResponse, Usage
+from hammer_plugins.output.timings import Timings
 from hammer_plugins.prompt.render import chat_head_chars, render_chat
 from hammer_plugins.values.agent_loop import after_tool_results, answered_calls, call_key
 from hammer_plugins.values.calls import InvalidToolCall, ToolCall
@@ -127,12 +131,13 @@ def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> G
     raw_parts: list[str] = []
     usage = Usage()
     finish = "stop"
-    timings: dict[str, float] = {}
+    timings = Timings()
+    decoding = Decoding()
     scanner = CallScanner() if plan.grammar is not None else None
     streamed: list[ToolCall] = []
     if plan.gated:  # no tool shares a word with the question: Hammer's refusal, without running the model
         raw_parts.append("[]")
-        timings["relevance_gate"] = 1.0
+        decoding = Decoding(relevance_gated=True)
         chunk = END
     else:
         chunk = yield Generate(plan.prompt, plan.settings, plan.grammar)
@@ -148,12 +153,12 @@ def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> G
                     streamed.append(resolved)
                     yield ToolCallDelta(len(streamed) - 1, resolved)
         if chunk.usage is not None:
-            usage = Usage(prompt_tokens=chunk.usage.prompt_tokens, completion_tokens=chunk.usage.completion_tokens)
+            usage = chunk.usage.model_copy()
             finish = chunk.finish_reason or "stop"
-            timings = dict(chunk.timings)
+            timings, decoding = chunk.timings.model_copy(), chunk.decoding.model_copy()
         chunk = yield NEXT
     raw = "".join(raw_parts)
-    response = parsed_response(engine, plan, raw, usage, finish, timings)
+    response = parsed_response(engine, plan, raw, usage, finish, timings, decoding)
     if answered:
         response.tool_calls = [c for c in response.tool_calls if call_key(c) not in answered]
         if not response.tool_calls and response.kind == "tool_calls":
@@ -174,7 +179,7 @@ def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> G
     if response.kind == "refusal" and mode == "answer":
         yield from answer(engine, plan, response, started)
         return
-    response.timings["engine_total"] = time.perf_counter() - started
+    response.timings.engine_total = time.perf_counter() - started
     yield response
 
 def answer(engine: EngineCore, plan: Plan, base: HammerResponse, started: float, prompt: str | None = None,
@@ -191,7 +196,7 @@ def answer(engine: EngineCore, plan: Plan, base: HammerResponse, started: float,
     parts: list[str] = []
     usage = base.usage
     finish = "stop"
-    timings: dict[str, float] = dict(base.timings)
+    timings, decoding = base.timings, base.decoding
     pending = ""  # whitespace held back until more text follows, so deltas add up to the stripped text
     chunk = yield Generate(prompt, settings, grammar)
     while chunk is not END:
@@ -205,17 +210,17 @@ def answer(engine: EngineCore, plan: Plan, base: HammerResponse, started: float,
             if body:
                 yield TextDelta(body, channel="prose")
         if chunk.usage is not None:
-            usage = usage + Usage(prompt_tokens=chunk.usage.prompt_tokens,
-                                  completion_tokens=chunk.usage.completion_tokens)
+            usage = usage + chunk.usage
             finish = chunk.finish_reason or "stop"
-            timings.update(chunk.timings)
+            timings, decoding = overlaid(timings, chunk.timings), overlaid(decoding, chunk.decoding)
         chunk = yield NEXT
     raw = "".join(parts)
     text = raw.strip()
     if base.kind == "refusal" and not text:
         text = engine.refusal_text
-    timings["engine_total"] = time.perf_counter() - started
-    update: dict[str, Any] = {"text": text, "usage": usage, "finish_reason": finish, "timings": timings}
+    timings = overlaid(timings, Timings(engine_total=time.perf_counter() - started))
+    update: dict[str, Any] = {"text": text, "usage": usage, "finish_reason": finish, "timings": timings,
+                              "decoding": decoding}
     if base.kind == "text":
         update["raw"] = raw
     yield base.model_copy(update=update)
@@ -240,15 +245,24 @@ def resolve(plan: Plan, call: ToolCall, raw: str) -> ToolCall | InvalidToolCall:
                                reason=f"argument {path!r} breaks the schema keyword {keyword!r}: {detail}")
     return real
 
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def overlaid(base: ModelT, top: ModelT) -> ModelT:
+    """``base`` with the fields ``top`` set (measured, counted, flagged) taking their place: a second pass's
+    timings and decoding over the first's."""
+    return base.model_copy(update=top.model_dump(exclude_defaults=True))
+
+
 def parsed_response(engine: EngineCore, plan: Plan, raw: str, usage: Usage, finish: str,
-                    timings: dict[str, float]) -> HammerResponse:
+                    timings: Timings, decoding: Decoding) -> HammerResponse:
     parse_started = time.perf_counter()
     # The loop guard stopped a call list that kept repeating itself, or max_tokens cut it: the
     # complete calls made so far stand and the cut tail is dropped (see _cut_or_invalid_text).
-    cut = finish == "length" and not timings.get("loop_guard_stop")
-    parsed = parse_stopped_list(raw) if timings.get("loop_guard_stop") or cut else parse_output(raw)
+    cut = finish == "length" and not decoding.loop_guard_stopped
+    parsed = parse_stopped_list(raw) if decoding.loop_guard_stopped or cut else parse_output(raw)
     if cut and parsed.kind == "tool_calls":
-        timings["length_stop"] = 1
+        decoding = decoding.model_copy(update={"length_stopped": True})
     calls: list[ToolCall] = []
     invalid = list(parsed.invalid_tool_calls)
     for call in parsed.tool_calls:
@@ -265,9 +279,9 @@ def parsed_response(engine: EngineCore, plan: Plan, raw: str, usage: Usage, fini
     response = HammerResponse(
         kind=kind, tool_calls=calls, invalid_tool_calls=invalid, text=text, raw=raw, usage=usage,
         finish_reason="tool_calls" if calls and finish == "stop" else finish,
-        model=engine.backend.model_name, timings=timings,
+        model=engine.backend.model_name, timings=timings, decoding=decoding,
     )
-    response.timings["parse"] = time.perf_counter() - parse_started
+    response.timings.parse = time.perf_counter() - parse_started
     return response
 
 

@@ -193,9 +193,10 @@ class TokenMask:
         """Nothing but the end of the answer may come next."""
         return self.loop_stopped or bool(self.matcher.is_stopped())
 
-    def timings(self) -> dict[str, float]:
-        """What the loop guard did, for the response's timings."""
-        return {"loop_guard_cuts": float(self.loops_cut), **({"loop_guard_stop": 1.0} if self.loop_stopped else {})}
+    def decoding(self) -> dict[str, int | bool]:
+        """What the loop guard did: the fields of the answer's
+        :class:`~hammer_plugins.output.decoding.Decoding`."""
+        return {"loop_guard_cuts": self.loops_cut, "loop_guard_stopped": self.loop_stopped}
 
 
 class LogitsMask:

@@ -1,4 +1,4 @@
-"""What one engine call returns: the classified output plus usage, finish reason and timings.
+"""What one engine call returns: the classified output plus usage, finish reason, timings and how it was decoded.
 
 Example:
     >>> from hammer_plugins.output.response import HammerResponse, Usage
@@ -10,34 +10,18 @@ Example:
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, computed_field
+from typing import Any
 
+from pydantic import Field, model_validator
+
+from hammer_plugins.output.decoding import Decoding
 from hammer_plugins.output.parsing import ParsedOutput
+from hammer_plugins.output.timings import Timings
+from hammer_plugins.output.usage import Usage
 from hammer_plugins.output.views import call_text, grid, table
 
 DEFAULT_REFUSAL_TEXT = "Sorry, no tool is suitable for your request."
 """What a refusal says by default (HammerBench's termination text, which Hammer is scored on)."""
-
-
-class Usage(BaseModel):
-    """Token counts of one call (summed over both passes when a refusal is answered in prose).
-
-    Example:
-        >>> (Usage(prompt_tokens=10, completion_tokens=2) + Usage(prompt_tokens=5, completion_tokens=1)).total_tokens
-        18
-    """
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-                     completion_tokens=self.completion_tokens + other.completion_tokens)
 
 
 class HammerResponse(ParsedOutput):
@@ -45,6 +29,9 @@ class HammerResponse(ParsedOutput):
 
     ``text`` is what to show a person: prose around calls, the refusal text, or the answer.
     ``finish_reason`` is ``"stop"``, ``"length"`` (cut by ``max_tokens``) or ``"tool_calls"``.
+    ``usage`` counts tokens (``usage.cached_prompt_tokens``: those a cache served), ``timings`` the seconds,
+    ``decoding`` what the decoder did (the loop guard, the relevance gate). ``timings`` still reads the keys of
+    the dict it used to be (``timings["loop_guard_stop"]``), and ``timings=`` still takes such a dict.
     A slot-filling turn (``slot_filling=``) answers with the subclass
     :class:`~hammer_plugins.slot_filling.filler.SlotFillingResponse`, which adds its snapshot and decision.
 
@@ -56,10 +43,37 @@ class HammerResponse(ParsedOutput):
     usage: Usage = Field(default_factory=Usage)
     finish_reason: str = "stop"
     model: str = ""
-    timings: dict[str, float] = Field(default_factory=dict)
+    timings: Timings = Field(default_factory=Timings)
+    decoding: Decoding = Field(default_factory=Decoding)
     # The tools the prompt offered when a large tool set was narrowed to the best matches (the engine's
     # tool_budget); None: every tool given was offered.
     offered_tools: list[str] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_timings(cls, data: Any) -> Any:
+        """``timings=`` given as the old dict: its counts and flags go to ``usage`` and ``decoding``."""
+        if not isinstance(data, dict) or not isinstance(data.get("timings"), dict):
+            return data
+        timings, usage, decoding = Timings.split_legacy(data["timings"])
+        data = {**data, "timings": timings}
+        for name, fields in (("usage", usage), ("decoding", decoding)):
+            if fields:
+                given = data.get(name)
+                base = given.model_dump(exclude={"total_tokens"}) if hasattr(given, "model_dump") else dict(given or {})
+                data[name] = {**base, **fields}
+        return data
+
+    @model_validator(mode="after")
+    def _link_timings(self) -> HammerResponse:
+        self.timings = self.timings.linked(self.usage, self.decoding)
+        return self
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Any:
+        """A copy whose ``timings`` read the old keys from the copy's own usage and decoding."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy.timings = copy.timings.linked(copy.usage, copy.decoding)
+        return copy
 
     def __repr__(self) -> str:
         """Short: the kind, the calls as one line each, the text's start, the finish reason and the tokens."""
@@ -80,8 +94,10 @@ class HammerResponse(ParsedOutput):
         rows += [("invalid call", f"{c.reason}: {c.raw}") for c in self.invalid_tool_calls]
         rows += [("finish reason", self.finish_reason),
                  ("tokens", f"{self.usage.prompt_tokens} prompt + {self.usage.completion_tokens} completion")]
-        if "time_to_first_token" in self.timings:
-            rows.append(("time to first token", f"{self.timings['time_to_first_token']:.2f} s"))
+        if self.usage.cached_prompt_tokens:
+            rows.append(("cached prompt tokens", self.usage.cached_prompt_tokens))
+        if self.timings.time_to_first_token is not None:
+            rows.append(("time to first token", f"{self.timings.time_to_first_token:.2f} s"))
         if self.offered_tools is not None:
             rows.append(("offered tools", ", ".join(self.offered_tools)))
         calls = grid(["call", "name", "arguments"], [(c.id, c.name, c.arguments) for c in self.tool_calls],

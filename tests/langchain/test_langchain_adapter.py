@@ -308,6 +308,20 @@ def test_refusal_answer_mode_runs_a_second_pass_without_tools() -> None:
     assert message.usage_metadata["output_tokens"] > 1  # both passes counted
 
 
+def test_usage_metadata_says_how_many_prompt_tokens_the_cache_served() -> None:
+    """LangChain's convention: ``input_tokens`` the whole prompt, ``input_token_details["cache_read"]`` the
+    part a cache served; invoked and streamed alike."""
+    weather = answer(call("get_weather", city="Paris"))
+    llm = ChatHammer(backend=ScriptedBackend([weather] * 3, prefix_cache=True)).bind_tools([get_weather])
+    cold, warm = llm.invoke("Weather in Paris?"), llm.invoke("Weather in Paris?")
+    assert cold.usage_metadata is not None and cold.usage_metadata["input_token_details"]["cache_read"] == 0
+    assert warm.usage_metadata is not None and warm.usage_metadata["input_tokens"] == cold.usage_metadata["input_tokens"]
+    assert 0.9 * warm.usage_metadata["input_tokens"] < warm.usage_metadata["input_token_details"]["cache_read"] < (
+        warm.usage_metadata["input_tokens"])
+    streamed = merged(list(llm.stream("Weather in Paris?")))
+    assert streamed.usage_metadata == warm.usage_metadata
+
+
 def test_refusal_raise_mode_and_per_call_override() -> None:
     llm, _ = chat("[]", "[]", on_refusal="raise")
     with pytest.raises(RefusalError):

@@ -115,6 +115,15 @@ def test_chat_with_tools_returns_tool_call_blocks_with_unique_ids() -> None:
     assert response.raw["kind"] == "tool_calls"
 
 
+def test_the_prompt_tokens_a_cache_served_are_in_additional_kwargs_and_raw() -> None:
+    llm = HammerLLM(backend=ScriptedBackend([calls_text(("get_weather", {"city": "Paris"}))] * 2, prefix_cache=True))
+    cold, warm = (llm.chat_with_tools([WEATHER], user_msg="Weather in Paris?") for _ in range(2))
+    assert cold.additional_kwargs["cached_prompt_tokens"] == 0
+    cached = warm.additional_kwargs["cached_prompt_tokens"]
+    assert 0.9 * warm.additional_kwargs["prompt_tokens"] < cached < warm.additional_kwargs["prompt_tokens"]
+    assert warm.raw["usage"]["cached_prompt_tokens"] == cached
+
+
 def test_tool_required_forces_a_call_and_explicit_tool_choice_wins() -> None:
     llm, backend = scripted(calls_text(("get_weather", {"city": "Oslo"})),
                             calls_text(("send_email", {"to": "a@b.c", "body": "hi"})), "Hello there")

@@ -95,6 +95,17 @@ def test_streamed_calls_carry_id_and_name_first_and_arguments_join(client: OpenA
     assert chunks[-1].usage.prompt_tokens > 300
 
 
+def test_responses_report_the_prompt_tokens_llama_servers_cache_served(client: OpenAI) -> None:
+    """The same Responses request twice: llama-server's prompt cache holds the prompt the second time, and the
+    answer says so in ``usage.input_tokens_details.cached_tokens`` (issue 57: it was always 0 on llama-server)."""
+    tools = [{"type": "function", **t["function"]} for t in TOOLS]
+    ask = {"model": "hammer", "input": "What's the weather in Oslo?", "tools": tools, "max_output_tokens": 40}
+    client.responses.create(**ask)
+    again = client.responses.create(**ask)
+    assert again.status == "completed" and again.output[0].type == "function_call"
+    assert 0.9 * again.usage.input_tokens <= again.usage.input_tokens_details.cached_tokens < again.usage.input_tokens
+
+
 def test_a_streaming_client_that_goes_away_frees_its_slot(server: BackgroundServer, llama: LlamaServer) -> None:
     body = {"model": "hammer", "messages": user(LONG_ESSAY), "max_tokens": 1500, "stream": True}
     with httpx.stream("POST", server.base_url + "/chat/completions", json=body, timeout=600,

@@ -152,7 +152,7 @@ def test_kv_prefix_is_reused_across_turns(llama_engine: HammerEngine, demo_tools
     evaluated = llama_cpp.llama_perf_context(ctx).n_p_eval
     assert out.usage.prompt_tokens > 500
     assert evaluated < 30  # only the new question, not the ~600-token tools block
-    assert out.timings["cached_prompt_tokens"] >= out.usage.prompt_tokens - 30
+    assert out.usage.cached_prompt_tokens >= out.usage.prompt_tokens - 30
 
 
 def test_llguidance_mask_gives_llama_cpps_own_grammar_output(llama_engine: HammerEngine, demo_tools: list[Any]) -> None:

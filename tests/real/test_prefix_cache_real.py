@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hammer_plugins import HammerEngine, Message
+from hammer_plugins import HammerEngine, Message, Usage
 from hammer_plugins.backends.llama_cpp import LlamaCppBackend
 from hammer_plugins.backends.prefix_cache import PrefixCache
 
@@ -27,12 +27,12 @@ QUESTIONS = [
 ]
 
 
-def _answers(backend: LlamaCppBackend, tools: list[Any]) -> list[tuple[str, dict[str, float]]]:
+def _answers(backend: LlamaCppBackend, tools: list[Any]) -> list[tuple[str, Usage]]:
     engine = HammerEngine(backend=backend, max_tokens=96)
     out = []
     for question in QUESTIONS:
         response = engine.generate([Message.user(question)], tools=tools)
-        out.append((response.raw, response.timings))
+        out.append((response.raw, response.usage))
     return out
 
 
@@ -48,10 +48,11 @@ def cold_and_warm(default_model_path: str, demo_tools: list[Any], tmp_path_facto
 def test_a_new_context_loads_the_prefix_and_answers_identically(cold_and_warm) -> None:
     directory, cold, warm, _ = cold_and_warm
     assert [raw for raw, _ in warm] == [raw for raw, _ in cold]
-    assert cold[0][1]["disk_cached_prompt_tokens"] == 0  # the first call stored it
-    assert warm[0][1]["disk_cached_prompt_tokens"] > 500  # the new context loaded it: ~580 tokens
+    assert cold[0][1].disk_cached_prompt_tokens == 0  # the first call stored it
+    assert warm[0][1].disk_cached_prompt_tokens > 500  # the new context loaded it: ~580 tokens
+    assert warm[0][1].cached_prompt_tokens >= warm[0][1].disk_cached_prompt_tokens  # what was loaded is counted
     # Later calls in one context reuse the prefix in memory, as without the disk cache.
-    assert all(t["cached_prompt_tokens"] > 500 for _, t in warm[1:])
+    assert all(usage.cached_prompt_tokens > 500 for _, usage in warm[1:])
     assert len(list(Path(directory).glob("*.kv"))) == 1  # one prefix state
     assert len(list((Path(directory) / "vocabularies").glob("*.kv"))) == 1  # and the tokenizer's vocabulary
 
@@ -59,11 +60,11 @@ def test_a_new_context_loads_the_prefix_and_answers_identically(cold_and_warm) -
 def test_other_tools_or_another_runtime_miss(cold_and_warm, default_model_path: str, demo_tools: list[Any]) -> None:
     directory, cold, _, _ = cold_and_warm
     other_tools = _answers(LlamaCppBackend(default_model_path, n_ctx=4096, prefix_cache=directory), demo_tools[:2])
-    assert other_tools[0][1]["disk_cached_prompt_tokens"] == 0
+    assert other_tools[0][1].disk_cached_prompt_tokens == 0
     other_runtime = LlamaCppBackend(default_model_path, n_ctx=2048, prefix_cache=directory)  # another KV layout
     engine = HammerEngine(backend=other_runtime, max_tokens=96)
     response = engine.generate([Message.user(QUESTIONS[0])], tools=demo_tools)
-    assert response.timings["disk_cached_prompt_tokens"] == 0 and response.raw == cold[0][0]
+    assert response.usage.disk_cached_prompt_tokens == 0 and response.raw == cold[0][0]
 
 
 def test_a_damaged_state_is_evaluated_again(cold_and_warm, default_model_path: str, demo_tools: list[Any]) -> None:
@@ -75,7 +76,7 @@ def test_a_damaged_state_is_evaluated_again(cold_and_warm, default_model_path: s
         path.write_bytes(bytes(blob))
     backend = LlamaCppBackend(default_model_path, n_ctx=4096, prefix_cache=cache)
     response = HammerEngine(backend=backend, max_tokens=96).generate([Message.user(QUESTIONS[0])], tools=demo_tools)
-    assert response.timings["disk_cached_prompt_tokens"] == 0 and response.raw == cold[0][0]
+    assert response.usage.disk_cached_prompt_tokens == 0 and response.raw == cold[0][0]
 
 
 def test_a_new_tool_set_on_a_known_model_reads_no_vocabulary(default_model_path: str, demo_tools: list[Any],

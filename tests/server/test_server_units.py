@@ -128,6 +128,23 @@ def test_reader_uses_the_servers_usage_when_sent() -> None:
     assert (final.usage.prompt_tokens, final.usage.completion_tokens) == (600, 2)
 
 
+@pytest.mark.parametrize(("last_event", "cached"), [
+    # llama-server: its prompt cache held cache_n tokens, it evaluated prompt_n
+    ('{"choices": [], "usage": {"prompt_tokens": 600, "completion_tokens": 2}, '
+     '"timings": {"cache_n": 590, "prompt_n": 10}}', 590),
+    # vLLM (--enable-prompt-tokens-details), OpenAI: the usage's own field
+    ('{"choices": [], "usage": {"prompt_tokens": 600, "completion_tokens": 2, '
+     '"prompt_tokens_details": {"cached_tokens": 512}}}', 512),
+    ('{"choices": [], "usage": {"prompt_tokens": 600, "completion_tokens": 2}}', 0),  # a server that does not say
+])
+def test_reader_reports_the_servers_cached_prompt_tokens_under_the_one_name(last_event: str, cached: int) -> None:
+    reader = _CompletionReader("http://x")
+    reader.on_event("message", '{"choices": [{"index": 0, "text": "[]", "finish_reason": "stop"}]}')
+    reader.on_event("message", last_event)
+    usage = reader.final(prompt_tokens=None, max_tokens=64).usage
+    assert usage is not None and (usage.cached_prompt_tokens, usage.evaluated_prompt_tokens) == (cached, 600 - cached)
+
+
 @pytest.mark.parametrize(("events", "needle"), [
     (['{"choices": [{"index": 0, "text": "[{", "finish_reason": null}]}', "[DONE]"], r"\[DONE\] but no finish_reason"),
     (['{"choices": [{"index": 0, "text": "[{", "finish_reason": "abort"}]}'], "aborted the request"),

@@ -114,7 +114,7 @@ def test_a_call_list_that_repeats_an_earlier_call_is_closed_after_it() -> None:
     feed_text(mask, '[{"n": 10},{"n": 5},{"n": 10}')  # a repeat of a call that is not the one before
     assert allowed_chars(mask) == ["]"] and mask.loops_cut == 1
     feed_text(mask, "]")
-    assert mask.accepting and "loop_guard_stop" not in mask.timings()
+    assert mask.accepting and not mask.decoding()["loop_guard_stopped"]
 
 
 def test_a_repeating_list_past_its_close_stops_with_the_end_token() -> None:
@@ -123,7 +123,7 @@ def test_a_repeating_list_past_its_close_stops_with_the_end_token() -> None:
     tokenizer = llguidance.LLTokenizer("byte")
     mask = TokenMask(tokenizer, CALL_LIST)
     feed_text(mask, '[{"n": 1},{"n": 2},{"n": 1},')
-    assert mask.stopped and mask.timings()["loop_guard_stop"] == 1.0
+    assert mask.stopped and mask.decoding()["loop_guard_stopped"]
     allowed = mask.allowed(tokenizer.vocab_size)
     assert set(np.flatnonzero(allowed)) == set(tokenizer.eos_tokens)
 

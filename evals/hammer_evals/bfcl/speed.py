@@ -127,11 +127,11 @@ def run_speed(model_path: str, *, repeats: int = 5, n_tools: int = 20, max_token
             runs.append({
                 "run": index, "turn": turn, "wall_s": wall, "prompt_tokens": response.usage.prompt_tokens,
                 "completion_tokens": response.usage.completion_tokens, "kind": response.kind,
-                "cached_prompt_tokens": timings.get("cached_prompt_tokens"),
-                "time_to_first_token_s": timings.get("time_to_first_token"), "model_total_s": timings.get("total"),
-                "engine_total_s": timings.get("engine_total"),
-                "overhead_s": (timings["engine_total"] - timings["total"]) if "total" in timings and "engine_total" in timings
-                else None,
+                "cached_prompt_tokens": response.usage.cached_prompt_tokens,
+                "time_to_first_token_s": timings.time_to_first_token, "model_total_s": timings.total,
+                "engine_total_s": timings.engine_total,
+                "overhead_s": (timings.engine_total - timings.total)
+                if timings.total is not None and timings.engine_total is not None else None,
             })
 
     def med(turn: str, key: str) -> float | None:

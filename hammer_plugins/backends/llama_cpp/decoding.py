@@ -23,6 +23,8 @@ from hammer_plugins.backends.llama_cpp.vocabulary import LlamaCppVocabulary
 from hammer_plugins.backends.prompt_lookup import PromptLookup
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.grammar.token_mask import LogitsMask, TokenMask
+from hammer_plugins.output.decoding import Decoding
+from hammer_plugins.output.timings import Timings
 from hammer_plugins.prompt.render import STOP_SEQUENCES
 
 if TYPE_CHECKING:
@@ -95,11 +97,13 @@ class LlamaCppDecoder:
             mask_job = pool.submit(self.vocabulary.token_mask, grammar, settings.loop_guard)
             pool.shutdown(wait=False)  # the job runs on; no other is taken
         from_disk = 0
+        reused = cached  # what the usage reports: the prompt tokens not evaluated by this call
         if self.prefix_cache is not None and settings.shared_prefix_chars:
             shared = self.prefix.shared_tokens(prompt, prompt_tokens, settings.shared_prefix_chars)
             if cached < len(shared):
                 from_disk = self.prefix.restore_or_store(shared)
-                cached = len(shared)
+                # The context was cleared: the prefix came from disk, or was evaluated now and stored.
+                cached, reused = len(shared), from_disk
         # Only the fast path waits for the mask after prompt evaluation; the sampled one needs it first.
         mask: TokenMask | Future[TokenMask] | None = mask_job
         if grammar is not None and mask_job is None:
@@ -122,16 +126,13 @@ class LlamaCppDecoder:
         yield GenerationChunk(
             text="",
             finish_reason="length" if run.finish == "length" else "stop",
-            usage=Usage(prompt_tokens=len(prompt_tokens), completion_tokens=run.completion_tokens),
-            timings={
-                "time_to_first_token": (run.first or done) - started,
-                "total": done - started,
-                "cached_prompt_tokens": float(min(cached, len(prompt_tokens) - 1)),
-                **({"disk_cached_prompt_tokens": float(from_disk)} if self.prefix_cache is not None else {}),
-                **(mask.timings() if mask is not None else {}),
-                **({"forced_tokens": float(run.forced)} if fast else {}),
-                **({"drafted_tokens": float(run.drafted)} if fast and self.draft_tokens else {}),
-            },
+            usage=Usage(prompt_tokens=len(prompt_tokens), completion_tokens=run.completion_tokens,
+                        cached_prompt_tokens=min(reused, len(prompt_tokens) - 1),
+                        disk_cached_prompt_tokens=from_disk if self.prefix_cache is not None else None),
+            timings=Timings(time_to_first_token=(run.first or done) - started, total=done - started),
+            decoding=Decoding(**(mask.decoding() if mask is not None else {}),
+                              forced_tokens=run.forced if fast else None,
+                              drafted_tokens=run.drafted if fast and self.draft_tokens else None),
         )
 
     def _sampled(self, prompt_tokens: list[int], settings: GenerationSettings, mask: TokenMask | None,

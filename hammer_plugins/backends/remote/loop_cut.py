@@ -18,8 +18,8 @@ Example:
     >>> calls = ['[{"name": "a", "arguments": {}}, ', '{"name": "b", "arguments": {}}, ',
     ...          '{"name": "a", "arguments": {}}, {"name": "b"']
     >>> out = [c for text in calls for c in cut.take(GenerationChunk(text=text))]
-    >>> cut.done, out[-2].text, out[-1].finish_reason, out[-1].timings
-    (True, '{"name": "a", "arguments": {}}', 'stop', {'loop_guard_stop': 1.0})
+    >>> cut.done, out[-2].text, out[-1].finish_reason, out[-1].decoding.loop_guard_stopped
+    (True, '{"name": "a", "arguments": {}}', 'stop', True)
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Iterator
 
 from hammer_plugins.backends.base import GenerationChunk, Usage
 from hammer_plugins.grammar.loop_guard import LoopGuard
+from hammer_plugins.output.decoding import Decoding
 
 
 class ListLoopCut:
@@ -56,7 +57,7 @@ class ListLoopCut:
             self.guard.feed(char.encode())
             if self.guard.list_looping:
                 self.done = True
-                end = GenerationChunk(text="", finish_reason="stop", timings={"loop_guard_stop": 1.0},
+                end = GenerationChunk(text="", finish_reason="stop", decoding=Decoding(loop_guard_stopped=True),
                                       usage=Usage(prompt_tokens=self.prompt_tokens,
                                                   completion_tokens=self.completion_tokens))
                 return [GenerationChunk(text=chunk.text[:at + 1]), end]

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from hammer_plugins.backends.base import GenerationChunk, Usage
+from hammer_plugins.output.timings import Timings
 from hammer_plugins.values.errors import (
     ContextWindowExceededError,
     ServerAuthenticationError,
@@ -276,14 +277,20 @@ class _CompletionReader:
         if not isinstance(completion, int):
             completion = max_tokens if finish == "length" else self.pieces + 1
         prompt = usage.get("prompt_tokens") if isinstance(usage.get("prompt_tokens"), int) else prompt_tokens
-        timings = {"time_to_first_token": (self.first or done) - self.started, "total": done - self.started}
-        # llama-server says how many prompt tokens it evaluated and how many came from its prompt cache.
-        for ours, theirs in (("prompt_evaluated_tokens", "prompt_n"), ("prompt_cached_tokens", "cache_n")):
-            if isinstance(self.server_timings.get(theirs), int):
-                timings[ours] = self.server_timings[theirs]
         return GenerationChunk(
-            text="", finish_reason=finish, usage=Usage(prompt_tokens=prompt or 0, completion_tokens=completion),
-            timings=timings,
+            text="", finish_reason=finish,
+            usage=Usage(prompt_tokens=prompt or 0, completion_tokens=completion, cached_prompt_tokens=self.cached()),
+            timings=Timings(time_to_first_token=(self.first or done) - self.started, total=done - self.started),
         )
+
+    def cached(self) -> int:
+        """The prompt tokens the server's cache held: llama-server's ``timings.cache_n``, else OpenAI's
+        ``usage.prompt_tokens_details.cached_tokens`` (vLLM with ``--enable-prompt-tokens-details``), else 0."""
+        cache_n = self.server_timings.get("cache_n")
+        if isinstance(cache_n, int):
+            return max(cache_n, 0)
+        details = (self.usage or {}).get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        return max(cached, 0) if isinstance(cached, int) else 0
 
 

@@ -35,15 +35,10 @@ def new_completion_id() -> str:
 
 
 
-CACHED_TIMINGS = ("cached_prompt_tokens", "prompt_cached_tokens")
-"""The timings in which a backend says how many prompt tokens it took from its cache (in process; llama-server)."""
-
-
 def usage_of(response: HammerResponse) -> CompletionUsage:
-    """The answer's usage; ``prompt_tokens_details.cached_tokens`` (OpenAI's field) when the backend says how many
-    prompt tokens came from its cache."""
-    cached = next((response.timings[k] for k in CACHED_TIMINGS if k in response.timings), None)
-    details = PromptTokensDetails(cached_tokens=int(cached)) if cached is not None else None
+    """The answer's usage; ``prompt_tokens_details.cached_tokens`` (OpenAI's field): the prompt tokens the
+    backend's cache served (``usage.cached_prompt_tokens``, on every backend)."""
+    details = PromptTokensDetails(cached_tokens=response.usage.cached_prompt_tokens)
     return CompletionUsage(prompt_tokens=response.usage.prompt_tokens,
                            completion_tokens=response.usage.completion_tokens,
                            total_tokens=response.usage.total_tokens, prompt_tokens_details=details)

@@ -124,7 +124,10 @@ class MessagesWriter(StreamEncoder[dict[str, Any]]):
     def on_finish(self, response: HammerResponse, text: str) -> list[dict[str, Any]]:
         out = (self._text(text) if text else []) + self._close_text()
         stop = _stop_reason(response)
-        usage = {"input_tokens": response.usage.prompt_tokens, "output_tokens": response.usage.completion_tokens}
+        # Anthropic's input_tokens are those no cache served: cache_read_input_tokens + input_tokens is the prompt.
+        usage = {"input_tokens": response.usage.evaluated_prompt_tokens,
+                 "cache_read_input_tokens": response.usage.cached_prompt_tokens,
+                 "output_tokens": response.usage.completion_tokens}
         self.message.update(stop_reason=stop, usage=usage)
         return [*out, {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage},
                 {"type": "message_stop"}]

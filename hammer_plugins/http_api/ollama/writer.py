@@ -88,13 +88,15 @@ class OllamaWriter(StreamEncoder[dict[str, Any]]):
     def on_finish(self, response: HammerResponse, text: str) -> list[dict[str, Any]]:
         out = self.on_prose(text)
         total = time.perf_counter() - self.started
-        first = response.timings.get("time_to_first_token", 0.0)
+        first = response.timings.time_to_first_token or 0.0
+        model_total = response.timings.total if response.timings.total is not None else total
         last = self._piece("", done=True)
         last.update(done_reason="length" if response.finish_reason == "length" else "stop",
                     total_duration=int(total * NANOSECONDS), load_duration=0,
-                    prompt_eval_count=response.usage.prompt_tokens, prompt_eval_duration=int(first * NANOSECONDS),
-                    eval_count=response.usage.completion_tokens,
-                    eval_duration=int(max(response.timings.get("total", total) - first, 0.0) * NANOSECONDS))
+                    # Ollama counts the prompt tokens it evaluated: those its cache held are not counted.
+                    prompt_eval_count=response.usage.evaluated_prompt_tokens,
+                    prompt_eval_duration=int(first * NANOSECONDS), eval_count=response.usage.completion_tokens,
+                    eval_duration=int(max(model_total - first, 0.0) * NANOSECONDS))
         self.whole = {**last, **({"response": self.text} if self.generate else {"message": {
             "role": "assistant", "content": self.text, **({"tool_calls": self.calls} if self.calls else {})}})}
         return [*out, last]

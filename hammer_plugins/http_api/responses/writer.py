@@ -137,9 +137,9 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
     def on_finish(self, response: HammerResponse, text: str) -> list[dict[str, Any]]:
         out = (self._text(text) if text else []) + self._close_message()
         usage = response.usage
-        cached = int(response.timings.get("cached_prompt_tokens", 0)) if response.timings else 0
         self.response["usage"] = {"input_tokens": usage.prompt_tokens,
-                                  "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+                                  "input_tokens_details": {"cached_tokens": usage.cached_prompt_tokens,
+                                                           "cache_write_tokens": 0},
                                   "output_tokens": usage.completion_tokens,
                                   "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": usage.total_tokens}
         if response.finish_reason == "length":

@@ -33,7 +33,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.ai import InputTokenDetails, UsageMetadata
 from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call_chunk
 from langchain_core.output_parsers import (
     JsonOutputKeyToolsParser,
@@ -492,8 +492,10 @@ def _text(content: str | list[str | dict[str, Any]], role: str) -> str:
 
 # ---------------------------------------------------------------- messages out
 def _usage(response: HammerResponse) -> UsageMetadata:
+    # LangChain's input_tokens count the whole prompt; cache_read the part of it the backend's cache served.
     return UsageMetadata(input_tokens=response.usage.prompt_tokens, output_tokens=response.usage.completion_tokens,
-                         total_tokens=response.usage.total_tokens)
+                         total_tokens=response.usage.total_tokens,
+                         input_token_details=InputTokenDetails(cache_read=response.usage.cached_prompt_tokens))
 
 
 def _metadata(response: HammerResponse, model_name: str) -> dict[str, Any]:

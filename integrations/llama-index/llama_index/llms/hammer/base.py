@@ -457,7 +457,7 @@ class _ChatResponseWriter(StreamEncoder[ChatResponse]):
             delta=text,
             raw=response.model_dump(mode="json"),
             additional_kwargs={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                               "total_tokens": usage.total_tokens,
+                               "total_tokens": usage.total_tokens, "cached_prompt_tokens": usage.cached_prompt_tokens,
                                # which tools a large tool set was narrowed to (the engine's tool_budget)
                                **({"offered_tools": response.offered_tools} if response.offered_tools is not None
                                   else {})},
