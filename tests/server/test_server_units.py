@@ -14,6 +14,7 @@ import pytest
 from hammer_plugins import ContextWindowExceededError, HammerEngine, Message
 from hammer_plugins.backends.base import GenerationSettings
 from hammer_plugins.backends.remote import OpenAICompatibleBackend
+from hammer_plugins.backends.remote.grammar_probe import grammar_fields
 from hammer_plugins.backends.remote.wire import _CompletionReader, _SSEDecoder
 from hammer_plugins.values.errors import (
     ServerAuthenticationError,
@@ -77,7 +78,7 @@ def test_with_options_validates_and_keeps_the_other_settings() -> None:
 # -------------------------------------------------------------------------- request bodies
 def body_for(kind: str, protocol: str, **settings: object) -> dict[str, object]:
     backend = OpenAICompatibleBackend("http://127.0.0.1:8000", model="hammer", server_kind=kind)  # type: ignore[arg-type]
-    fields = backend._grammar_fields(protocol, GRAMMAR)  # type: ignore[arg-type]
+    fields = grammar_fields(protocol, GRAMMAR)  # type: ignore[arg-type]
     return backend._completion_body("PROMPT", GenerationSettings(**settings), fields)  # type: ignore[arg-type]
 
 

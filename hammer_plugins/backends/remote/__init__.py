@@ -4,7 +4,13 @@ Starting such a server as a child process is :mod:`hammer_plugins.launch`'s job.
 
 One module per job:
 
-* ``backend``: :class:`OpenAICompatibleBackend`, the drivers (sync and async) and the operations;
+* ``backend``: :class:`OpenAICompatibleBackend` and its completions;
+* ``facts``: what was learned about the server (model, kind, context window, grammar protocol), owned by
+  the backend and shared with the components it holds:
+* ``discovery``: the one-off check of the server (model, kind, window);
+* ``token_counting``: token counts from the server's tokenizer, cached;
+* ``grammar_probe``: which field the server reads a grammar from, checked once;
+* ``connection``: pools, retries, the sync and async drivers;
 * ``dialects``: what differs between kinds of server, one class each;
 * ``sansio``: the requests an operation yields to its driver;
 * ``wire``: event streams, error bodies and completion chunks as they come back;

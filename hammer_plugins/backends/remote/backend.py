@@ -37,9 +37,9 @@ from typing import Any
 
 from hammer_plugins.backends.base import BackendInterface, GenerationChunk, GenerationSettings
 from hammer_plugins.backends.remote.connection import ServerConnection
-from hammer_plugins.backends.remote.dialects import ServerDialect, dialect_for
 from hammer_plugins.backends.remote.discovery import ServerDiscovery
-from hammer_plugins.backends.remote.grammar_probe import ServerGrammarProbe
+from hammer_plugins.backends.remote.facts import ServerFacts
+from hammer_plugins.backends.remote.grammar_probe import ServerGrammarProbe, grammar_fields
 from hammer_plugins.backends.remote.loop_cut import ListLoopCut, acut_list_loops, cut_list_loops
 from hammer_plugins.backends.remote.sansio import _Core, _Lines, _Read, _Setup
 from hammer_plugins.backends.remote.settings import (
@@ -49,7 +49,7 @@ from hammer_plugins.backends.remote.settings import (
     ServerKind,
     ServerStats,
 )
-from hammer_plugins.backends.remote.token_counting import ServerTokenCounting
+from hammer_plugins.backends.remote.token_counting import ServerTokenCounter
 from hammer_plugins.backends.remote.wire import (
     _CompletionReader,
     _context_error,
@@ -61,7 +61,6 @@ from hammer_plugins.backends.remote.wire import (
 )
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.support.http_client import import_httpx
-from hammer_plugins.support.sized_cache import SizedCache
 from hammer_plugins.values.errors import (
     ContextWindowExceededError,
     HammerError,
@@ -71,7 +70,7 @@ from hammer_plugins.values.errors import (
 
 
 # -------------------------------------------------------------------------------------- backend
-class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGrammarProbe, BackendInterface):
+class OpenAICompatibleBackend(BackendInterface):
     """Hammer on an OpenAI-compatible server (vLLM, llama-server, llama-cpp-python), over ``/v1/completions``.
 
     Args:
@@ -83,6 +82,12 @@ class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGramma
 
     Nothing is contacted until the first call (or :meth:`load`), which checks the model name against
     ``/v1/models`` and learns the server's kind and context window.
+
+    The completions, the connection (``_connection``) and the settings live here; what was learned about the
+    server is one :class:`~.facts.ServerFacts` (``facts``), shared with the components that read or set it:
+    ``discovery`` (:class:`~.discovery.ServerDiscovery`), ``token_counter``
+    (:class:`~.token_counting.ServerTokenCounter`) and ``grammar_probe`` (:class:`~.grammar_probe.ServerGrammarProbe`,
+    which runs its probe through the backend's completion).
 
     Example:
         >>> from hammer_plugins import HammerEngine
@@ -109,19 +114,12 @@ class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGramma
             raise ValueError("pass either settings= or base_url/keyword options, not both")
         self.settings = settings
         self.stats = ServerStats()
-        self._setup_lock = threading.RLock()  # discovery and the grammar probe: slow, network-bound
         self._connection = ServerConnection(settings, self.stats, fail=self._fail)
-        self._loaded = False
-        self._model: str | None = settings.model
-        self._dialect: ServerDialect = dialect_for(settings.server_kind)
-        self._window: int | None = settings.context_window
-        self._window_source = "setting" if settings.context_window else "unknown"
-        self._protocol: GrammarProtocol | None = (
-            settings.grammar_protocol if settings.grammar_protocol == "none"
-            or (settings.grammar_protocol != "auto" and not settings.verify_grammar) else None)
-        self._tokenize_path: str | None = None
-        # Token counts of recent texts (whole prompts): bounded by entries and by characters.
-        self._token_cache: SizedCache[str, int] = SizedCache(256, 16_000_000)
+        self.facts = ServerFacts.from_settings(settings)
+        self.discovery = ServerDiscovery(settings, self.facts, self._connection)
+        self.token_counter = ServerTokenCounter(settings, self.facts, self._connection, self.discovery.load)
+        self.grammar_probe = ServerGrammarProbe(settings, self.facts, self._connection, self.discovery.load,
+                                                self._complete)
 
     # ----------------------------------------------------------------------------- properties
     @property
@@ -131,35 +129,57 @@ class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGramma
     @property
     def model_name(self) -> str:
         # Never loads: frameworks read the name of models they construct thousands of times.
-        return self._model or f"server model at {self.base_url}"
+        return self.facts.model or f"server model at {self.base_url}"
 
     @property
     def server_kind(self) -> ServerKind:
         """What the server was detected to be (``"auto"`` until loaded)."""
-        return self._dialect.kind
+        return self.facts.dialect.kind
 
     @property
     def grammar_protocol(self) -> GrammarProtocol | None:
         """The grammar protocol in use; ``None`` until the first constrained call resolves it."""
-        return self._protocol
+        return self.facts.protocol
 
     @property
     def is_loaded(self) -> bool:
         """Whether the server has been checked (``context_window`` then needs no request)."""
-        return self._loaded
+        return self.facts.loaded
 
     @property
     def context_window(self) -> int:
         self.load()
-        return self._window or ASSUMED_CONTEXT_WINDOW
+        return self.facts.window or ASSUMED_CONTEXT_WINDOW
+
+    # ------------------------------------------------------------------ the components' jobs
+    def load(self) -> None:
+        """Check the server once: the model it serves, its kind and context window (``discovery``)."""
+        self.discovery.load()
+
+    async def aload(self) -> None:
+        """Async :meth:`load` (a one-off handful of small requests, run in a worker thread)."""
+        await self.discovery.aload()
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` from the server's tokenizer (cached), or an estimate where it has none."""
+        return self.token_counter.count_tokens(text)
+
+    async def acount_tokens(self, text: str) -> int:
+        """Async :meth:`count_tokens`, on the event loop."""
+        return await self.token_counter.acount_tokens(text)
+
+    def resolve_grammar_protocol(self) -> GrammarProtocol:
+        """Find (once) the grammar protocol the server applies, by a probe; raise if it applies none
+        (``grammar_probe``)."""
+        return self.grammar_probe.resolve()
 
     def info(self) -> dict[str, Any]:
         """Facts for ``hammer info``; does not contact the server."""
         return {
-            **super().info(), "base_url": self.base_url, "server_kind": self._dialect.kind,
-            "grammar_protocol": self._protocol or self.settings.grammar_protocol,
-            "context_window": self._window or ASSUMED_CONTEXT_WINDOW,
-            "context_window_source": self._window_source if self._window else "assumed",
+            **super().info(), "base_url": self.base_url, "server_kind": self.facts.dialect.kind,
+            "grammar_protocol": self.facts.protocol or self.settings.grammar_protocol,
+            "context_window": self.facts.window or ASSUMED_CONTEXT_WINDOW,
+            "context_window_source": self.facts.window_source if self.facts.window else "assumed",
             "token_counting": self.settings.token_counting, "stats": vars(self.stats).copy(),
         }
 
@@ -174,13 +194,7 @@ class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGramma
         clone = OpenAICompatibleBackend(settings=settings)
         if (settings.base_url, settings.model, settings.server_kind) == (
                 self.settings.base_url, self.settings.model, self.settings.server_kind):
-            with self._setup_lock:
-                clone._loaded, clone._model, clone._dialect = self._loaded, self._model, self._dialect
-                clone._tokenize_path = self._tokenize_path
-                if settings.context_window is None:
-                    clone._window, clone._window_source = self._window, self._window_source
-                if settings.grammar_protocol in ("auto", self._protocol):
-                    clone._protocol = clone._protocol or self._protocol
+            clone.facts.adopt(self.facts, settings)
         return clone
 
     # ------------------------------------------------------------------------------ connection
@@ -207,11 +221,11 @@ class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGramma
     def _fail(self, status: int, body: str, path: str, max_tokens: int = 0) -> HammerError:
         message, code, error = _error_details(body)
         if status in (400, 413, 422):
-            overflow = _context_error(message, code, error, max_tokens, self._window or ASSUMED_CONTEXT_WINDOW)
+            overflow = _context_error(message, code, error, max_tokens, self.facts.window or ASSUMED_CONTEXT_WINDOW)
             if overflow is not None:
-                self._learn_window(overflow.context_window)
+                self.facts.learn_window(overflow.context_window)
                 return overflow
-        return _http_error(status, body, self.base_url, path, self._model)
+        return _http_error(status, body, self.base_url, path, self.facts.model)
 
     # ----------------------------------------------------------------------------- completions
     def _completion_body(self, prompt: str, settings: GenerationSettings, grammar_fields: dict[str, Any]) -> dict[str, Any]:
@@ -220,11 +234,11 @@ class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGramma
             "top_p": settings.top_p, "stop": [*self.settings.stop, *settings.stop], "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if self._model is not None:
-            body["model"] = self._model
+        if self.facts.model is not None:
+            body["model"] = self.facts.model
         if settings.seed is not None:
             body["seed"] = settings.seed
-        body.update(self._dialect.sampling_fields(settings))
+        body.update(self.facts.dialect.sampling_fields(settings))
         return {**body, **grammar_fields, **self.settings.extra_body}
 
     def stream(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None = None,
@@ -250,20 +264,24 @@ class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGramma
         """The loop guard an in-process backend runs while decoding, for a server that decodes the grammar itself."""
         if grammar is None or not settings.loop_guard:
             return None
-        return ListLoopCut(self._cached_count(wire_text(prompt)))
+        return ListLoopCut(self.token_counter.cached(wire_text(prompt)))
 
     def _generate(self, prompt: str, settings: GenerationSettings, grammar: Grammar | None) -> _Core[None]:
         """The core of :meth:`stream` and :meth:`astream`: the one-off setup if still due, then the completion."""
-        if not self._loaded:
+        if not self.facts.loaded:
             yield _Setup(self.load)
         protocol: GrammarProtocol | None = None
         if grammar is not None:
-            protocol = self._protocol if self._protocol is not None else (yield _Setup(self.resolve_grammar_protocol))
+            protocol = self.facts.protocol
+            if protocol is None:
+                protocol = yield _Setup(self.resolve_grammar_protocol)
         # Servers read llama.cpp's grammar notation (llama-server natively, vLLM through xgrammar).
         # The prompt goes as text; a special token typed in the user's text is broken up (wire_text).
-        text = wire_text(prompt)
-        body = self._completion_body(text, settings, self._grammar_fields(protocol, grammar.gbnf if grammar else None))
-        yield from self._completion(body, text, settings)
+        yield from self._complete(wire_text(prompt), settings, grammar_fields(protocol, grammar.gbnf if grammar else None))
+
+    def _complete(self, prompt: str, settings: GenerationSettings, fields: dict[str, Any]) -> _Core[None]:
+        """One completion of ``prompt``, sent as it is (the grammar probe's completion, too)."""
+        yield from self._completion(self._completion_body(prompt, settings, fields), prompt, settings)
 
     def _completion(self, body: dict[str, Any], prompt: str, settings: GenerationSettings) -> _Core[None]:
         """One completion: its text as it streams, then a closing chunk with usage and finish reason."""
@@ -304,7 +322,7 @@ class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGramma
         if reader.events == 0:
             yield from self._diagnose(body, settings.max_tokens)
         usage = reader.usage or {}
-        prompt_tokens = None if isinstance(usage.get("prompt_tokens"), int) else (yield from self._count_tokens(prompt))
+        prompt_tokens = None if isinstance(usage.get("prompt_tokens"), int) else (yield from self.token_counter.count(prompt))
         yield self._final(reader, prompt_tokens, settings.max_tokens)
 
     # An empty stream (200, then not one event) means the server failed after it had started streaming:
@@ -339,7 +357,7 @@ class OpenAICompatibleBackend(ServerDiscovery, ServerTokenCounting, ServerGramma
         return chunk
 
     def _stream_broke(self, exc: Exception, reader: _CompletionReader) -> ServerStreamError:
-        cause = self._dialect.stream_break_cause
+        cause = self.facts.dialect.stream_break_cause
         return ServerStreamError(
             f"the connection to the server at {self.base_url} broke mid-stream ({type(exc).__name__}: {exc}) after "
             f"{len(reader.text)} characters: the answer is incomplete (.partial_text holds it). {cause}; not "
