@@ -57,7 +57,7 @@ def test_parallel_calls_stream_and_merge_into_the_invoked_calls(llm: ChatHammer)
     assert [full.usage_metadata[k] for k in counts] == [invoked.usage_metadata[k] for k in counts]
     # The same prompt a second time: the cache serves at least what it served the first time.
     cached = [m.usage_metadata.get("input_token_details", {}).get("cache_read", 0) for m in (invoked, full)]
-    assert 0 < cached[0] <= cached[1] < full.usage_metadata["input_tokens"], cached
+    assert cached[0] <= cached[1] and 0 < cached[1] < full.usage_metadata["input_tokens"], cached
 
 
 def test_no_suitable_tool_is_a_refusal_or_a_plain_answer(llm: ChatHammer) -> None:
