@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from hammer_plugins.tools.choice import normalize_tool_choice
 from hammer_plugins.tools.definition import Tool, to_tools
+from hammer_plugins.tools.names import printable
 from hammer_plugins.values.errors import RequestError, SchemaConversionError
 from hammer_plugins.values.messages import Message
 
@@ -64,10 +65,25 @@ def check_messages(messages: Sequence[Message]) -> None:
     lone = unanswered_result(messages)
     if lone is not None:
         answered = messages[lone].tool_call_id
-        what = f"the call {answered!r}" if answered is not None else "a call"
+        what = f"the call {shown_id(answered)}" if answered is not None else "a call"
         raise RequestError(f"messages[{lone}] is a tool result for {what}, which no earlier assistant message made. "
                            "Fix: send the assistant message with its tool calls before their results",
                            ("messages", lone, "tool_call_id"), rule="unanswered_result")
+
+
+SHOWN_ID_CHARACTERS = 80
+"""Characters of a client's call id an error repeats (an id is the client's text: never echoed unbounded)."""
+
+
+def shown_id(call_id: str | None) -> str:
+    """A call id as an error quotes it: bounded and printable.
+
+    Example:
+        >>> shown_id("call_1"), len(shown_id("x" * 10_000)) < 100
+        ("'call_1'", True)
+    """
+    text = str(call_id)
+    return printable(repr(text[:SHOWN_ID_CHARACTERS] + ("..." if len(text) > SHOWN_ID_CHARACTERS else "")))
 
 
 def raw_tool_name(tool: Any) -> str | None:

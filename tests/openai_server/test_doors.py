@@ -176,3 +176,15 @@ def test_the_app_is_a_list_of_registrations_and_no_function_of_the_server_is_lon
     lengths = _function_lengths()
     assert lengths["app.py:create_app"] < 80
     assert {name: n for name, n in lengths.items() if n > 60} == {}
+
+
+@pytest.mark.parametrize("door", ["chat", "responses", "messages"])
+def test_a_clients_call_id_is_echoed_bounded(server: Any, door: str) -> None:
+    """An id is the client's text: a lone result's error quotes at most the start of it, never 20,000 characters."""
+    long_id = "x" * 20_000
+    path, body, _ = BODIES["a result answers a call"][door]
+    text = str(body).replace("call_9", long_id).replace("toolu_9", long_id)
+    reply = httpx.post(server.url + path, json=ast.literal_eval(text), timeout=30, trust_env=False,
+                       headers={"Authorization": f"Bearer {KEY}"})
+    message, _ = _error(door, reply)
+    assert reply.status_code == 400 and "xxxx" in message and len(message) < 1000, len(message)

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, TypeAdapter, ValidationError
 
 from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.json_body import load_json
 from hammer_plugins.http_api.request_checks import (
@@ -118,7 +119,7 @@ class ChatRequest(BaseModel):
         if exc.rule == "unanswered_result" and len(exc.loc) > 1 and isinstance(exc.loc[1], int):
             index = exc.loc[1]
             role, answered = self.messages[index].get("role"), request.messages[index].tool_call_id
-            what = f"tool_call_id {answered!r}" if answered is not None else "a call"
+            what = f"tool_call_id {shown_id(answered)}" if answered is not None else "a call"
             return located(exc, self.field_names(), f"Invalid parameter: messages with role '{role}' must be a response "
                                                     f"to a preceding message with 'tool_calls'; messages[{index}] answers "
                                                     f"{what}, which no earlier assistant message called. Fix: send the "

@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.request_checks import FieldNames, checked_stop, engine_request, located, read_request
 from hammer_plugins.values.calls import ToolCall
@@ -101,7 +102,8 @@ class MessagesRequest(BaseModel):
         names = self.field_names()
         if exc.rule == "unanswered_result" and len(exc.loc) > 1 and isinstance(exc.loc[1], int):
             place, answered = names.param(exc.loc), request.messages[exc.loc[1]].tool_call_id
-            return located(exc, names, f"{place}: unexpected `tool_use_id` found in `tool_result` blocks: {answered}. Each "
+            return located(exc, names, f"{place}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                                       f"{shown_id(answered)}. Each "
                                        "`tool_result` block must have a corresponding `tool_use` block in an earlier "
                                        "assistant message.")
         return located(exc, names, in_message=True)

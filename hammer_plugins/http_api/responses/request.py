@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.json_body import load_json
 from hammer_plugins.http_api.request_checks import FieldNames, checked_stop, engine_request, located, read_request
@@ -132,7 +133,7 @@ class ResponsesRequest(BaseModel):
     def api_error(self, exc: RequestError, request: EngineRequest) -> APIError:
         if exc.rule == "unanswered_result" and len(exc.loc) > 1 and isinstance(exc.loc[1], int):
             place, answered = self.field_names().messages[exc.loc[1]], request.messages[exc.loc[1]].tool_call_id
-            return located(exc, self.field_names(), f"{place} is the output of call_id {answered!r}, which no earlier "
+            return located(exc, self.field_names(), f"{place} is the output of call_id {shown_id(answered)}, which no earlier "
                                                     "function_call item in input made. Fix: send the function_call item "
                                                     "before its output (a stateless server needs the whole conversation "
                                                     "in input).")
