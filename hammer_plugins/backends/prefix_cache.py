@@ -9,8 +9,15 @@ megabytes. The store keeps one file per (runtime, prefix tokens):
   the context settings that shape the KV layout) and the exact prefix token ids, so a changed model
   (even one written over the same path with the same size and time), runtime or tool set can never load
   a stale state: it just misses;
-- **checked** on load: a header, the token ids and a SHA-256 of the payload must match, or the
-  file is deleted and the caller evaluates as if nothing were cached;
+- **checked** on load: a header, the token ids and an HMAC-SHA-256 of the runtime, tokens and payload
+  must match, or the file is deleted and the caller evaluates as if nothing were cached. The HMAC's key
+  is the folder's own random key (:meth:`PrivateFolder.key <hammer_plugins.support.private_folder.
+  PrivateFolder.key>`, a ``0600`` file): a KV state anyone can compute offline from the public model is
+  still no entry without it;
+- **private**: the folder is created ``0700``; one owned by another user or writable by group or others is
+  refused with a warning and the backend runs without the disk cache; an entry is read only if it is a
+  regular file (``O_NOFOLLOW | O_NONBLOCK``, then ``fstat``), so a planted symlink, FIFO or device is a
+  miss, never a hang (:mod:`hammer_plugins.support.private_folder`);
 - **safe with concurrent processes and interrupts**: files are written to a temporary name and
   renamed into place, so a reader sees a whole file or none; a file removed while another process
   reads it stays readable to that reader; a write interrupted (Ctrl-C) removes its temporary file,
@@ -39,6 +46,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import tempfile
@@ -48,8 +56,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hammer_plugins.support.cache_location import cache_dir
+from hammer_plugins.support.private_folder import PrivateFolder
 
-_MAGIC = b"HAMMER-KV 1\n"
+_MAGIC = b"HAMMER-KV 2\n"  # 2: an HMAC under the folder's key (1's plain SHA-256 files are misses)
 _VOCABULARIES = "vocabularies"
 DEFAULT_MAX_BYTES = 1 << 30
 _DIGEST_INDEX = "file-digests.json"
@@ -71,6 +80,13 @@ def _token_bytes(tokens: Sequence[int]) -> bytes:
     return array("i", tokens).tobytes()
 
 
+def _mac(key: bytes, runtime: str, tokens: Sequence[int], state: bytes) -> str:
+    """The entry's check: an HMAC-SHA-256 under the folder's key over everything the entry stands for, so an
+    entry cannot be written, nor moved to another runtime's or tokens' name, without the key."""
+    message = runtime.encode("utf-8") + b"\0" + len(tokens).to_bytes(8, "little") + _token_bytes(tokens) + state
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
 class PrefixCache:
     """A bounded on-disk store of runtime states, one file per (runtime, prefix tokens); see the module docstring.
 
@@ -86,6 +102,13 @@ class PrefixCache:
     def __init__(self, directory: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.directory = Path(directory) if directory is not None else default_prefix_cache_dir()
         self.max_bytes = max_bytes
+        self.folder = PrivateFolder(self.directory)
+
+    @property
+    def usable(self) -> bool:
+        """Whether the folder is this user's own (created ``0700`` if missing); False: every load misses and
+        nothing is stored (a warning said why)."""
+        return self.folder.ensure()
 
     def path_for(self, runtime: str, tokens: Sequence[int]) -> Path:
         """The file that holds (or would hold) the state of ``tokens`` under ``runtime``."""
@@ -95,11 +118,11 @@ class PrefixCache:
     def load(self, runtime: str, tokens: Sequence[int]) -> bytes | None:
         """The stored state, or ``None`` (a miss, or a damaged file, which is removed)."""
         path = self.path_for(runtime, tokens)
-        try:
-            blob = path.read_bytes()
-        except OSError:
+        blob = self.folder.read(path)  # a symlink, FIFO or device is None here, before any read could block
+        key = self.folder.key() if blob is not None else None
+        if blob is None or key is None:
             return None
-        state = self._unpack(blob, runtime, tokens)
+        state = self._unpack(blob, runtime, tokens, key)
         if state is None:
             path.unlink(missing_ok=True)
             return None
@@ -120,9 +143,10 @@ class PrefixCache:
         if (known := _DIGESTS.get(where)) is not None:
             return known
         index_path = self.directory / _DIGEST_INDEX
+        raw = self.folder.read(index_path)  # a FIFO planted here would block read_text() for ever
         try:
-            index = json.loads(index_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            index = json.loads(raw.decode("utf-8")) if raw is not None else {}
+        except ValueError:
             index = {}
         index = index if isinstance(index, dict) else {}  # a damaged index is rebuilt
         digest = index.get(where)
@@ -134,7 +158,8 @@ class PrefixCache:
             digest = sha.hexdigest()
             index = {**{k: v for k, v in list(index.items())[-(_DIGEST_ENTRIES - 1):]}, where: digest}
             try:
-                self.directory.mkdir(parents=True, exist_ok=True)
+                if not self.usable:
+                    raise OSError("the cache folder is refused")
                 fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".partial-", suffix=".json")  # created 0600
                 with os.fdopen(fd, "w", encoding="utf-8") as out:
                     json.dump(index, out)
@@ -150,10 +175,12 @@ class PrefixCache:
 
     def store(self, runtime: str, tokens: Sequence[int], state: bytes) -> None:
         """Keep ``state`` for ``tokens``; never raises for a full or read-only disk (the cache is an optimization)."""
+        key = self.folder.key()  # None: the folder is refused (or unwritable), and nothing is kept
+        if key is None:
+            return
         header = json.dumps({"runtime": runtime, "n_tokens": len(tokens),
-                             "sha256": hashlib.sha256(state).hexdigest()}).encode("utf-8") + b"\n"
+                             "hmac": _mac(key, runtime, tokens, state)}).encode("utf-8") + b"\n"
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".partial-", suffix=".kv")
             try:
                 with os.fdopen(fd, "wb") as out:
@@ -185,6 +212,8 @@ class PrefixCache:
 
     def clear(self, keep_vocabularies: bool = False) -> int:
         """Delete every stored state (and the vocabularies unless kept); the number of files removed."""
+        if not self.usable:  # another user's folder: not ours to empty
+            return 0
         files = self._files()
         for path, _, _ in files:
             path.unlink(missing_ok=True)
@@ -198,7 +227,7 @@ class PrefixCache:
 
     # ----------------------------------------------------------------- internals
     @staticmethod
-    def _unpack(blob: bytes, runtime: str, tokens: Sequence[int]) -> bytes | None:
+    def _unpack(blob: bytes, runtime: str, tokens: Sequence[int], key: bytes) -> bytes | None:
         if not blob.startswith(_MAGIC):
             return None
         end = blob.find(b"\n", len(_MAGIC))
@@ -216,7 +245,8 @@ class PrefixCache:
                 or body[:len(expected)] != expected):
             return None
         state = body[len(expected):]
-        return state if hashlib.sha256(state).hexdigest() == header.get("sha256") else None
+        mac = header.get("hmac")
+        return state if isinstance(mac, str) and hmac.compare_digest(mac, _mac(key, runtime, tokens, state)) else None
 
     def _files(self) -> list[tuple[Path, int, float]]:
         out = []
@@ -227,7 +257,7 @@ class PrefixCache:
         for entry in entries:
             if entry.name.endswith(".kv") and not entry.name.startswith(".partial-"):
                 try:
-                    stat = entry.stat()
+                    stat = entry.stat(follow_symlinks=False)  # a symlink's own size, never its target's
                 except OSError:
                     continue
                 out.append((Path(entry.path), stat.st_size, stat.st_mtime))
@@ -242,7 +272,7 @@ class PrefixCache:
             return
         for entry in entries:
             try:
-                if entry.stat().st_mtime < cutoff:
+                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
                     os.unlink(entry.path)
             except OSError:
                 continue
