@@ -36,6 +36,7 @@ from hammer_plugins.http_api.context import ServerContext, server_of
 from hammer_plugins.http_api.errors import APIError, engine_error
 from hammer_plugins.http_api.framing import NDJSON, REFUSAL_HEADER, Framing
 from hammer_plugins.http_api.json_body import parse_json
+from hammer_plugins.http_api.listener import CLOSE
 from hammer_plugins.http_api.request_checks import FieldNames
 from hammer_plugins.http_api.worker import Place
 from hammer_plugins.output.response import HammerResponse
@@ -66,13 +67,40 @@ class ClientLeft(Exception):  # noqa: N818 - what happened, not an error of ours
     status_code = 499
 
 
-async def read_body(request: Request, parse: Callable[[Any], _Parsed]) -> tuple[Place, _Parsed]:
-    """A place in the queue, then the request's JSON decoded and parsed by ``parse`` (on a thread when large)."""
+def _too_large(limit: int, what: str) -> APIError:
+    return APIError(413, f"{what} holds at most {limit} bytes.", code="request_too_large", headers=CLOSE)
+
+
+async def _bounded_body(request: Request, limit: int | None, what: str) -> bytes:
+    """The body, refused with 413 once past ``limit`` bytes (None: the listener's limit alone), chunked or not."""
+    if limit is None:
+        return await request.body()
+    chunks, received = [], 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if received > limit:  # a chunked body announces no length: counted as it comes
+            raise _too_large(limit, what)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_body(request: Request, parse: Callable[[Any], _Parsed], *, limit: int | None = None,
+                    what: str = "This route's body") -> tuple[Place, _Parsed]:
+    """A place in the queue, then the request's JSON decoded and parsed by ``parse`` (on a thread when large).
+
+    ``limit``: a route's own bound on its body, below the listener's (``/api/show``'s 64 KiB): a
+    ``Content-Length`` over it is 413 before the queue or a byte of the body, and a chunked body is 413 once
+    past it (``what`` names the body in the message). Every route that reads a body reads it here, so none
+    reads one outside the queue's bound.
+    """
+    length = request.headers.get("content-length", "")
+    if limit is not None and length.isdigit() and int(length) > limit:
+        raise _too_large(limit, what)  # before the queue: refusing it costs nothing
     server = server_of(request)
     place = server.worker.reserve()  # the queue's bound first: a flood of bodies gets 429 before any is read
     try:
         try:
-            raw = await request.body()
+            raw = await _bounded_body(request, limit, what)
         except ClientDisconnect:  # gone, or closed by the listener's body deadline
             raise ClientLeft from None
         if len(raw) > PARSE_OFF_LOOP_BYTES:  # decoding megabytes takes a while: /health and streams keep going

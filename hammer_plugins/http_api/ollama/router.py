@@ -86,11 +86,8 @@ def ollama_door(settings: ServerSettings) -> Door:
     @router.post("/api/show")
     async def show(request: Request) -> dict[str, Any]:
         server = server_of(request)
-        length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > SHOW_BODY_BYTES:  # before a byte is read, as every route's bound
-            raise APIError(413, f"An /api/show body holds a model name: at most {SHOW_BODY_BYTES} bytes.",
-                           code="request_too_large")
-        place, name = await read_body(request, _show_name)
+        # A model name: its own bound, announced or chunked, checked before the queue and as the body comes
+        place, name = await read_body(request, _show_name, limit=SHOW_BODY_BYTES, what="An /api/show body (a model name)")
         place.release()
         check_model(name, served_names(server.model_name))
         return _card(server).show(await context_window(server))
