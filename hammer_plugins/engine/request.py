@@ -38,6 +38,18 @@ SAMPLING_FIELDS = ("max_tokens", "temperature", "top_p", "top_k", "repeat_penalt
 """The request's fields that override the engine's sampling settings for one call (None: the engine's)."""
 
 
+SEED_MAX = 2**64 - 1
+"""Largest seed: an unsigned 64-bit integer (torch's generator takes it whole). Larger ones wrapped in C
+(2**64 + 5 sampled as seed 5): a request's seed outside 0..SEED_MAX is refused, naming the field."""
+
+TOP_K_MAX = 1 << 20
+"""Largest ``top_k``: above every served model's vocabulary (Hammer's has 151,665 tokens; 262,144 is the largest
+common one), far below a C ``int``, where ``2**32`` wrapped to 0 (sampling off)."""
+
+COUNT_MAX = 2**31 - 1
+"""Largest token count (``max_tokens``, ``repeat_last_n``): llama.cpp's C ``int32``."""
+
+
 class EngineRequest(BaseModel):
     """One call: the conversation, the tools, ``tool_choice`` and every option, typed and frozen.
 
@@ -71,14 +83,15 @@ class EngineRequest(BaseModel):
     pinned_tools: tuple[str, ...] = ()
     tool_budget: int | None = None
     # Sampling for this call (SAMPLING_FIELDS); None: the engine's setting.
-    max_tokens: int | None = None
+    # Integers bounded where C would wrap them (SEED_MAX, TOP_K_MAX, COUNT_MAX): a ValueError naming the field.
+    max_tokens: int | None = Field(None, le=COUNT_MAX)
     temperature: float | None = None
     top_p: float | None = None
-    top_k: int | None = None
+    top_k: int | None = Field(None, ge=0, le=TOP_K_MAX)
     repeat_penalty: float | None = None
-    repeat_last_n: int | None = None
+    repeat_last_n: int | None = Field(None, le=COUNT_MAX)
     loop_guard: bool | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=SEED_MAX)
     stop: tuple[str, ...] | None = Field(None)
 
     @field_validator("messages", mode="before")

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, TypeAdapter, ValidationError
 
-from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.engine.request import COUNT_MAX, SEED_MAX, TOP_K_MAX, EngineRequest
 from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.json_body import load_json
@@ -57,11 +57,11 @@ class ChatRequest(BaseModel):
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = Field(None, strict=True)  # strict: "yes" is not true
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, le=COUNT_MAX)
+    max_completion_tokens: int | None = Field(None, ge=1, le=COUNT_MAX)
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=SEED_MAX)  # outside it, C wrapped 2**64 + 5 to seed 5
     stop: str | list[str] | None = None
     stream: bool = Field(False, strict=True)
     stream_options: StreamOptions | None = None
@@ -73,7 +73,7 @@ class ChatRequest(BaseModel):
     on_refusal: Literal["message", "answer"] | None = None
     constrained: bool | None = Field(None, strict=True)
     max_tool_rounds: int | None = Field(None, ge=1)
-    top_k: int | None = Field(None, ge=0)
+    top_k: int | None = Field(None, ge=0, le=TOP_K_MAX)
     repeat_penalty: float | None = Field(None, gt=0)
 
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.engine.request import COUNT_MAX, SEED_MAX, TOP_K_MAX, EngineRequest
 from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.request_checks import FieldNames, checked_stop, engine_request, located, read_request
@@ -48,18 +48,18 @@ class MessagesRequest(BaseModel):
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     model: str
-    max_tokens: int | None = Field(None, ge=1, strict=True)  # required, except by count_tokens: checked in the parse
+    max_tokens: int | None = Field(None, ge=1, le=COUNT_MAX, strict=True)  # required, except by count_tokens
     messages: Any = None
     system: Any = None
     tools: Any = None
     tool_choice: Any = None
     temperature: float | None = Field(None, ge=0, le=1)
     top_p: float | None = Field(None, gt=0, le=1)
-    top_k: int | None = Field(None, ge=0)
+    top_k: int | None = Field(None, ge=0, le=TOP_K_MAX)
     stop_sequences: list[str] | None = None
     stream: Any = False
     # Hammer's own options (the SDK's extra_body=...).
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=SEED_MAX)  # outside it, C wrapped 2**64 + 5 to seed 5
     mask_names: bool | None = Field(None, strict=True)
     on_refusal: Literal["message", "answer"] | None = None
     constrained: bool | None = Field(None, strict=True)

@@ -6,8 +6,9 @@ is named as Ollama names it, ``options.num_predict``, ``messages[2].tool_calls[0
 ``tool`` turn names its call by ``tool_name`` (Ollama's own clients), ``tool_call_id`` (ChatOllama) or
 nothing (LlamaIndex): it answers the first call of the last assistant turn that no result answered yet,
 the first with that name when it gives one. ``format`` (``"json"`` or a JSON Schema) is structured output.
-``options`` maps to the engine's sampling settings (``num_predict`` is ``max_tokens``; ``-1`` and ``-2``:
-as much as the context holds); ``num_ctx``, ``keep_alive``, ``think`` and every option a llama.cpp server
+``options`` maps to the engine's sampling settings (``num_predict`` is ``max_tokens``; ``-1`` and ``-2``,
+Ollama's "no limit" and "fill the context", are capped at the server's ``--max-tokens``, 512 by default: a
+client without a key cannot ask for the whole context); ``num_ctx``, ``keep_alive``, ``think`` and every option a llama.cpp server
 tunes itself (``num_gpu``, ``mirostat``, ...) are accepted and ignored: the context is the server's own.
 
 Ollama has no ``tool_choice``: with tools the door lets Hammer choose (``auto``), and Hammer's ``[]`` is
@@ -29,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.engine.request import COUNT_MAX, SEED_MAX, TOP_K_MAX, EngineRequest
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.json_body import load_json
 from hammer_plugins.http_api.request_checks import (
@@ -58,9 +59,9 @@ class OllamaOptions(BaseModel):
 
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
-    top_k: int | None = Field(None, ge=0)
-    num_predict: int | None = Field(None, ge=-2)
-    seed: int | None = None
+    top_k: int | None = Field(None, ge=0, le=TOP_K_MAX)
+    num_predict: int | None = Field(None, ge=-2, le=COUNT_MAX)
+    seed: int | None = Field(None, ge=0, le=SEED_MAX)  # outside it, C wrapped 2**64 + 5 to seed 5
     stop: str | list[str] | None = None
     repeat_penalty: float | None = Field(None, gt=0)
 
@@ -256,7 +257,7 @@ def _options(request: OllamaRequest) -> dict[str, Any]:
     options = request.options or OllamaOptions()
     predict = options.num_predict
     return {
-        "max_tokens": predict if predict is not None and predict > 0 else None,  # -1, -2: what the context holds
+        "max_tokens": predict if predict is not None and predict > 0 else None,  # -1, -2: capped at --max-tokens
         "temperature": options.temperature, "top_p": options.top_p, "top_k": options.top_k, "seed": options.seed,
         "stop": checked_stop(options.stop, "options.stop"), "repeat_penalty": options.repeat_penalty,
         "mask_names": request.mask_names, "constrained": request.constrained,

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.engine.request import COUNT_MAX, SEED_MAX, TOP_K_MAX, EngineRequest
 from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.json_body import load_json
@@ -82,10 +82,10 @@ class ResponsesRequest(BaseModel):
     tool_choice: Any = None
     text: Any = None
     parallel_tool_calls: bool | None = Field(None, strict=True)
-    max_output_tokens: int | None = Field(None, ge=1)
+    max_output_tokens: int | None = Field(None, ge=1, le=COUNT_MAX)
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=SEED_MAX)  # outside it, C wrapped 2**64 + 5 to seed 5
     stream: bool = Field(False, strict=True)
     metadata: Any = None
     # Hammer's own options (the SDK's extra_body=...).
@@ -93,7 +93,7 @@ class ResponsesRequest(BaseModel):
     mask_names: bool | None = Field(None, strict=True)
     on_refusal: Literal["message", "answer"] | None = None
     constrained: bool | None = Field(None, strict=True)
-    top_k: int | None = Field(None, ge=0)
+    top_k: int | None = Field(None, ge=0, le=TOP_K_MAX)
     repeat_penalty: float | None = Field(None, gt=0)
     _meta: ResponsesMeta | None = PrivateAttr(None)
     _names: FieldNames | None = PrivateAttr(None)
