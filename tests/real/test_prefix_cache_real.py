@@ -49,6 +49,9 @@ def test_a_new_context_loads_the_prefix_and_answers_identically(cold_and_warm) -
     directory, cold, warm, _ = cold_and_warm
     assert [raw for raw, _ in warm] == [raw for raw, _ in cold]
     assert cold[0][1].disk_cached_prompt_tokens == 0  # the first call stored it
+    # Issue 60, item 10: on an empty cache folder the first request evaluated its prefix; nothing was loaded or
+    # reused, so nothing is reported cached (it reported the shared head's length, 186 of 195, before).
+    assert cold[0][1].cached_prompt_tokens == 0
     assert warm[0][1].disk_cached_prompt_tokens > 500  # the new context loaded it: ~580 tokens
     assert warm[0][1].cached_prompt_tokens >= warm[0][1].disk_cached_prompt_tokens  # what was loaded is counted
     # Later calls in one context reuse the prefix in memory, as without the disk cache.
