@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hammer_plugins.backends.registry import BACKEND_NAMES, describe_backends
+from hammer_plugins.cli.log_level import add_log_level_argument
 from hammer_plugins.cli.mcp_options import add_mcp_arguments
 from hammer_plugins.engine.settings import add_prefix_cache_argument, add_setting_argument
 from hammer_plugins.http_api.defaults import (
@@ -101,6 +102,8 @@ def _server_options(serve: argparse.ArgumentParser) -> None:
                             "minutes, then it is cached)")
     serve.add_argument("--build", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
     serve.add_argument("--print-command", action="store_true", help="print the server's command line and exit")
+    # info by default: the API server's one line per request is what a person running an agent against it reads.
+    add_log_level_argument(serve, default="info")
     serve.add_argument("extra", nargs=argparse.REMAINDER,
                        help="after --: more llama-server options, passed as they are")
     serve.add_argument("--openai", action="store_true",

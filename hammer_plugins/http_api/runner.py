@@ -205,6 +205,7 @@ def serve_openai(args: argparse.Namespace) -> int:
         with _signals_end_the_server():
             sockets = [sock] if (sock := dual_stack_socket(args.host, args.port)) else None
             GracefulServer(listener_config(app, args.host, args.port, timeout_graceful_shutdown=SHUTDOWN_DEADLINE,
+                                           log_level=getattr(args, "log_level", None) or "info",
                                            **_listener(args))).run(sockets)
         stopped = _wait_idle(app.state.worker, 2.0)
     if not stopped:  # a call that ignores its stop (a model stuck in C): its thread would keep the process alive
