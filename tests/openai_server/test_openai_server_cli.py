@@ -31,6 +31,10 @@ def test_hammer_serve_openai_answers_the_sdk_and_stops_on_ctrl_c(default_model_p
     assert served.code == 0, served.output
     assert "as 'hammer-cli' at http://127.0.0.1:" in served.output and "without an API key" not in served.output
     assert "cli-key" not in served.output  # the key is never printed
+    # The access log (info, the default): a line per request, with the real model's token counts.
+    chat = [line for line in served.output.splitlines() if "POST /v1/chat/completions door=chat_completions" in line]
+    assert len(chat) == 2 and all("status=200" in line and " prompt=" in line for line in chat), served.output
+    assert "answer=tool_calls" in chat[0] and "completion=16" in chat[1] and "cut=max_tokens" in chat[1], chat
 
 
 @pytest.mark.parametrize(("argv", "message"), [
