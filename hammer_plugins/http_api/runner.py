@@ -145,9 +145,10 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
         binary = find_or_build_llama_server(build=not args.no_build)
         gguf = local_gguf(resolve_model(args.model_path, args.model, gguf=True))
         inner_key = secrets.token_urlsafe(24)
+        extra = tuple(a for a in getattr(args, "extra", None) or () if a != "--")  # `-- --metrics`: llama-server's own
         server = LlamaServer(gguf, parallel=args.parallel, n_ctx=args.n_ctx, n_threads=args.threads,
                              model_alias=args.alias, api_key=inner_key, binary=binary, startup_timeout=600.0,
-                             supervise=True)
+                             supervise=True, extra_args=extra)
         stack.callback(server.stop)
         server.start()
         upstream = OpenAICompatibleBackend(server.base_url, model=args.alias, api_key=inner_key)
