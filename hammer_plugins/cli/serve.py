@@ -75,7 +75,8 @@ def add_playground_parser(sub: Any) -> None:
                     "(docs/playground.md). Every option of `hammer serve --openai` works here.")
     playground.add_argument("--tools", metavar="FILE",
                             help="a JSON file of tools (OpenAI function tools, or objects with name, description and "
-                                 "parameters) the page offers besides the demo tools")
+                                 "parameters) in the page from the start (the demo tools are a click away: 'Add the "
+                                 "demo tools')")
     playground.add_argument("--mcp", action="append", metavar="COMMAND",
                             help="an MCP server's command (stdio): its tools are offered in the page, and a call of one "
                                  "is run through it once you approve it there; repeatable")
@@ -86,7 +87,8 @@ def add_playground_parser(sub: Any) -> None:
 
 def _server_options(serve: argparse.ArgumentParser) -> None:
     """The options ``hammer serve`` and ``hammer playground`` share."""
-    serve.add_argument("--model-path", help="a .gguf file; default: the pulled Hammer model, else the embedded one")
+    serve.add_argument("--model-path", help="a .gguf file; default: $HAMMER_MODEL_PATH, $HAMMER_MODEL, the best "
+                                            "Hammer model pulled here, else the embedded stand-in")
     serve.add_argument("--model", help="a preset (hammer2.1-1.5b) or a Hugging Face GGUF repo, downloaded if needed")
     serve.add_argument("--port", type=int, default=8080, help="default: %(default)s")
     serve.add_argument("--host", default="127.0.0.1",
