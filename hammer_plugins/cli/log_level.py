@@ -2,7 +2,7 @@
 
 The library itself configures no logging (an application decides where its logs go); the ``hammer``
 command is an application, so it does. ``hammer serve`` and ``hammer playground`` default to ``info``,
-which prints the server's one line per request (``hammer_plugins.http_api.access``): someone running an
+which prints the server's one line per request (``hammer_plugins.http_api.access_log``): someone running an
 agent against the server wants to see what came, how long it took and what was cached, as uvicorn's or
 llama-server's own logs show. The one-shot commands (``call``, ``chat``, ``info``, ``eval``, ``bench``)
 default to ``warning``: their answer is the output, and stderr stays quiet unless asked.

@@ -1,4 +1,4 @@
-"""The server's access log: one line per request, at info on ``hammer_plugins.http_api.access``.
+"""The server's access log: one line per request, at info on ``hammer_plugins.http_api.access_log``.
 
 uvicorn's own access log (off: :func:`~hammer_plugins.http_api.listener.listener_config`) says a path and a
 status. Someone running an agent against the server needs more of each request: which API door took it, how
@@ -35,7 +35,7 @@ from hammer_plugins.output.events import TextDelta, ToolCallDelta
 from hammer_plugins.output.response import HammerResponse
 from hammer_plugins.tools.names import printable
 
-log = logging.getLogger("hammer_plugins.http_api.access")
+log = logging.getLogger(__name__)  # hammer_plugins.http_api.access_log: the module is the logger
 
 SCOPE_KEY = "hammer_plugins.access"
 """Where a request's :class:`AccessRecord` lives in its ASGI scope (the route reads it from ``request.scope``)."""

@@ -62,11 +62,11 @@ def test_hammer_serve_logs_one_line_per_request_at_its_default_level() -> None:
     with hammer_serve(["--openai", "--tool-budget", "200"], {}, startup=60, program=program) as served:
         _ask(served.base_url)
     assert served.code == 0, served.output
-    lines = _lines(served.output, "hammer_plugins.http_api.access")
+    lines = _lines(served.output, "hammer_plugins.http_api.access_log")
     chat = [line for line in lines if "POST /v1/chat/completions" in line]
     assert len(chat) == 3, served.output  # the call, the streamed call, the bad request; /health polls come first
     for line in chat[:2]:  # both answered: the door, the status, the time, the tokens, how many tools were offered
-        assert re.search(r"INFO hammer_plugins\.http_api\.access: POST /v1/chat/completions door=chat_completions "
+        assert re.search(r"INFO hammer_plugins\.http_api\.access_log: POST /v1/chat/completions door=chat_completions "
                          r"status=200 time=\d+\.\d{3}s ttft=\d+\.\d{3}s prompt=[1-9]\d* cached=\d+ completion=[1-9]\d* "
                          r"answer=tool_calls offered=([1-9]|1\d)/30$", line), line
     assert re.search(r"door=chat_completions status=400 time=\d+\.\d{3}s$", chat[2]), chat[2]
@@ -85,7 +85,7 @@ def test_log_level_debug_shows_the_selectors_choice_and_warning_hides_the_access
     assert len(_lines(served.output, "POST /v1/chat/completions door=")) == 3
     with hammer_serve(["--openai", "--log-level", "warning"], {}, startup=60, program=program) as quiet:
         _ask(quiet.base_url)
-    assert quiet.code == 0 and "hammer_plugins.http_api.access" not in quiet.output, quiet.output
+    assert quiet.code == 0 and "hammer_plugins.http_api.access_log" not in quiet.output, quiet.output
 
 
 @pytest.mark.parametrize("command", ["call", "chat", "info", "serve", "playground", "pull", "models", "eval hammerbench",
