@@ -33,11 +33,13 @@ class ServeProcess:
 
 @contextlib.contextmanager
 def hammer_serve(args: list[str], env: dict[str, str], startup: float = 180.0,
-                 command: str = "serve") -> Iterator[ServeProcess]:
+                 command: str = "serve", program: list[str] | None = None) -> Iterator[ServeProcess]:
     """``hammer serve <args> --port P`` (or another ``command`` that serves, ``playground``) until its ``/health``
-    says loaded; SIGINT (Ctrl-C) when the block ends."""
+    says loaded; SIGINT (Ctrl-C) when the block ends. ``program``: what stands for ``hammer`` (default
+    ``python -m hammer_plugins.cli``), e.g. ``python -c <script>`` that runs the real command on a scripted engine."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "hammer_plugins.cli", command, *args, "--port", str(port)],
+    hammer = program if program is not None else [sys.executable, "-m", "hammer_plugins.cli"]
+    process = subprocess.Popen([*hammer, command, *args, "--port", str(port)],
                                env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                preexec_fn=default_signals)
     running = ServeProcess(process, port)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from hammer_plugins import __version__
+from hammer_plugins.cli.log_level import add_log_level_to_commands, logging_to_stderr
 from hammer_plugins.cli.mcp_options import add_mcp_arguments, attach_mcp_servers
 from hammer_plugins.cli.serve import add_playground_parser, add_serve_parser
 from hammer_plugins.engine import HammerEngine
@@ -392,6 +393,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                 # unknown arguments, which _run hands to this command, and its one answer is what to install.
                 missing = sub.add_parser(name, help=f"(needs: pip install {extra})", add_help=False)
                 missing.set_defaults(func=_evaluators_missing(name, extra), takes_unknown_arguments=True)
+    # Every command takes --log-level (serve and playground add theirs, defaulting to info), plugin commands too.
+    add_log_level_to_commands(parser)
     return parser
 
 
@@ -423,7 +426,8 @@ def _run(argv: Sequence[str] | None, exit_at_once: bool) -> int:
         args, unknown = parser.parse_known_args(argv)
         if unknown and not getattr(args, "takes_unknown_arguments", False):
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # what parse_args says
-        code = int(args.func(args))
+        with logging_to_stderr(getattr(args, "log_level", None) or "warning"):
+            code = int(args.func(args))
     except (HammerError, FileNotFoundError, ValueError) as exc:
         print(f"hammer: error: {printable(str(exc), keep_newlines=True)}", file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hammer_plugins.backends.registry import BACKEND_NAMES, describe_backends
+from hammer_plugins.cli.log_level import add_log_level_argument
 from hammer_plugins.cli.mcp_options import add_mcp_arguments
 from hammer_plugins.engine.settings import add_prefix_cache_argument, add_setting_argument
 from hammer_plugins.http_api.defaults import (
@@ -55,9 +56,12 @@ DEFAULT_PARALLEL = 4
 def add_serve_parser(sub: Any) -> None:
     """Add ``serve`` to ``hammer``'s subcommands."""
     serve = sub.add_parser(
-        "serve", help="run the model on llama.cpp's llama-server (continuous batching) for --backend server",
-        description="Start llama.cpp's C++ llama-server with a Hammer model on loopback and keep it running; "
-                    "connect with ChatHammer(backend='server', base_url=...) or --backend server --base-url ...")
+        "serve", help="serve the model: with --openai, Hammer's API server (OpenAI, Anthropic and Ollama APIs, the "
+                      "playground) for any client; without, llama.cpp's llama-server for --backend server",
+        description="With --openai: Hammer's API server, OpenAI's Chat Completions and Responses, Anthropic's "
+                    "Messages, Ollama's API and the playground page, for any of their clients (docs/server.md). "
+                    "Without: llama.cpp's C++ llama-server with a Hammer model on loopback, kept running; connect with "
+                    "ChatHammer(backend='server', base_url=...) or --backend server --base-url ...")
     _server_options(serve)
     serve.set_defaults(func=cmd_serve)
 
@@ -71,7 +75,8 @@ def add_playground_parser(sub: Any) -> None:
                     "(docs/playground.md). Every option of `hammer serve --openai` works here.")
     playground.add_argument("--tools", metavar="FILE",
                             help="a JSON file of tools (OpenAI function tools, or objects with name, description and "
-                                 "parameters) the page offers besides the demo tools")
+                                 "parameters) in the page from the start (the demo tools are a click away: 'Add the "
+                                 "demo tools')")
     playground.add_argument("--mcp", action="append", metavar="COMMAND",
                             help="an MCP server's command (stdio): its tools are offered in the page, and a call of one "
                                  "is run through it once you approve it there; repeatable")
@@ -82,7 +87,8 @@ def add_playground_parser(sub: Any) -> None:
 
 def _server_options(serve: argparse.ArgumentParser) -> None:
     """The options ``hammer serve`` and ``hammer playground`` share."""
-    serve.add_argument("--model-path", help="a .gguf file; default: the pulled Hammer model, else the embedded one")
+    serve.add_argument("--model-path", help="a .gguf file; default: $HAMMER_MODEL_PATH, $HAMMER_MODEL, the best "
+                                            "Hammer model pulled here, else the embedded stand-in")
     serve.add_argument("--model", help="a preset (hammer2.1-1.5b) or a Hugging Face GGUF repo, downloaded if needed")
     serve.add_argument("--port", type=int, default=8080, help="default: %(default)s")
     serve.add_argument("--host", default="127.0.0.1",
@@ -100,9 +106,13 @@ def _server_options(serve: argparse.ArgumentParser) -> None:
                        help="fail instead of building llama-server when none is found (the first build takes "
                             "minutes, then it is cached)")
     serve.add_argument("--build", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
-    serve.add_argument("--print-command", action="store_true", help="print the server's command line and exit")
+    serve.add_argument("--print-command", action="store_true",
+                       help="print llama-server's command line and exit (without --openai: the API server has none)")
+    # info by default: the API server's one line per request is what a person running an agent against it reads.
+    add_log_level_argument(serve, default="info")
     serve.add_argument("extra", nargs=argparse.REMAINDER,
-                       help="after --: more llama-server options, passed as they are")
+                       help="after --: more llama-server options, passed as they are (without --openai, or to the "
+                            "one --openai --backend llama-server starts)")
     serve.add_argument("--openai", action="store_true",
                        help="serve Hammer behind OpenAI's /v1/chat/completions and /v1/responses, Anthropic's "
                             "/v1/messages and Ollama's /api/chat (Hammer's trained prompt, constrained calls, "
@@ -223,9 +233,26 @@ def cmd_playground(args: argparse.Namespace) -> int:
     return cmd_serve(args)
 
 
+def _refuse_raw_server_options(args: argparse.Namespace) -> None:
+    """``--print-command`` and options after ``--`` belong to the raw llama-server: with ``--openai`` (and so in
+    ``hammer playground``) they were ignored without a word, and ``--print-command`` started a server instead of
+    printing. Refused with the fix; options after ``--`` still reach the llama-server ``--backend llama-server``
+    starts."""
+    name = "hammer playground" if getattr(args, "func", None) is cmd_playground else "hammer serve --openai"
+    if getattr(args, "print_command", False):
+        raise SystemExit(f"{name}: --print-command prints the raw llama-server's command line; this serves Hammer's "
+                         "API in this process, which has none to print. Fix: drop --print-command, or run `hammer "
+                         "serve --print-command` (without --openai) for the llama-server command")
+    extra = [a for a in getattr(args, "extra", None) or [] if a != "--"]
+    if extra and (getattr(args, "backend", None) or "llama_cpp") != LAUNCHED_SERVER:
+        raise SystemExit(f"{name}: options after -- ({shlex.join(extra)}) go to llama-server, and none runs here. "
+                         f"Fix: add --backend {LAUNCHED_SERVER} to start one behind the API, or drop them")
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server in the foreground; 0 when stopped with Ctrl-C."""
     if getattr(args, "openai", False):  # the OpenAI-compatible server over HammerEngine
+        _refuse_raw_server_options(args)
         from hammer_plugins.http_api.runner import serve_openai
 
         return serve_openai(args)

@@ -48,9 +48,12 @@ class EngineFields(BaseModel):
     # --- the model
     model_path: str | Path | None = Field(
         default=None, description="A .gguf file (llama.cpp) or checkpoint directory (transformers); with "
-                                  "model unset too, the embedded default model.",
+                                  "model unset too: $HAMMER_MODEL_PATH, $HAMMER_MODEL, the best Hammer model "
+                                  "pulled here (llama.cpp), else the embedded default model.",
         json_schema_extra={"flag": "--model-path",
-                           "flag_help": "a .gguf file (or checkpoint directory); default: the embedded model"})
+                           "flag_help": "a .gguf file (or checkpoint directory); default: $HAMMER_MODEL_PATH, "
+                                        "$HAMMER_MODEL, the best Hammer model pulled here, else the embedded "
+                                        "stand-in"})
     model: str | None = Field(default=None, description="A preset ('hammer2.1-1.5b'), a Hugging Face repo ('owner/repo', "
                                                         "'owner/repo:Q4_K_M', 'owner/repo/file.gguf'), a local "
                                                         "directory or a .gguf path.",

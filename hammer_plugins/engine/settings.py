@@ -119,8 +119,9 @@ def add_concurrency_argument(parser: argparse.ArgumentParser) -> None:
         4
     """
     parser.add_argument("--concurrency", type=int, default=1, metavar="N",
-                        help="questions in flight at once (default: 1). Pays with --backend server on a server with "
-                             "several slots (`hammer serve --parallel N`); a local model answers one at a time")
+                        help="questions in flight at once (default: 1). It pays only against a server with N slots "
+                             "(`hammer serve --parallel N`), asked through --backend server (hammer eval) or "
+                             "--base-url (hammer bench); a local model answers one at a time, and it is ignored")
 
 
 # The ``hammer`` command's engine flags, read from the declaration (EngineFields: each shown setting's

@@ -34,6 +34,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hammer_plugins.engine import HammerEngine
+from hammer_plugins.http_api.access_log import AccessLog, DoorNames
 from hammer_plugins.http_api.context import ServerContext, ServerSettings
 from hammer_plugins.http_api.defaults import DEFAULT_MAX_BODY_BYTES
 from hammer_plugins.http_api.door import Door, error_shapes
@@ -78,12 +79,22 @@ def create_app(engine: HammerEngine, settings: ServerSettings | None = None, **o
                        public_paths=PUBLIC_PATHS + _all(doors, "public_paths"),
                        public_prefixes=_all(doors, "public_prefixes"))
     app.add_middleware(Guard, origins=settings.allowed_origins, hosts=settings.allowed_hosts, shapes=shapes,
-                       lenient_json_prefixes=_all(doors, "lenient_json_prefixes"))  # added last: runs first
+                       lenient_json_prefixes=_all(doors, "lenient_json_prefixes"))
+    # Added last, so it runs first: its line also covers what the guard and the key refuse.
+    app.add_middleware(AccessLog, door_of=_door_names(doors))
     _add_error_handlers(app, shapes)
     # The routes themselves, not included routers: app.routes lists every path (as a test or a reader expects).
     for router in (status_router(), *(door.router for door in doors)):
         app.router.routes.extend(router.routes)
     return app
+
+
+def _door_names(doors: list[Door]) -> DoorNames:
+    """The access log's door of a path: the door whose route takes it (``server`` for /health and /v1/models)."""
+    routes = [*((door.name, route) for door in doors for route in door.router.routes),
+              *(("server", route) for route in status_router().routes)]
+    prefixes = [(prefix, door.name) for door in doors for prefix in (*door.prefixes, *door.public_prefixes)]
+    return DoorNames(routes, prefixes)
 
 
 def _all(doors: list[Door], field: str) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
 from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.http_api.access_log import AccessRecord, record_of
 from hammer_plugins.http_api.context import ServerContext, server_of
 from hammer_plugins.http_api.errors import APIError, engine_error
 from hammer_plugins.http_api.framing import NDJSON, REFUSAL_HEADER, Framing
@@ -117,6 +118,9 @@ async def respond(request: Request, place: Place, call: EngineRequest, framing: 
     """Run ``call`` through the worker and answer in ``framing``; an engine error names the API's field
     (``names``)."""
     param = names.param if names is not None else None
+    record = record_of(request.scope)  # the access line's: the first output, the answer, the tools given
+    if record is not None:
+        record.tools_given = len(call.tools)
     events = server_of(request).worker.events(call, place=place)
     try:
         try:
@@ -129,8 +133,8 @@ async def respond(request: Request, place: Place, call: EngineRequest, framing: 
     if started is None:
         raise ClientLeft
     if stream:
-        return _stream_response(framing, events, started, param)
-    final = await _unless_disconnected(request, _collect(events, started, param))
+        return _stream_response(framing, events, started, param, record)
+    final = await _unless_disconnected(request, _collect(events, started, param, record))
     if final is None:  # nobody to answer; the generation was stopped
         raise ClientLeft
     headers = {REFUSAL_HEADER: "true"} if final.kind == "refusal" else {}
@@ -176,11 +180,13 @@ async def run_off_loop(request: Request, place: Place, work: Callable[[], _Parse
         place.release()
 
 
-async def _collect(events: Any, stream: AsyncIterator[Any], param: Any) -> HammerResponse:
+async def _collect(events: Any, stream: AsyncIterator[Any], param: Any, record: AccessRecord | None) -> HammerResponse:
     """The last event of a non-streamed call: its :class:`HammerResponse`."""
     final: HammerResponse | None = None
     try:
         async for event in stream:
+            if record is not None:
+                record.saw(event)
             if isinstance(event, HammerResponse):
                 final = event
     except Exception as exc:  # noqa: BLE001
@@ -193,8 +199,9 @@ async def _collect(events: Any, stream: AsyncIterator[Any], param: Any) -> Hamme
     return final
 
 
-def _stream_response(framing: Framing, events: Any, stream: AsyncIterator[Any], param: Any) -> Response:
-    body = _framed(framing, events, stream, param)
+def _stream_response(framing: Framing, events: Any, stream: AsyncIterator[Any], param: Any,
+                     record: AccessRecord | None) -> Response:
+    body = _framed(framing, events, stream, param, record)
     if framing.media_type == NDJSON:
         # A plain streaming response: NDJSON has no comments to ping with (sse-starlette's event stream with
         # pings off busy-looped in some versions, and put ': ping' lines in the body).
@@ -206,13 +213,16 @@ def _stream_response(framing: Framing, events: Any, stream: AsyncIterator[Any], 
                         send_timeout=SEND_TIMEOUT_SECONDS, headers=STREAM_HEADERS)
 
 
-async def _framed(framing: Framing, events: Any, stream: AsyncIterator[Any], param: Any) -> AsyncIterator[bytes]:
+async def _framed(framing: Framing, events: Any, stream: AsyncIterator[Any], param: Any,
+                  record: AccessRecord | None) -> AsyncIterator[bytes]:
     """The stream of one call in ``framing``'s bytes; a client that disconnects cancels this, which stops the
     generation."""
     try:
         for data in framing.start():
             yield data
         async for event in stream:
+            if record is not None:
+                record.saw(event)
             for data in framing.event(event):
                 yield data
     except Exception as exc:  # noqa: BLE001 - the headers are sent: the error goes in the stream, as each API does

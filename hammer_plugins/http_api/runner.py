@@ -145,9 +145,10 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
         binary = find_or_build_llama_server(build=not args.no_build)
         gguf = local_gguf(resolve_model(args.model_path, args.model, gguf=True))
         inner_key = secrets.token_urlsafe(24)
+        extra = tuple(a for a in getattr(args, "extra", None) or () if a != "--")  # `-- --metrics`: llama-server's own
         server = LlamaServer(gguf, parallel=args.parallel, n_ctx=args.n_ctx, n_threads=args.threads,
                              model_alias=args.alias, api_key=inner_key, binary=binary, startup_timeout=600.0,
-                             supervise=True)
+                             supervise=True, extra_args=extra)
         stack.callback(server.stop)
         server.start()
         upstream = OpenAICompatibleBackend(server.base_url, model=args.alias, api_key=inner_key)
@@ -205,6 +206,7 @@ def serve_openai(args: argparse.Namespace) -> int:
         with _signals_end_the_server():
             sockets = [sock] if (sock := dual_stack_socket(args.host, args.port)) else None
             GracefulServer(listener_config(app, args.host, args.port, timeout_graceful_shutdown=SHUTDOWN_DEADLINE,
+                                           log_level=getattr(args, "log_level", None) or "info",
                                            **_listener(args))).run(sockets)
         stopped = _wait_idle(app.state.worker, 2.0)
     if not stopped:  # a call that ignores its stop (a model stuck in C): its thread would keep the process alive

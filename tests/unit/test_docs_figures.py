@@ -182,8 +182,8 @@ CHECKED_ELSEWHERE: list[tuple[str, str, str]] = [
 OFF, ON = "docs/hammerbench/default-masking-off/predictions.jsonl", "docs/hammerbench/default-masking-on/predictions.jsonl"
 COLD = "docs/benchmarks/cold-call/cold_call.json"
 BFCL_DEFAULT, BFCL_12, BFCL_24 = ("docs/benchmarks/default/accuracy_records.jsonl",
-                                  "docs/benchmarks/after-issue-12/accuracy_records.jsonl",
-                                  "docs/benchmarks/after-issue-24/accuracy_records.jsonl")
+                                  "docs/benchmarks/reference-prompt/accuracy_records.jsonl",
+                                  "docs/benchmarks/grammar-fixes/accuracy_records.jsonl")
 HAMMER = "ChatHammer (constrained on, masking off)"
 COMPUTED: list[tuple[str, str, str, str, str]] = [
     ("docs/hammerbench.md", "562", "prompts 562 tokens", OFF, "mean_of(r, 'prompt_tokens')"),

@@ -18,3 +18,10 @@ CATEGORIES: tuple[str, ...] = (
     "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance", "live_relevance",
 )
 """The BFCL v4 single-turn Python categories ``hammer bench`` scores."""
+
+MULTI_TURN_CATEGORIES: tuple[str, ...] = (
+    "multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
+"""The BFCL v4 multi-turn categories ``hammer bench multi-turn`` runs (``multi_turn.CATEGORIES``)."""
+
+ROBUSTNESS_CATEGORIES: tuple[str, ...] = ("simple_python", "multiple")
+"""The categories ``hammer bench robustness`` renames by default: one function a question, and several."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from hammer_plugins.engine.settings import add_concurrency_argument
 
-from . import CATEGORIES
+from . import CATEGORIES, MULTI_TURN_CATEGORIES, ROBUSTNESS_CATEGORIES
 from .machine import machine_info, resolve_model
 from .runners import EXTRA_RUNNERS, RUNNERS
 
@@ -66,12 +66,11 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
 
 
 def cmd_multi_turn(args: argparse.Namespace) -> int:
-    from .multi_turn import CATEGORIES as MULTI_TURN
     from .multi_turn import run_multi_turn, summary_table
 
     label, path = resolve_model(args.model)
     out = Path(args.out)
-    categories = args.categories.split(",") if args.categories else list(MULTI_TURN)
+    categories = args.categories.split(",") if args.categories else list(MULTI_TURN_CATEGORIES)
     started = time.perf_counter()
     machine_before = machine_info()
     summary = run_multi_turn(path, args.runners.split(","), categories, args.sample, out, max_steps=args.max_steps,
@@ -95,7 +94,7 @@ def cmd_robustness(args: argparse.Namespace) -> int:
 
     label, path = resolve_model(args.model)
     out = Path(args.out)
-    categories = args.categories.split(",") if args.categories else ["simple_python", "multiple"]
+    categories = args.categories.split(",") if args.categories else list(ROBUSTNESS_CATEGORIES)
     started = time.perf_counter()
     machine_before = machine_info()
     result = run_robustness(path, categories, args.sample, args.seed, max_tokens=args.max_tokens, n_ctx=args.n_ctx,
@@ -151,12 +150,14 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads, the same for every runner")
 
 
-def _question_options(parser: argparse.ArgumentParser, *, sample: int | None = 5, seed: bool = True) -> None:
+def _question_options(parser: argparse.ArgumentParser, *, sample: int | None = 5, seed: bool = True,
+                      categories: tuple[str, ...] = CATEGORIES) -> None:
     parser.add_argument("--sample", type=lambda s: None if s == "all" else int(s), default=sample,
                         help="questions per category ('all' for full runs)")
     if seed:  # multi-turn takes each category's first entries: no draw
         parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--categories", default="", help=f"comma-separated; default: {','.join(CATEGORIES)}")
+    # The default each step really runs: multi-turn's and robustness's are not accuracy's single-turn list.
+    parser.add_argument("--categories", default="", help=f"comma-separated; default: {','.join(categories)}")
 
 
 def _serving_options(parser: argparse.ArgumentParser) -> None:
@@ -184,7 +185,7 @@ def add_bench_parser(sub: Any) -> None:
     accuracy.set_defaults(func=cmd_accuracy)
     robustness = steps.add_parser("robustness", help="BFCL with random and misleading names, masking on and off")
     _model_options(robustness)
-    _question_options(robustness)
+    _question_options(robustness, categories=ROBUSTNESS_CATEGORIES)
     robustness.set_defaults(func=cmd_robustness)
     speed = steps.add_parser("speed", help="time to first token cold vs warm, overhead share, peak memory")
     _model_options(speed)
@@ -203,7 +204,7 @@ def add_bench_parser(sub: Any) -> None:
     multi = steps.add_parser("multi-turn", help="BFCL multi-turn through the agent loop, on bfcl-eval's simulators "
                                                 "and checker (the first --sample entries of each category)")
     _model_options(multi)
-    _question_options(multi, sample=2, seed=False)
+    _question_options(multi, sample=2, seed=False, categories=MULTI_TURN_CATEGORIES)
     _serving_options(multi)
     multi.add_argument("--runners", default="hammer", help="comma-separated from hammer,hammer-mask,chatllamacpp")
     multi.add_argument("--max-steps", type=int, default=20, help="steps per turn before the agent is stopped "

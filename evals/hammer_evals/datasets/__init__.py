@@ -219,7 +219,8 @@ def add_data_arguments(parser: Any, name: str) -> None:
                        help=f"a folder of your own copy of the data (.json or .json.gz files); default: the copy "
                             f"shipped in the package ({_SHIPPED_WHAT[name]})")
     group.add_argument("--download", action="store_true",
-                       help="fetch the full upstream files at the pinned commit (sha256-checked, kept in the cache) "
+                       help="fetch the full upstream files at the pinned commit (each checked against its git blob id, kept in "
+                            "the cache) "
                             "and evaluate on them")
 
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hammer_evals.bfcl.accuracy import excluded_defects, summarize
 from hammer_evals.bfcl.bfcl import BfclEntry, score
 from hammer_evals.bfcl.report import write_report
@@ -100,3 +102,23 @@ def test_cli_parser() -> None:
     add_bench_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["bench", "accuracy", "--sample", "all", "--runners", "hammer,chatllamacpp"])
     assert args.sample is None and args.runners == "hammer,chatllamacpp" and callable(args.func)
+
+
+@pytest.mark.parametrize(("step", "runs"), [("accuracy", "CATEGORIES"), ("all", "CATEGORIES"),
+                                            ("robustness", "ROBUSTNESS_CATEGORIES"),
+                                            ("multi-turn", "MULTI_TURN_CATEGORIES")])
+def test_each_steps_help_names_the_categories_it_runs(step: str, runs: str) -> None:
+    """``--categories``' help gives the step's own default (multi-turn's said the single-turn list)."""
+    import argparse
+
+    import hammer_evals.bfcl as bfcl
+    from hammer_evals.bfcl.cli import add_bench_parser
+    from hammer_evals.bfcl.multi_turn import CATEGORIES as MULTI_TURN
+
+    parser = argparse.ArgumentParser(prog="hammer")
+    add_bench_parser(parser.add_subparsers(dest="command", required=True))
+    steps = next(a for a in parser._subparsers._group_actions[0].choices["bench"]._actions  # type: ignore[union-attr]
+                 if isinstance(a, argparse._SubParsersAction))
+    categories = next(a for a in steps.choices[step]._actions if "--categories" in a.option_strings)
+    assert categories.help == f"comma-separated; default: {','.join(getattr(bfcl, runs))}"
+    assert bfcl.MULTI_TURN_CATEGORIES == MULTI_TURN  # the package's list is the one the multi-turn run reads
