@@ -78,7 +78,8 @@ def create_app(engine: HammerEngine, settings: ServerSettings | None = None, **o
                        public_paths=PUBLIC_PATHS + _all(doors, "public_paths"),
                        public_prefixes=_all(doors, "public_prefixes"))
     app.add_middleware(Guard, origins=settings.allowed_origins, hosts=settings.allowed_hosts, shapes=shapes,
-                       lenient_json_prefixes=_all(doors, "lenient_json_prefixes"))  # added last: runs first
+                       lenient_json_prefixes=_all(doors, "lenient_json_prefixes"),
+                       same_origin_prefixes=_all(doors, "same_origin_prefixes"))  # added last: runs first
     _add_error_handlers(app, shapes)
     # The routes themselves, not included routers: app.routes lists every path (as a test or a reader expects).
     for router in (status_router(), *(door.router for door in doors)):

@@ -192,6 +192,9 @@ def serve_openai(args: argparse.Namespace) -> int:
                          health_checks=health_checks, playground_tools=page_tools, playground_runners=runners,
                          playground_errors=page_errors,
                          **_bounds(args, engine))
+        # The page's helpers (they run --mcp tools) need this per-start token: whoever reads this terminal has it,
+        # in a fragment, which a browser never sends on (no access log, no Referer shows it).
+        token = app.state.server.settings.playground_token
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
         url = f"http://{shown}:{args.port}/v1"
         key = "os.environ['HAMMER_SERVER_API_KEY']" if api_key else "'none'"
@@ -200,7 +203,7 @@ def serve_openai(args: argparse.Namespace) -> int:
               f"  OpenAI(base_url={url!r}, api_key={key}).chat.completions.create(model={args.alias!r}, ...)\n"
               f"  Ollama's clients: ollama.Client(host={url.removesuffix('/v1')!r}), "
               f"ChatOllama(model={args.alias!r}, base_url={url.removesuffix('/v1')!r})\n"
-              f"  The playground, in a browser: {url.removesuffix('/v1')}/\n"
+              f"  The playground, in a browser: {url.removesuffix('/v1')}/#token={token}\n"
               "Ctrl-C stops it.", file=sys.stderr, flush=True)
         with _signals_end_the_server():
             sockets = [sock] if (sock := dual_stack_socket(args.host, args.port)) else None
