@@ -205,3 +205,16 @@ def test_each_start_has_its_own_token_and_no_repr_shows_it() -> None:
     first, second = ServerSettings(), ServerSettings()
     assert first.playground_token != second.playground_token and len(first.playground_token) >= 40
     assert first.playground_token not in repr(first)
+
+
+def test_every_helper_route_needs_the_token(server: BackgroundServer) -> None:
+    """Each /playground/api/ route the app has (a new one too) answers 403 without the token, before its body."""
+    from hammer_plugins.http_api.playground.router import API_PATH
+
+    app = create_app(HammerEngine(backend=ScriptedBackend([])), playground_token=TOKEN)
+    routes = [(route.path, sorted(route.methods)[0]) for route in app.routes  # type: ignore[attr-defined]
+              if route.path.startswith(API_PATH)]  # type: ignore[attr-defined]
+    assert len(routes) >= 7
+    for path, method in routes:
+        reply = httpx.request(method, server.url + path, json={})
+        assert reply.status_code == 403 and reply.json()["error"]["code"] == "playground_token_required", path

@@ -233,7 +233,9 @@ def token_check(token: str) -> Callable[[Request], Awaitable[None]]:
 def playground_door(settings: ServerSettings) -> Door:
     """The page and its helpers (each helper behind the page's token, on the page's own origin only)."""
     router = APIRouter()
-    api = APIRouter(prefix=API_PATH.rstrip("/"), dependencies=[Depends(token_check(settings.playground_token))])
+    # On every helper route, each named (a router included in another shows as one opaque entry in app.routes);
+    # tests/openai_server/test_playground_approval.py checks that no /playground/api/ route goes without it.
+    token = [Depends(token_check(settings.playground_token))]
     demo = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
     runners = dict(settings.playground_runners or {})
     approvals = ApprovalStore()
@@ -248,32 +250,32 @@ def playground_door(settings: ServerSettings) -> Door:
             raise APIError(404, f"No playground file {name[:80]!r}.", code="not_found")
         return Response(_static(name), media_type=PAGE_FILES[name], headers=PAGE_HEADERS)
 
-    @api.get("/config")
+    @router.get(API_PATH + "config", dependencies=token)
     async def config(request: Request) -> dict[str, Any]:
         server = server_of(request)
         return {"model": server.model_name, "demo_tools": demo, "tools": list(settings.playground_tools),
                 "tool_budget": server.engine.tool_budget, "runnable": sorted(runners),
                 "errors": list(settings.playground_errors)}
 
-    @api.post("/tools")
+    @router.post(API_PATH + "tools", dependencies=token)
     async def check_tools(request: Request) -> Response:
         server = server_of(request)
         place, checked = await read_body(request, api_errors_only(tool_set))
         return JSONResponse(await run_off_loop(request, place, lambda: tool_costs(server, checked)))
 
-    @api.post("/inspect")
+    @router.post(API_PATH + "inspect", dependencies=token)
     async def inspect_route(request: Request) -> Response:
         server = server_of(request)
         place, (_, call) = await read_body(request, lambda body: read_chat(body, server.served))
         return JSONResponse(await run_off_loop(request, place, lambda: inspect_request(server.engine, call).to_dict()))
 
-    @api.post("/chat")
+    @router.post(API_PATH + "chat", dependencies=token)
     async def chat(request: Request) -> Response:
         """``/v1/chat/completions``, with the calls the page may run recorded for their approval."""
         return await serve_request(request, read_chat, lambda server, body: ApprovalFraming(
             ChatFraming(server.model_name, server.engine.refusal_text, body.include_usage), approvals, runners))
 
-    @api.post("/run")
+    @router.post(API_PATH + "run", dependencies=token)
     async def run_route(request: Request) -> Response:
         """Run one approved call, as the model made it, once (the MCP server's own timeout bounds it)."""
         place, run = await read_body(request, api_errors_only(RunRequest.read))
@@ -285,19 +287,18 @@ def playground_door(settings: ServerSettings) -> Door:
         function = runners[pending.name]
         return JSONResponse(await run_off_loop(request, place, lambda: run_tool(function, pending.arguments())))
 
-    @api.post("/decline")
+    @router.post(API_PATH + "decline", dependencies=token)
     async def decline(request: Request) -> Response:
         """Forget a declined call: it can no longer run."""
         place, run = await read_body(request, api_errors_only(RunRequest.read))
         place.release()
         return JSONResponse({"forgotten": approvals.discard(run)})
 
-    @api.post("/slot_filling")
+    @router.post(API_PATH + "slot_filling", dependencies=token)
     async def slot_filling(request: Request) -> Response:
         server = server_of(request)
         place, (call, view) = await read_body(request, api_errors_only(lambda body: slot_turn(server, body)))
         return await respond(request, place, call, SlotFillingFraming(view), stream=False)
 
-    router.include_router(api)
     return Door("playground", router, public_paths=("/",), public_prefixes=(STATIC_PATH,),
                 same_origin_prefixes=(API_PATH,))
