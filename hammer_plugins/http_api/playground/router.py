@@ -230,6 +230,37 @@ def token_check(token: str) -> Callable[[Request], Awaitable[None]]:
     return check
 
 
+def tool_routes(router: APIRouter, token: list[Any], runners: dict[str, Callable[..., Any]]) -> None:
+    """The routes that run tools: the page's chat (the calls recorded with their approvals), ``/run`` and
+    ``/decline``, over one store of this door's approvals."""
+    approvals = ApprovalStore()
+
+    @router.post(API_PATH + "chat", dependencies=token)
+    async def chat(request: Request) -> Response:
+        """``/v1/chat/completions``, with the calls the page may run recorded for their approval."""
+        return await serve_request(request, read_chat, lambda server, body: ApprovalFraming(
+            ChatFraming(server.model_name, server.engine.refusal_text, body.include_usage), approvals, runners))
+
+    @router.post(API_PATH + "run", dependencies=token)
+    async def run_route(request: Request) -> Response:
+        """Run one approved call, as the model made it, once (the MCP server's own timeout bounds it)."""
+        place, run = await read_body(request, api_errors_only(RunRequest.read))
+        try:
+            pending = approvals.claim(run)  # marked as run before it runs: a second request is refused
+        except BaseException:
+            place.release()
+            raise
+        function = runners[pending.name]
+        return JSONResponse(await run_off_loop(request, place, lambda: run_tool(function, pending.arguments())))
+
+    @router.post(API_PATH + "decline", dependencies=token)
+    async def decline(request: Request) -> Response:
+        """Forget a declined call: it can no longer run."""
+        place, run = await read_body(request, api_errors_only(RunRequest.read))
+        place.release()
+        return JSONResponse({"forgotten": approvals.discard(run)})
+
+
 def playground_door(settings: ServerSettings) -> Door:
     """The page and its helpers (each helper behind the page's token, on the page's own origin only)."""
     router = APIRouter()
@@ -238,7 +269,6 @@ def playground_door(settings: ServerSettings) -> Door:
     token = [Depends(token_check(settings.playground_token))]
     demo = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
     runners = dict(settings.playground_runners or {})
-    approvals = ApprovalStore()
 
     @router.get("/")
     async def page() -> Response:
@@ -269,30 +299,7 @@ def playground_door(settings: ServerSettings) -> Door:
         place, (_, call) = await read_body(request, lambda body: read_chat(body, server.served))
         return JSONResponse(await run_off_loop(request, place, lambda: inspect_request(server.engine, call).to_dict()))
 
-    @router.post(API_PATH + "chat", dependencies=token)
-    async def chat(request: Request) -> Response:
-        """``/v1/chat/completions``, with the calls the page may run recorded for their approval."""
-        return await serve_request(request, read_chat, lambda server, body: ApprovalFraming(
-            ChatFraming(server.model_name, server.engine.refusal_text, body.include_usage), approvals, runners))
-
-    @router.post(API_PATH + "run", dependencies=token)
-    async def run_route(request: Request) -> Response:
-        """Run one approved call, as the model made it, once (the MCP server's own timeout bounds it)."""
-        place, run = await read_body(request, api_errors_only(RunRequest.read))
-        try:
-            pending = approvals.claim(run)  # marked as run before it runs: a second request is refused
-        except BaseException:
-            place.release()
-            raise
-        function = runners[pending.name]
-        return JSONResponse(await run_off_loop(request, place, lambda: run_tool(function, pending.arguments())))
-
-    @router.post(API_PATH + "decline", dependencies=token)
-    async def decline(request: Request) -> Response:
-        """Forget a declined call: it can no longer run."""
-        place, run = await read_body(request, api_errors_only(RunRequest.read))
-        place.release()
-        return JSONResponse({"forgotten": approvals.discard(run)})
+    tool_routes(router, token, runners)
 
     @router.post(API_PATH + "slot_filling", dependencies=token)
     async def slot_filling(request: Request) -> Response:
