@@ -79,7 +79,8 @@ def create_app(engine: HammerEngine, settings: ServerSettings | None = None, **o
                        public_paths=PUBLIC_PATHS + _all(doors, "public_paths"),
                        public_prefixes=_all(doors, "public_prefixes"))
     app.add_middleware(Guard, origins=settings.allowed_origins, hosts=settings.allowed_hosts, shapes=shapes,
-                       lenient_json_prefixes=_all(doors, "lenient_json_prefixes"))
+                       lenient_json_prefixes=_all(doors, "lenient_json_prefixes"),
+                       same_origin_prefixes=_all(doors, "same_origin_prefixes"))
     # Added last, so it runs first: its line also covers what the guard and the key refuse.
     app.add_middleware(AccessLog, door_of=_door_names(doors))
     _add_error_handlers(app, shapes)

@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +49,9 @@ class ServerSettings:
     ``shutdown_grace``: seconds running requests get once shutdown begins. ``health_checks``: each returns None
     when fine or the reason it is not. ``playground_tools``: OpenAI function tools the playground offers besides
     the demo tools; ``playground_runners``: the callables (MCP servers' tools) the page may run, by name, once the
-    person approves a call; ``playground_errors``: what the page says went wrong before it opened.
+    person approves a call; ``playground_errors``: what the page says went wrong before it opened;
+    ``playground_token``: the secret the page's helpers need (random per start: the page's address carries it),
+    never shown in a ``repr``.
     """
 
     model_name: str = "hammer"
@@ -64,6 +67,7 @@ class ServerSettings:
     playground_tools: Sequence[dict[str, Any]] = ()
     playground_runners: dict[str, Callable[..., Any]] | None = None
     playground_errors: Sequence[str] = ()
+    playground_token: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
 
 
 @dataclass

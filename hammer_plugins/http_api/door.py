@@ -32,7 +32,9 @@ class Door:
     """One API: ``router`` holds its routes; errors on paths under ``prefixes`` take ``error_shape`` (also those
     raised before routing: the key, the body's size, the guard); ``public_paths`` and ``public_prefixes`` are
     answered without the API key; POST bodies under ``lenient_json_prefixes`` are read as JSON whatever their
-    content type when no browser sent them (no ``Origin``)."""
+    content type when no browser sent them (no ``Origin``); paths under ``same_origin_prefixes`` are the door's
+    own page's alone: a browser request from any other origin (another localhost port included) is refused,
+    with no CORS grant."""
 
     name: str
     router: APIRouter
@@ -41,6 +43,7 @@ class Door:
     public_paths: tuple[str, ...] = ()
     public_prefixes: tuple[str, ...] = ()
     lenient_json_prefixes: tuple[str, ...] = ()
+    same_origin_prefixes: tuple[str, ...] = ()
 
 
 def error_shapes(doors: Iterable[Door]) -> ErrorShapes:

@@ -81,6 +81,18 @@ def _split_host(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+def same_origin(origin: str, host: str | None) -> bool:
+    """Whether a browser's ``Origin`` is the server's own: its host and port are the request's ``Host`` (the scheme
+    is left out, so a TLS proxy in front changes nothing; one port serves one scheme).
+
+    Example:
+        >>> same_origin("http://127.0.0.1:8080", "127.0.0.1:8080"), same_origin("http://localhost:5173", "localhost:8080")
+        (True, False)
+    """
+    _, separator, authority = origin.strip().lower().partition("://")
+    return bool(separator and host) and authority.rstrip("/") == (host or "").strip().lower()
+
+
 class Guard:
     """ASGI middleware: Ollama's cross-origin rules in front of the API (see docs/server.md, Security).
 
@@ -93,13 +105,18 @@ class Guard:
       ``text/plain`` across origins without a preflight, never ``application/json``. Under
       ``lenient_json_prefixes`` (Ollama's ``/api/``, as its door declares), a request without an ``Origin`` (from
       no browser) may send any type, as Ollama takes.
+    - Under ``same_origin_prefixes`` (the playground's helpers, which run tools), a browser request must come
+      from the server's own origin (the ``Origin``'s host and port are the ``Host``): a page on another
+      localhost port is refused 403, its preflight too, and gets no CORS headers, so it cannot read an answer.
     """
 
     def __init__(self, app: ASGIApp, origins: Iterable[str] = (), hosts: Iterable[str] = (), *,
-                 shapes: ErrorShapes | None = None, lenient_json_prefixes: Iterable[str] = ()) -> None:
+                 shapes: ErrorShapes | None = None, lenient_json_prefixes: Iterable[str] = (),
+                 same_origin_prefixes: Iterable[str] = ()) -> None:
         self.app = app
         self.shapes = shapes or ErrorShapes()
         self.lenient_json_prefixes = tuple(lenient_json_prefixes)
+        self.same_origin_prefixes = tuple(same_origin_prefixes)
         extra = [o for o in origins if o.strip()]
         self.any_origin = any(o.strip() == "*" for o in extra)
         self.origins = [_pattern(o) for o in (*DEFAULT_ORIGINS, *extra)]
@@ -137,6 +154,13 @@ class Guard:
         elif origin is not None and not self.origin_allowed(origin):
             refusal = APIError(403, f"Requests from the web origin {origin!r} are not allowed. Fix: start the server "
                                     "with --allow-origin ORIGIN (or $HAMMER_ORIGINS) to let that page use it.",
+                               code="origin_not_allowed")
+        elif (origin is not None and scope["path"].startswith(self.same_origin_prefixes)
+              and not same_origin(origin, headers.get("host"))):
+            # The allow-list lets any local page use the API; these paths run tools, so only the page this
+            # server served (its own origin) may call them, and no other page gets a CORS grant to read them.
+            refusal = APIError(403, f"Requests from the web origin {origin!r} may not use {scope['path'][:40]!r}: only "
+                                    "the page this server serves may (open it at this server's own address).",
                                code="origin_not_allowed")
         if refusal is not None:
             log.warning("refused %r %r: %s", scope["method"], scope["path"], refusal.code)  # %r: quoted, one line

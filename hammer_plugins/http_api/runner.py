@@ -163,6 +163,37 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
     return engine, "one request at a time, more queued", []
 
 
+def playground_mcp(args: argparse.Namespace, stack: contextlib.ExitStack
+                   ) -> tuple[list[dict[str, Any]], dict[str, Callable[..., Any]], list[str]]:
+    """``hammer playground --tools FILE --mcp ...``: the page's tools, the MCP tools it may run, and what went wrong.
+
+    The servers start one at a time into one :class:`~hammer_plugins.mcp.client.MCPToolbox`, the rule ``hammer
+    call`` and ``chat`` follow: a server whose tool name is taken (by an earlier server or the file) is refused
+    and closed. A server refused, or that did not start, is named in the page (and here) with the reason; the
+    page opens with the tools that did.
+    """
+    page_tools = list(getattr(args, "playground_tools", None) or [])
+    commands = getattr(args, "mcp", None) or []
+    if not commands:
+        return page_tools, {}, []
+    from hammer_plugins.mcp.client import MCPToolbox, parse_env_options
+    from hammer_plugins.values.errors import HammerError
+
+    names, values = parse_env_options(args.mcp_env or [])
+    box = MCPToolbox(given=[tool["function"]["name"] for tool in page_tools], given_by="the --tools file",
+                     stack=stack, env=values, pass_env=names, timeout=args.mcp_timeout)
+    errors = []
+    for command in commands:
+        try:
+            server = box.add(command)
+        except HammerError as exc:  # the page opens anyway and says which server failed, and why
+            print(f"hammer playground: {exc}", file=sys.stderr, flush=True)
+            errors.append(str(exc))
+            continue
+        page_tools += [tool.to_openai() for tool in server.tools]
+    return page_tools, box.functions, errors
+
+
 def serve_openai(args: argparse.Namespace) -> int:
     """``hammer serve --openai``: load the model, serve it until Ctrl-C; 0 when stopped."""
     api_key = getattr(args, "api_key", None) or os.environ.get("HAMMER_SERVER_API_KEY") or None  # also when called from Python
@@ -174,25 +205,14 @@ def serve_openai(args: argparse.Namespace) -> int:
         engine, how, health_checks = _engine(args, stack)
         engine.load()
         max_body = int(getattr(args, "max_body_mb", None) or DEFAULT_MAX_BODY_BYTES / 2**20) * 2**20
-        page_tools, runners, page_errors = list(getattr(args, "playground_tools", None) or []), {}, []
-        for command in getattr(args, "mcp", None) or []:  # `hammer playground --mcp`: the tools, run from the page
-            from hammer_plugins.mcp.client import attach_mcp, parse_env_options
-            from hammer_plugins.values.errors import HammerError
-
-            names, values = parse_env_options(args.mcp_env or [])
-            try:
-                found, ran = attach_mcp([command], [], {}, stack=stack, pass_env=names, env=values,
-                                        timeout=args.mcp_timeout)
-            except HammerError as exc:  # the page opens anyway and says which server failed, and why
-                print(f"hammer playground: {exc}", file=sys.stderr, flush=True)
-                page_errors.append(str(exc))
-                continue
-            page_tools += [tool.to_openai() for tool in found]
-            runners.update(ran)
+        page_tools, runners, page_errors = playground_mcp(args, stack)
         app = create_app(engine, model_name=args.alias, api_key=api_key, max_body_bytes=max_body,
                          health_checks=health_checks, playground_tools=page_tools, playground_runners=runners,
                          playground_errors=page_errors,
                          **_bounds(args, engine))
+        # The page's helpers (they run --mcp tools) need this per-start token: whoever reads this terminal has it,
+        # in a fragment, which a browser never sends on (no access log, no Referer shows it).
+        token = app.state.server.settings.playground_token
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
         url = f"http://{shown}:{args.port}/v1"
         key = "os.environ['HAMMER_SERVER_API_KEY']" if api_key else "'none'"
@@ -201,7 +221,7 @@ def serve_openai(args: argparse.Namespace) -> int:
               f"  OpenAI(base_url={url!r}, api_key={key}).chat.completions.create(model={args.alias!r}, ...)\n"
               f"  Ollama's clients: ollama.Client(host={url.removesuffix('/v1')!r}), "
               f"ChatOllama(model={args.alias!r}, base_url={url.removesuffix('/v1')!r})\n"
-              f"  The playground, in a browser: {url.removesuffix('/v1')}/\n"
+              f"  The playground, in a browser: {url.removesuffix('/v1')}/#token={token}\n"
               "Ctrl-C stops it.", file=sys.stderr, flush=True)
         with _signals_end_the_server():
             sockets = [sock] if (sock := dual_stack_socket(args.host, args.port)) else None

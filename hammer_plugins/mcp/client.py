@@ -450,6 +450,92 @@ class MCPServer:
         return {tool.name: bind(tool.name) for tool in self.tools}
 
 
+class MCPNameClashError(HammerError):
+    """Two MCP servers (or a server and the tools given besides) offer one tool name, or names a person cannot
+    tell apart: a call of that name could reach either, so the second is refused."""
+
+
+_SHOWN_OWNER = 320  # characters of a server's command line an error shows
+
+
+def _owner(label: str) -> str:
+    """A server's command line for an error, quoted; a long one keeps its head and its tail, where two
+    commands of one program differ (their arguments)."""
+    shown = label if len(label) <= _SHOWN_OWNER else label[:100] + "..." + label[-(_SHOWN_OWNER - 103):]
+    return repr(shown)  # repr: an escape sequence in it is shown, not run by the terminal
+
+
+class MCPToolbox:
+    """MCP servers started one at a time into one set of tools, where one name is one tool: the one rule of names
+    across servers, for every door (``hammer call``, ``hammer chat``, ``hammer playground`` and any other).
+
+    A server whose tool has a name already taken (by an earlier server, or by the tools given besides, such as a
+    ``--tools`` file), or one a person cannot tell from a taken one (invisible or look-alike characters: the
+    keys of :mod:`~hammer_plugins.tools.names`), is closed and refused with :class:`MCPNameClashError` naming
+    both. Names are never rewritten (no per-server prefix): the model and the person read the names the
+    servers gave, and which server a call reaches never depends on the order the servers started in.
+
+    Args:
+        given: names taken before any server (the tools given besides), and ``given_by``, what they are called.
+        stack, env, pass_env, timeout: as :func:`attach_mcp`.
+
+    Example:
+        >>> box = MCPToolbox(given=["get_current_time"], given_by="the --tools file")
+        >>> box.claim("python -m mcp_server_time", ["convert_time", "get_current_time"])
+        Traceback (most recent call last):
+        ...
+        hammer_plugins.mcp.client.MCPNameClashError: the tool name 'get_current_time' of the MCP server ...
+        >>> box.claim("python -m mcp_server_time", ["convert_time"])
+    """
+
+    def __init__(self, *, given: Iterable[str] = (), given_by: str = "the tools given",
+                 stack: contextlib.ExitStack | None = None, env: Mapping[str, str] | None = None,
+                 pass_env: Iterable[str] = (), timeout: float = 60.0) -> None:
+        self.stack = stack
+        self.env = dict(env or {})
+        self.pass_env = list(pass_env)
+        self.timeout = timeout
+        self.tools: list[Tool] = []
+        self.functions: dict[str, Callable[..., Any]] = {}
+        self._taken: dict[str, tuple[str, str]] = {}  # what a person sees of a name -> (its owner, the name)
+        self._given_by = (given_by,)
+        self.claim(given_by, given)
+
+    def claim(self, owner: str, names: Iterable[str]) -> None:
+        """Take ``names`` for ``owner``, or raise :class:`MCPNameClashError` (taking none) when one is taken."""
+        from hammer_plugins.tools.names import look_alike_key, name_key
+
+        keys = {look_alike_key(name_key(name)): name for name in names}
+        for key, name in keys.items():
+            if key in self._taken:
+                other, taken = self._taken[key]
+                # repr, as every name check shows names: invisible characters as escapes
+                same = "is already taken by" if taken == name else f"looks like {taken!r} of"
+                holder = other if other in self._given_by else f"the MCP server {_owner(other)}"
+                raise MCPNameClashError(
+                    f"the tool name {name!r} of the MCP server {_owner(owner)} {same} {holder}: one "
+                    "name must be one tool, or a call could reach the wrong server. Fix: keep only one of them "
+                    "(drop one --mcp server, or the tool given besides), or rename the tool in one of them")
+        self._taken.update({key: (owner, name) for key, name in keys.items()})
+
+    def add(self, command: str) -> MCPServer:
+        """Start the server of ``command`` and add its tools, or close it and raise (it did not start, or a name
+        clashes: :meth:`claim`)."""
+        server = MCPServer(command, env=self.env, pass_env=self.pass_env, timeout=self.timeout)
+        if self.stack is not None:
+            self.stack.callback(server.close)
+        atexit.register(server.close)
+        server.start()
+        try:
+            self.claim(server.name, [tool.name for tool in server.tools])
+        except MCPNameClashError:
+            server.close()  # refused: none of its tools is offered, so it need not run
+            raise
+        self.tools.extend(server.tools)
+        self.functions.update(server.functions())
+        return server
+
+
 def attach_mcp(commands: Sequence[str], tools: Sequence[Tool] = (),
                functions: Mapping[str, Callable[..., Any]] | None = None, *,
                stack: contextlib.ExitStack | None = None, env: Mapping[str, str] | None = None,
@@ -458,18 +544,11 @@ def attach_mcp(commands: Sequence[str], tools: Sequence[Tool] = (),
     """Start an MCP server per command and add its tools (and callables) to ``tools`` and ``functions``.
 
     For the ``hammer`` command (``--mcp``, ``--mcp-env``, ``--mcp-timeout``): the servers close when
-    ``stack`` closes (and at the latest when the process exits normally).
+    ``stack`` closes (and at the latest when the process exits normally). Names across servers (and ``tools``)
+    follow :class:`MCPToolbox`'s rule: a clash is refused with :class:`MCPNameClashError`, naming both.
     """
-    all_tools = list(tools)
-    all_functions = dict(functions or {})
-    pass_env = list(pass_env)
+    box = MCPToolbox(given=[tool.name for tool in tools], given_by="the tools given (--tools)", stack=stack,
+                     env=env, pass_env=pass_env, timeout=timeout)
     for command in commands:
-        server = MCPServer(command, env=env, pass_env=pass_env, timeout=timeout)
-        if stack is not None:
-            stack.callback(server.close)
-        atexit.register(server.close)
-        server.start()
-        all_tools.extend(server.tools)
-        all_functions.update(server.functions())
-    # Across servers too: two servers' tools of one name (or look-alike names) would be confused.
-    return to_tools(all_tools), all_functions
+        box.add(command)
+    return to_tools([*tools, *box.tools]), {**(functions or {}), **box.functions}

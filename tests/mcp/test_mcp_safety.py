@@ -303,6 +303,81 @@ def test_hammer_chat_refuses_an_mcp_tool_name_with_a_letter_of_another_script() 
     assert "U+0435 CYRILLIC SMALL LETTER IE looks like the ASCII 'e'" in result.stderr, result.stderr
 
 
+# ------------------------------------------------------------------------------ one name, one tool, across servers
+# Issue 60, item 2: two --mcp servers offering one tool name. The last one silently won in the playground (its
+# /run reached the second server); every door now refuses the second server, naming both (MCPToolbox).
+def two_probes(tmp_path: Path) -> tuple[str, str, Path, Path]:
+    """Two real probe servers, told apart by their report files: the same tools (``echo``, ``save_note``...)."""
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    return probe_command(first, linger=0), probe_command(second, linger=0), first, second
+
+
+@pytest.mark.parametrize("command", ["call", "chat"])
+def test_hammer_call_and_chat_refuse_one_tool_name_across_two_servers(command: str, tmp_path: Path) -> None:
+    first, second, first_report, second_report = two_probes(tmp_path)
+    args = ["What time is it?"] if command == "call" else []
+    result = hammer(command, *args, "--mcp", first, "--mcp", second, "--mcp-timeout", "20", timeout=120,
+                    env=unloadable_model(tmp_path))
+    assert result.returncode == 2, result.stderr
+    said = re.search(r"the tool name '(\w+)' of the MCP server '([^']*)' is already taken by the MCP server '([^']*)'",
+                     result.stderr)
+    assert said is not None, result.stderr
+    assert str(second_report) in said[2] and str(first_report) in said[3] and "Fix: keep only one" in result.stderr
+    assert not alive(json.loads(first_report.read_text())["pid"])
+    assert not alive(json.loads(second_report.read_text())["pid"])
+
+
+def test_hammer_playground_refuses_the_second_server_of_a_tool_name(tmp_path: Path) -> None:
+    """The playground's door: the first server's tools run, the second is refused (named in the page with the
+    fix) and closed at once, and the page's own check of the tool set passes (no name twice)."""
+    import argparse
+    import contextlib
+
+    import httpx
+
+    from hammer_plugins import HammerEngine, ScriptedBackend
+    from hammer_plugins.http_api import BackgroundServer, create_app
+    from hammer_plugins.http_api.playground.approvals import TOKEN_HEADER
+    from hammer_plugins.http_api.runner import playground_mcp
+
+    first, second, first_report, second_report = two_probes(tmp_path)
+    args = argparse.Namespace(mcp=[first, second], mcp_env=[], mcp_timeout=20.0, playground_tools=[])
+    with contextlib.ExitStack() as stack:
+        tools, runners, errors = playground_mcp(args, stack)
+        [error] = errors
+        assert "is already taken by the MCP server" in error and str(first_report) in error
+        assert str(second_report) in error.split("is already taken")[0]
+        assert not alive(json.loads(second_report.read_text())["pid"])  # refused: closed at once
+        names = [t["function"]["name"] for t in tools]
+        assert len(names) == len(set(names)) and "echo" in runners
+        assert runners["echo"](text="hi") == "echo: hi"  # the first server's
+        app = create_app(HammerEngine(backend=ScriptedBackend([])), playground_tools=tools,
+                         playground_runners=runners, playground_errors=errors, playground_token="t")
+        with BackgroundServer(app) as server:
+            page = {TOKEN_HEADER: "t"}
+            config = httpx.get(server.url + "/playground/api/config", headers=page).json()
+            assert config["runnable"] == sorted(names) and config["errors"] == errors
+            checked = httpx.post(server.url + "/playground/api/tools", headers=page, json={"tools": config["tools"]})
+            assert checked.status_code == 200, checked.text
+    # A --tools file's name counts too: the server offering it is refused.
+    file_tool = {"type": "function", "function": {"name": "echo", "parameters": {"type": "object", "properties": {}}}}
+    args = argparse.Namespace(mcp=[first], mcp_env=[], mcp_timeout=20.0, playground_tools=[file_tool])
+    with contextlib.ExitStack() as stack:
+        tools, runners, errors = playground_mcp(args, stack)
+    assert tools == [file_tool] and runners == {} and "is already taken by the --tools file" in errors[0]
+
+
+def test_look_alike_names_across_servers_are_refused_naming_both() -> None:
+    from hammer_plugins.mcp.client import MCPNameClashError, MCPToolbox
+
+    box = MCPToolbox()
+    box.claim("server-a", ["read_note"])
+    with pytest.raises(MCPNameClashError, match=r"'read_note\\u200b' of the MCP server 'server-b' looks like "
+                                                r"'read_note' of the MCP server 'server-a'"):
+        box.claim("server-b", ["read_note\u200b", "other"])
+    box.claim("server-b", ["other"])  # a refused claim took nothing
+
+
 # ------------------------------------------------------------------------------ confirmation
 NOTE = "Save the note 'buy milk'."
 

@@ -19,12 +19,14 @@ from serve_process import hammer_serve
 
 from hammer_plugins import HammerEngine
 from hammer_plugins.http_api import BackgroundServer, create_app
+from hammer_plugins.http_api.playground.approvals import TOKEN_HEADER
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(300)]
 
 CHROMIUM = "/usr/bin/chromium"
 DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 KEY = "playground-key"
+TOKEN = "playground-token"
 HOSTILE_OUTPUT = "<img src=x onerror=document.title=2><script>document.title=3</script> Big sale"
 
 
@@ -59,7 +61,8 @@ def mcp_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list
 @pytest.fixture(scope="module")
 def server(engine: HammerEngine, mcp_servers: tuple[list[Any], dict[str, Any]]) -> Iterator[BackgroundServer]:
     tools, runners = mcp_servers
-    app = create_app(engine, model_name="hammer", api_key=KEY, playground_tools=tools, playground_runners=runners)
+    app = create_app(engine, model_name="hammer", api_key=KEY, playground_tools=tools, playground_runners=runners,
+                     playground_token=TOKEN)
     with BackgroundServer(app) as running:
         yield running
 
@@ -77,7 +80,8 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any, server: BackgroundServer) -> Iterator[Any]:
-    """The page, opened as a person would: it asks for the key, which is typed in."""
+    """The page, opened as a person would: at the address hammer printed (its token in the fragment); it asks for
+    the key, which is typed in."""
     from playwright.sync_api import expect
 
     context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -87,8 +91,9 @@ def page(browser: Any, server: BackgroundServer) -> Iterator[Any]:
     # An HTTP error is the browser's console line "Failed to load resource" (the page shows the error itself).
     opened.on("console", lambda m: problems.append(m.text)
               if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
-    opened.goto(server.url + "/")
+    opened.goto(server.url + "/#token=" + TOKEN)
     expect(opened.locator("#key-box")).to_be_visible()
+    assert "token" not in opened.url  # taken out of the address: not left in the history
     opened.fill("#key", KEY)
     opened.press("#key", "Enter")
     expect(opened.locator("#model")).to_have_text("model: hammer")
@@ -220,11 +225,19 @@ def test_hammer_playground_serves_the_page_with_the_tools_file(tmp_path: Path, d
     with hammer_serve(args, {"HAMMER_MODEL_PATH": default_model_path}, command="playground") as run:
         root = run.base_url.removesuffix("/v1")
         assert "Hammer playground" in httpx.get(root + "/").text
-        config = httpx.get(root + "/playground/api/config").json()
+        assert httpx.get(root + "/playground/api/config").status_code == 403  # the token is the terminal's
+        import re
+
+        assert run.process.stdout is not None
+        printed = ""  # the terminal's lines so far: the address is printed before /health answers
+        while "#token=" not in printed:
+            printed += run.process.stdout.readline()
+        [token] = re.findall(r"/#token=([\w-]+)", printed)
+        config = httpx.get(root + "/playground/api/config", headers={TOKEN_HEADER: token}).json()
         assert [t["function"]["name"] for t in config["tools"]] == ["lookup_order"]
         [error] = config["errors"]
         assert "'no-such-mcp-server-here' did not start" in error and "Fix:" in error
-    assert run.code == 0 and f"The playground, in a browser: {root}/" in run.output
+    assert run.code == 0 and f"The playground, in a browser: {root}/#token={token}" in printed
 
 
 def test_slot_filling_mode_over_three_turns(page: Any) -> None:
@@ -280,3 +293,21 @@ def test_an_mcp_tool_runs_once_approved_and_its_output_is_text(page: Any) -> Non
     expect(page.locator(".result-sent")).to_contain_text("<script>document.title=3</script> Big sale")
     expect(page.locator("#send")).to_be_enabled(timeout=120_000)
     assert page.title() == "Hammer playground" and page.locator("img").count() == 0
+
+
+def test_a_page_opened_without_its_token_asks_for_it(browser: Any, server: BackgroundServer) -> None:
+    """The plain address (no token): the page asks for the token, and works once it is typed in."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context()
+    opened = context.new_page()
+    opened.goto(server.url + "/")
+    opened.fill("#key", KEY)
+    opened.press("#key", "Enter")
+    expect(opened.locator("#token-box")).to_be_visible()
+    expect(opened.locator("#tools-error")).to_contain_text("token")
+    opened.fill("#token", TOKEN)
+    opened.press("#token", "Enter")
+    expect(opened.locator("#model")).to_have_text("model: hammer")
+    expect(opened.locator("#tools-error")).to_be_hidden()
+    context.close()

@@ -1,6 +1,7 @@
 """The playground's routes on a scripted engine (no model, no browser): the page and its files without the key,
-under a strict Content-Security-Policy; its helpers behind the key, checking tools as the APIs do (the same
-400) and showing a request as the model would read it."""
+under a strict Content-Security-Policy; its helpers behind the key and the page's token, checking tools as the
+APIs do (the same 400) and showing a request as the model would read it. Running a tool (approvals, the token,
+other origins): test_playground_approval.py."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import pytest
 
 from hammer_plugins import HammerEngine, ScriptedBackend
 from hammer_plugins.http_api import BackgroundServer, create_app
+from hammer_plugins.http_api.playground.approvals import TOKEN_HEADER
 
 KEY = "page-key"
-AUTH = {"authorization": f"Bearer {KEY}"}
+TOKEN = "page-token"
+AUTH = {"authorization": f"Bearer {KEY}", TOKEN_HEADER: TOKEN}
 GIVEN = [{"type": "function", "function": {"name": "lookup_order", "description": "Find an order by its number.",
                                            "parameters": {"type": "object", "properties": {"number": {"type": "string"}},
                                                           "required": ["number"]}}}]
@@ -23,7 +26,7 @@ GIVEN = [{"type": "function", "function": {"name": "lookup_order", "description"
 @pytest.fixture(scope="module")
 def server() -> Iterator[BackgroundServer]:
     app = create_app(HammerEngine(backend=ScriptedBackend([])), model_name="hammer", api_key=KEY,
-                     playground_tools=GIVEN)
+                     playground_tools=GIVEN, playground_token=TOKEN)
     with BackgroundServer(app) as running:
         yield running
 
@@ -42,8 +45,11 @@ def test_the_page_and_its_files_need_no_key_and_carry_a_strict_policy(server: Ba
     assert httpx.get(server.url + "/playground/static/index.htm").status_code == 404
 
 
-def test_the_helpers_need_the_key(server: BackgroundServer) -> None:
+def test_the_helpers_need_the_key_and_the_token(server: BackgroundServer) -> None:
     assert httpx.get(server.url + "/playground/api/config").status_code == 401
+    key_only = httpx.get(server.url + "/playground/api/config", headers={"authorization": f"Bearer {KEY}"})
+    assert key_only.status_code == 403 and key_only.json()["error"]["code"] == "playground_token_required"
+    assert TOKEN not in httpx.get(server.url + "/").text  # the page anyone may fetch does not hold it
     config = httpx.get(server.url + "/playground/api/config", headers=AUTH).json()
     assert config["model"] == "hammer" and config["tools"] == GIVEN
     assert {t["function"]["name"] for t in config["demo_tools"]} >= {"get_weather", "send_email"}
@@ -97,7 +103,8 @@ def test_slot_filling_turns_carry_their_snapshots_through_the_history() -> None:
         "city": {"type": "string"}, "plate": {"type": "string"}}, "required": ["city", "plate"]}}}
     answers = ['[{"name": "pay_fine", "arguments": {"city": "Guangzhou"}}]',
                '[{"name": "pay_fine", "arguments": {"city": "Guangzhou", "plate": "D456"}}]']
-    app = create_app(HammerEngine(backend=ScriptedBackend(answers)), model_name="hammer", api_key=KEY)
+    app = create_app(HammerEngine(backend=ScriptedBackend(answers)), model_name="hammer", api_key=KEY,
+                     playground_token=TOKEN)
     with BackgroundServer(app) as server:
         history: list[Any] = [{"role": "user", "content": "Pay my fine in Guangzhou"}]
         first = httpx.post(server.url + "/playground/api/slot_filling", headers=AUTH,
@@ -126,15 +133,23 @@ def test_only_the_given_runners_run_and_a_failing_tool_is_its_own_error() -> Non
     def broken() -> str:
         raise MCPToolError("the server said no")
 
-    app = create_app(HammerEngine(backend=ScriptedBackend([])), model_name="hammer", api_key=KEY,
-                     playground_runners={"clock": clock, "broken": broken})
+    calls = ['[{"name": "clock", "arguments": {"timezone": "UTC"}}, {"name": "broken", "arguments": {}}, '
+             '{"name": "get_weather", "arguments": {"city": "Paris"}}]']
+    tools = [{"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+             for name in ("clock", "broken", "get_weather")]
+    app = create_app(HammerEngine(backend=ScriptedBackend(calls)), model_name="hammer", api_key=KEY,
+                     playground_runners={"clock": clock, "broken": broken}, playground_token=TOKEN)
     with BackgroundServer(app) as server:
         run = server.url + "/playground/api/run"
         assert httpx.get(server.url + "/playground/api/config", headers=AUTH).json()["runnable"] == ["broken", "clock"]
-        assert httpx.post(run, json={"name": "clock", "arguments": {"timezone": "UTC"}}).status_code == 401
-        ran = httpx.post(run, headers=AUTH, json={"name": "clock", "arguments": {"timezone": "UTC"}})
+        answer = httpx.post(server.url + "/playground/api/chat", headers=AUTH, json={
+            "model": "hammer", "messages": [{"role": "user", "content": "q"}], "tools": tools}).json()
+        offers = {offer["name"]: offer for offer in answer["hammer_approvals"]}
+        assert sorted(offers) == ["broken", "clock"]  # get_weather is no runner: nothing to approve
+        approve = {name: {"call_id": o["call_id"], "approval": o["approval"]} for name, o in offers.items()}
+        assert httpx.post(run, json=approve["clock"]).status_code == 401
+        ran = httpx.post(run, headers=AUTH, json=approve["clock"])
         assert ran.json() == {"result": "12:00 in UTC"}
-        assert httpx.post(run, headers=AUTH, json={"name": "get_weather", "arguments": {}}).status_code == 404
-        failed = httpx.post(run, headers=AUTH, json={"name": "broken"})
+        failed = httpx.post(run, headers=AUTH, json=approve["broken"])
         assert failed.status_code == 502 and "the server said no" in failed.json()["error"]["message"]
-        assert httpx.post(run, headers=AUTH, json={"name": "clock", "arguments": [1]}).status_code == 400
+        assert httpx.post(run, headers=AUTH, json={**approve["clock"], "arguments": [1]}).status_code == 400

@@ -1,9 +1,13 @@
 """The playground's routes: the page (static files shipped in the package, nothing fetched from elsewhere) and
-two read-only helpers behind the API key, so that the page shows what Hammer sees.
+its helpers, behind the API key and the page's per-start token, so that the page shows what Hammer sees.
 
 - ``GET /`` and ``GET /playground/static/<file>``: the page, answered without the key (it holds nothing
-  secret; every request it makes sends the key), with a strict Content-Security-Policy (scripts and styles
-  from this server only, no inline code, no frames, requests to this origin only).
+  secret; every request it makes sends the key and the token), with a strict Content-Security-Policy (scripts
+  and styles from this server only, no inline code, no frames, requests to this origin only).
+
+Every ``/playground/api/*`` route needs the token (:data:`~hammer_plugins.http_api.playground.approvals.TOKEN_HEADER`,
+printed on the terminal in the page's address), even with no API key, and only the page's own origin may call
+them (the guard refuses another origin, preflight included, with no CORS grant):
 - ``GET /playground/api/config``: the model's name, the demo tools and the tools given on the command line.
 - ``POST /playground/api/tools``: a tool set checked as the APIs check it (the same 400 in OpenAI's error
   JSON) and each tool's estimated cost in the tools block.
@@ -17,8 +21,13 @@ two read-only helpers behind the API key, so that the page shows what Hammer see
   leaves), answered with the decision, the turn's snapshot, the assistant message to append and what the
   snapshot call read (its prompt and offered tools).
 
-- ``POST /playground/api/run``: one call of an MCP server's tool (``hammer playground --mcp``), sent once the
-  person approved it in the page; its result text.
+- ``POST /playground/api/chat``: ``/v1/chat/completions`` for the page: the same request and answer, and each
+  call of an ``--mcp`` server's tool recorded (:class:`~hammer_plugins.http_api.playground.approvals.ApprovalStore`)
+  with an approval the answer carries (a last ``{"hammer_approvals": [...]}`` chunk; a field of that name in a
+  whole answer).
+- ``POST /playground/api/run``: ``{"call_id", "approval"}``: one recorded call run through its MCP server, with
+  the arguments the model gave it, once, when the person approves it in the page; its result text.
+- ``POST /playground/api/decline``: the same body: the call is forgotten and can no longer run.
 
 The helpers take a place in the queue and run on the server's request threads, as every request does.
 
@@ -29,22 +38,26 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Awaitable, Callable, Collection
 from importlib import resources
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
+from hammer_plugins.engine import StreamEvent
 from hammer_plugins.engine.inspection import inspect_request
 from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.http_api.chat_completions.request import read_chat
+from hammer_plugins.http_api.chat_completions.router import ChatFraming
 from hammer_plugins.http_api.context import ServerContext, ServerSettings, server_of
 from hammer_plugins.http_api.door import Door
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.framing import Framing
+from hammer_plugins.http_api.playground.approvals import TOKEN_HEADER, ApprovalStore, RunRequest, token_matches
 from hammer_plugins.http_api.request_checks import FieldNames, engine_request, function_tools, located
-from hammer_plugins.http_api.respond import read_body, respond, run_off_loop
+from hammer_plugins.http_api.respond import read_body, respond, run_off_loop, serve_request
 from hammer_plugins.mcp.client import MCPToolError
 from hammer_plugins.output.response import HammerResponse
 from hammer_plugins.slot_filling.filler import SlotFiller
@@ -55,6 +68,9 @@ from hammer_plugins.values.errors import RequestError
 
 STATIC_PATH = "/playground/static/"
 """Where the page's files are served, without the key."""
+
+API_PATH = "/playground/api/"
+"""Where the page's helpers are: the page's token and its own origin only."""
 
 PAGE_FILES = {"playground.js": "text/javascript", "playground.css": "text/css"}
 
@@ -154,16 +170,44 @@ def slot_turn(server: ServerContext, body: Any) -> tuple[EngineRequest, dict[str
     return call, inspect_request(server.engine, messages, shown).to_dict()
 
 
-def runnable_call(runners: dict[str, Callable[..., Any]], body: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """The MCP tool a ``/run`` body names, and its arguments (a 404 for a tool that does not run here)."""
-    if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not isinstance(
-            body.get("arguments", {}), dict):
-        raise APIError(400, "The body must be {\"name\": \"tool\", \"arguments\": {...}}.", param="name",
-                       code="invalid_value")
-    if body["name"] not in runners:
-        raise APIError(404, f"No tool {body['name'][:80]!r} runs on this server: only the --mcp servers' tools "
-                            f"do ({', '.join(sorted(runners)[:20]) or 'none'}).", param="name", code="not_found")
-    return runners[body["name"]], dict(body.get("arguments") or {})
+class ApprovalFraming(Framing):
+    """Chat Completions' framing for the page, and each call of a runnable tool recorded with its approval: a last
+    ``data: {"hammer_approvals": [...]}`` chunk of a stream (before ``[DONE]``; OpenAI's clients skip a chunk
+    without ``choices``), a ``hammer_approvals`` field of a whole answer.
+
+    Example:
+        >>> framing = ApprovalFraming(ChatFraming("hammer", "Sorry.", include_usage=False), ApprovalStore(), {"clock"})
+        >>> from hammer_plugins.values.calls import ToolCall
+        >>> b"hammer_approvals" in b"".join(framing.event(HammerResponse(kind="tool_calls", tool_calls=[
+        ...     ToolCall(name="clock", arguments={"tz": "UTC"})])))
+        True
+    """
+
+    def __init__(self, chat: ChatFraming, store: ApprovalStore, runnable: Collection[str]) -> None:
+        self.chat = chat
+        self.store = store
+        self.runnable = runnable
+
+    def start(self) -> list[bytes]:
+        return self.chat.start()
+
+    def event(self, event: StreamEvent) -> list[bytes]:
+        framed = self.chat.event(event)
+        if isinstance(event, HammerResponse):  # the last event: its calls are the ones the stream carried
+            offers = self.store.record(event.tool_calls, self.runnable)
+            if offers:
+                framed.append(b"data: " + json.dumps({"hammer_approvals": offers}, ensure_ascii=False).encode()
+                              + b"\n\n")
+        return framed
+
+    def error(self, error: APIError) -> bytes:
+        return self.chat.error(error)
+
+    def end(self) -> list[bytes]:
+        return self.chat.end()
+
+    def body(self, final: HammerResponse) -> dict[str, Any]:
+        return {**self.chat.body(final), "hammer_approvals": self.store.record(final.tool_calls, self.runnable)}
 
 
 def run_tool(function: Callable[..., Any], arguments: dict[str, Any]) -> dict[str, Any]:
@@ -173,9 +217,56 @@ def run_tool(function: Callable[..., Any], arguments: dict[str, Any]) -> dict[st
         raise APIError(502, f"The tool failed: {exc}", type="server_error", code="tool_failed") from None
 
 
+def token_check(token: str) -> Callable[[Request], Awaitable[None]]:
+    """The dependency every helper route takes: the page's token in :data:`TOKEN_HEADER` (before any body is
+    read), else 403. An API key, when the server has one, is checked before it (401)."""
+
+    async def check(request: Request) -> None:
+        if not token_matches(request.headers.get(TOKEN_HEADER), token):
+            raise APIError(403, "The playground's helpers need the token this server printed when it started (the "
+                                "page's address ends in #token=...). Fix: open the address hammer printed, or paste "
+                                "its token into the page.", code="playground_token_required")
+
+    return check
+
+
+def tool_routes(router: APIRouter, token: list[Any], runners: dict[str, Callable[..., Any]]) -> None:
+    """The routes that run tools: the page's chat (the calls recorded with their approvals), ``/run`` and
+    ``/decline``, over one store of this door's approvals."""
+    approvals = ApprovalStore()
+
+    @router.post(API_PATH + "chat", dependencies=token)
+    async def chat(request: Request) -> Response:
+        """``/v1/chat/completions``, with the calls the page may run recorded for their approval."""
+        return await serve_request(request, read_chat, lambda server, body: ApprovalFraming(
+            ChatFraming(server.model_name, server.engine.refusal_text, body.include_usage), approvals, runners))
+
+    @router.post(API_PATH + "run", dependencies=token)
+    async def run_route(request: Request) -> Response:
+        """Run one approved call, as the model made it, once (the MCP server's own timeout bounds it)."""
+        place, run = await read_body(request, api_errors_only(RunRequest.read))
+        try:
+            pending = approvals.claim(run)  # marked as run before it runs: a second request is refused
+        except BaseException:
+            place.release()
+            raise
+        function = runners[pending.name]
+        return JSONResponse(await run_off_loop(request, place, lambda: run_tool(function, pending.arguments())))
+
+    @router.post(API_PATH + "decline", dependencies=token)
+    async def decline(request: Request) -> Response:
+        """Forget a declined call: it can no longer run."""
+        place, run = await read_body(request, api_errors_only(RunRequest.read))
+        place.release()
+        return JSONResponse({"forgotten": approvals.discard(run)})
+
+
 def playground_door(settings: ServerSettings) -> Door:
-    """The page and its helpers."""
+    """The page and its helpers (each helper behind the page's token, on the page's own origin only)."""
     router = APIRouter()
+    # On every helper route, each named (a router included in another shows as one opaque entry in app.routes);
+    # tests/openai_server/test_playground_approval.py checks that no /playground/api/ route goes without it.
+    token = [Depends(token_check(settings.playground_token))]
     demo = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
     runners = dict(settings.playground_runners or {})
 
@@ -189,35 +280,32 @@ def playground_door(settings: ServerSettings) -> Door:
             raise APIError(404, f"No playground file {name[:80]!r}.", code="not_found")
         return Response(_static(name), media_type=PAGE_FILES[name], headers=PAGE_HEADERS)
 
-    @router.get("/playground/api/config")
+    @router.get(API_PATH + "config", dependencies=token)
     async def config(request: Request) -> dict[str, Any]:
         server = server_of(request)
         return {"model": server.model_name, "demo_tools": demo, "tools": list(settings.playground_tools),
                 "tool_budget": server.engine.tool_budget, "runnable": sorted(runners),
                 "errors": list(settings.playground_errors)}
 
-    @router.post("/playground/api/tools")
+    @router.post(API_PATH + "tools", dependencies=token)
     async def check_tools(request: Request) -> Response:
         server = server_of(request)
         place, checked = await read_body(request, api_errors_only(tool_set))
         return JSONResponse(await run_off_loop(request, place, lambda: tool_costs(server, checked)))
 
-    @router.post("/playground/api/inspect")
+    @router.post(API_PATH + "inspect", dependencies=token)
     async def inspect_route(request: Request) -> Response:
         server = server_of(request)
         place, (_, call) = await read_body(request, lambda body: read_chat(body, server.served))
         return JSONResponse(await run_off_loop(request, place, lambda: inspect_request(server.engine, call).to_dict()))
 
-    @router.post("/playground/api/run")
-    async def run_route(request: Request) -> Response:
-        """Run one approved call through its MCP server (the server's own timeout bounds it)."""
-        place, (function, arguments) = await read_body(request, api_errors_only(lambda b: runnable_call(runners, b)))
-        return JSONResponse(await run_off_loop(request, place, lambda: run_tool(function, arguments)))
+    tool_routes(router, token, runners)
 
-    @router.post("/playground/api/slot_filling")
+    @router.post(API_PATH + "slot_filling", dependencies=token)
     async def slot_filling(request: Request) -> Response:
         server = server_of(request)
         place, (call, view) = await read_body(request, api_errors_only(lambda body: slot_turn(server, body)))
         return await respond(request, place, call, SlotFillingFraming(view), stream=False)
 
-    return Door("playground", router, public_paths=("/",), public_prefixes=(STATIC_PATH,))
+    return Door("playground", router, public_paths=("/",), public_prefixes=(STATIC_PATH,),
+                same_origin_prefixes=(API_PATH,))

@@ -1,12 +1,27 @@
-// The Hammer playground: tools on and off, a streamed chat through /v1/chat/completions, call cards, and what
-// the model read (POST /playground/api/inspect). Every name and text from tools, results and the model is put in
-// the page as text (textContent), never as markup; the Content-Security-Policy forbids inline code besides.
+// The Hammer playground: tools on and off, a streamed chat through /playground/api/chat (Chat Completions), call
+// cards, and what the model read (POST /playground/api/inspect). Every name and text from tools, results and the
+// model is put in the page as text (textContent), never as markup; the Content-Security-Policy forbids inline code
+// besides. Every helper request carries the server's per-start token, which the address hammer printed holds
+// (#token=...: a fragment, never sent to the server); the page keeps it in this tab's session storage, which a
+// page of another origin cannot read.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
+const TOKEN_HEADER = "x-hammer-playground-token";
 const state = { model: "hammer", tools: [], enabled: new Set(), costs: {}, messages: [], slotHistory: [], busy: false,
-                demo: [], runnable: new Set(),
-                window: 0, budget: 0, key: sessionStorage.getItem("hammer-key") || "" };
+                demo: [], window: 0, budget: 0, key: sessionStorage.getItem("hammer-key") || "",
+                token: takeToken() };
+
+// The token from the address (then taken out of it, so it is not left in the history or a bookmark), else the
+// one this tab kept.
+function takeToken() {
+  const given = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (given) {
+    sessionStorage.setItem("hammer-playground-token", given);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return given || sessionStorage.getItem("hammer-playground-token") || "";
+}
 
 function el(tag, text, cls) {
   const node = document.createElement(tag);
@@ -18,12 +33,16 @@ function el(tag, text, cls) {
 function headers() {
   const h = { "content-type": "application/json" };
   if (state.key) h.authorization = "Bearer " + state.key;
+  if (state.token) h[TOKEN_HEADER] = state.token;
   return h;
 }
 
+// A failed reply's message; a missing key or token is asked for.
 async function errorOf(reply) {
+  if (reply.status === 401) askFor("key");
   try {
     const body = await reply.json();
+    if (body.error && body.error.code === "playground_token_required") askFor("token");
     return (body.error && (body.error.message || body.error)) || reply.statusText;
   } catch (e) {
     return reply.status + " " + reply.statusText;
@@ -32,14 +51,13 @@ async function errorOf(reply) {
 
 async function post(path, body) {
   const reply = await fetch(path, { method: "POST", headers: headers(), body: JSON.stringify(body) });
-  if (reply.status === 401) askForKey();
   if (!reply.ok) throw new Error(await errorOf(reply));
   return reply.json();
 }
 
-function askForKey() {
-  $("key-box").hidden = false;
-  $("key").focus();
+function askFor(what) {
+  $(what + "-box").hidden = false;
+  $(what).focus();
 }
 
 function show(where, message) {
@@ -169,12 +187,14 @@ function callCard(call, turn) {
   };
   send.addEventListener("click", answer);
   card.append(result, send);
-  if (state.runnable.has(call.function.name)) card.append(approval(call, result, answer));
+  const offer = (turn.approvals || {})[call.id];
+  if (offer) card.append(approval(call, offer, result, answer));
   return card;
 }
 
-// An MCP server's tool runs only once the person approves this call, with these arguments.
-function approval(call, result, answer) {
+// An MCP server's tool runs only once the person approves this call, with these arguments: the server runs the
+// call it recorded when the model made it (its id and approval), once, and refuses other arguments.
+function approval(call, offer, result, answer) {
   const box = el("div", null, "approval");
   box.append(el("span", `Run ${call.function.name} through its MCP server with these arguments?`));
   const approve = el("button", "Approve and run", "approve");
@@ -185,7 +205,8 @@ function approval(call, result, answer) {
     try {
       let args = {};
       try { args = JSON.parse(call.function.arguments || "{}"); } catch (e) { /* the server says what is wrong */ }
-      const ran = await post("/playground/api/run", { name: call.function.name, arguments: args });
+      const ran = await post("/playground/api/run", { call_id: offer.call_id, approval: offer.approval,
+                                                        name: call.function.name, arguments: args });
       result.value = ran.result;
       answer();
     } catch (e) {
@@ -193,6 +214,8 @@ function approval(call, result, answer) {
     }
   });
   decline.addEventListener("click", () => {
+    // The server forgets the call, so it can no longer run; the page goes on whatever it answers.
+    post("/playground/api/decline", { call_id: offer.call_id, approval: offer.approval }).catch(() => {});
     box.replaceChildren(el("span", "Not run: type a result, or send this one.", "muted"));
     result.value = "The user declined to run this tool call; it was not run.";
   });
@@ -219,10 +242,10 @@ async function ask() {
   const started = performance.now();
   let first = null;
   const calls = [];
+  const approvals = {};
   let content = "", refusal = "", usage = null, finish = null;
   try {
-    const reply = await fetch("/v1/chat/completions", { method: "POST", headers: headers(), body: JSON.stringify(body) });
-    if (reply.status === 401) askForKey();
+    const reply = await fetch("/playground/api/chat", { method: "POST", headers: headers(), body: JSON.stringify(body) });
     if (!reply.ok) throw new Error(await errorOf(reply));
     const reader = reply.body.getReader();
     const decoder = new TextDecoder();
@@ -238,6 +261,7 @@ async function ask() {
         const chunk = JSON.parse(line.slice(6));
         if (chunk.error) throw new Error(chunk.error.message);
         if (chunk.usage) usage = chunk.usage;
+        for (const offer of chunk.hammer_approvals || []) approvals[offer.call_id] = offer;
         for (const choice of chunk.choices || []) {
           const delta = choice.delta || {};
           if (first === null && (delta.content || delta.tool_calls || delta.refusal)) first = performance.now();
@@ -258,6 +282,7 @@ async function ask() {
     const turn = { role: "assistant", content: content || null };
     if (calls.length) turn.tool_calls = calls;
     state.messages.push(turn);
+    Object.defineProperty(turn, "approvals", { value: approvals });  // the page's alone: not sent back in messages
     if (refusal) {
       shown.item.classList.add("refusal");
       shown.item.querySelector(".who").textContent = "Hammer refused (no tool fits: it answered [])";
@@ -393,6 +418,12 @@ async function start() {
     sessionStorage.setItem("hammer-key", state.key);
     start();
   });
+  $("token").value = state.token;
+  $("token").addEventListener("change", () => {
+    state.token = $("token").value.trim();
+    sessionStorage.setItem("hammer-playground-token", state.token);
+    start();
+  });
   $("add-demo").addEventListener("click", () => addTools(state.demo));
   $("add-pasted").addEventListener("click", async () => {
     let parsed;
@@ -417,11 +448,11 @@ async function start() {
   });
   try {
     const reply = await fetch("/playground/api/config", { headers: headers() });
-    if (reply.status === 401) { askForKey(); return; }
+    if (!reply.ok) { show("tools-error", await errorOf(reply)); return; }
     const config = await reply.json();
+    show("tools-error", "");
     state.model = config.model;
     state.demo = config.demo_tools;
-    state.runnable = new Set(config.runnable || []);
     $("model").textContent = "model: " + config.model;
     await setTools(state.tools.length ? state.tools : config.tools, config.tools.map(nameOf));
     if (config.errors && config.errors.length) show("tools-error", config.errors.join("\n"));
