@@ -126,6 +126,9 @@ def _server_options(serve: argparse.ArgumentParser) -> None:
     add_setting_argument(serve, "tool_budget", "--tool-budget",
                          help="with --openai: prompt tokens the tools block may take before the tools that best match "
                               "the conversation are selected (default: %(default)s; 0: offer every tool; docs/tools.md)")
+    add_setting_argument(serve, "tool_selector", "--tool-selector",
+                         help="with --openai: who chooses the tools offered when a tool set is over --tool-budget: "
+                              "meaning (multilingual embeddings with BM25) or bm25 (words only) (default: %(default)s)")
     add_setting_argument(serve, "relevance_gate", "--relevance-gate",
                          help="with --openai: refuse without running the model when no tool shares a word with the "
                               "question (docs/tools.md)")

@@ -10,7 +10,7 @@ cache), :mod:`~hammer_plugins.engine.planning` (one call's prompt, grammar and s
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ from hammer_plugins.output.events import StreamEvent
 from hammer_plugins.output.response import HammerResponse
 from hammer_plugins.prompt.render import PROMPT_FORMATS, PromptFormat
 from hammer_plugins.tools.limits import SchemaLimits, schema_limits
+from hammer_plugins.tools.meaning import as_selector
+from hammer_plugins.tools.selector import ToolSelector
 from hammer_plugins.values.messages import Message
 
 __all__ = ["DEFAULT_MAX_TOOL_ROUNDS", "HammerEngine"]
@@ -57,7 +59,10 @@ class HammerEngine:
             (``None``: no limit). See :mod:`hammer_plugins.values.agent_loop` for the end-of-turn rules.
         tool_budget: prompt tokens the tools block may take; a larger tool set is narrowed per call to the
             best matches (:mod:`~hammer_plugins.engine.tool_selection`; ``pinned_tools`` stay). 0: all tools.
-            relevance_gate: refuse without running the model when no tool shares a word with the question.
+        tool_selector: who chooses the tools offered when a tool set is over ``tool_budget``: ``"meaning"``
+            (default; multilingual embeddings fused with BM25), ``"bm25"`` (words only), a
+            :class:`~hammer_plugins.tools.selector.ToolSelector`, or a function ``(question, tools) -> names``.
+        relevance_gate: refuse without running the model when no tool shares a word with the question.
         max_tokens, temperature, top_p, top_k, repeat_penalty, seed: sampling settings.
         loop_guard: close a string value the model repeats itself in (constrained local decoding;
             see :mod:`hammer_plugins.grammar.token_mask`). On by default.
@@ -92,6 +97,7 @@ class HammerEngine:
         refusal_text: str = _D.refusal_text,
         max_tool_rounds: int | None = _D.max_tool_rounds,
         tool_budget: int = _D.tool_budget,
+        tool_selector: str | ToolSelector | Callable[..., Any] = _D.tool_selector,
         relevance_gate: bool = _D.relevance_gate,
         max_tokens: int = _D.max_tokens,
         temperature: float = _D.temperature,
@@ -126,6 +132,7 @@ class HammerEngine:
         self.refusal_text = refusal_text
         self.max_tool_rounds = check_rounds(max_tool_rounds)
         self.tool_budget = check_budget(tool_budget)
+        self.tool_selector: ToolSelector = as_selector(tool_selector)
         self.relevance_gate = relevance_gate
         self.settings = GenerationSettings(max_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                            top_k=top_k, repeat_penalty=repeat_penalty, seed=seed,

@@ -23,6 +23,7 @@ from hammer_plugins.engine.binding import ToolBinding
 from hammer_plugins.engine.request import RefusalMode
 from hammer_plugins.prompt.render import PromptFormat
 from hammer_plugins.tools.limits import SchemaLimits
+from hammer_plugins.tools.selector import ToolSelector
 
 
 class EngineCore(Protocol):
@@ -41,6 +42,7 @@ class EngineCore(Protocol):
     settings: GenerationSettings
     schema_limits: SchemaLimits | None
     tool_budget: int
+    tool_selector: ToolSelector
     relevance_gate: bool
     max_tool_rounds: int | None
 

@@ -97,6 +97,15 @@ class EngineFields(BaseModel):
         json_schema_extra={"flag": "--tool-budget",
                            "flag_help": "prompt tokens the tools block may take before the tools that best match "
                                         "the conversation are selected (default: %(default)s; 0: offer every tool)"})
+    tool_selector: Any = Field(
+        default="meaning",
+        description="Who chooses the tools a call offers when a tool set is over the tool budget: 'meaning' "
+                    "(multilingual embeddings fused with BM25), 'bm25' (words only), or your own selector object or "
+                    "function (docs/tools.md).",
+        json_schema_extra={"flag": "--tool-selector", "choices": ["meaning", "bm25"],
+                           "flag_help": "who chooses the tools offered when the tool set is over --tool-budget: "
+                                        "meaning (multilingual embeddings with BM25) or bm25 (words only) "
+                                        "(default: %(default)s)"})
     relevance_gate: bool = Field(
         default=False, description="Answer Hammer's refusal without running the model when no tool shares a word "
                                    "with the question (tool_choice auto; docs/tools.md has its measured effect).",

@@ -16,8 +16,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from hammer_plugins.backends.base import GenerationSettings
@@ -51,6 +52,8 @@ class Plan:
     answer_grammar: Grammar | None = None  # the response format's grammar for the answer pass
     offered: tuple[str, ...] | None = None  # the tools a selection offered (None: every tool given)
     gated: bool = False  # the relevance gate found no tool sharing a word with the question: refuse unrun
+    widen: Callable[[], Plan] | None = None  # the plan offering the selector's reserve, for one try after []
+    widened_to: Plan | None = None  # set when that plan ran: its offer is the answer's
 
 
 def check_rounds(value: int | None) -> int | None:
@@ -59,9 +62,11 @@ def check_rounds(value: int | None) -> int | None:
     return value
 
 
-def make_plan(engine: EngineCore, request: EngineRequest, *, fit: bool = True) -> Plan:
+def make_plan(engine: EngineCore, request: EngineRequest, *, fit: bool = True,
+              offered: Sequence[str] | None = None) -> Plan:
     """The first pass of ``request``: held to the request's rules (:mod:`~hammer_plugins.engine.rules`), its tools
-    bound and narrowed, its prompt rendered and (``fit``) fitted to the context window, its grammar chosen."""
+    bound and narrowed, its prompt rendered and (``fit``) fitted to the context window, its grammar chosen.
+    ``offered``: the tools to offer instead of the selector's choice (the widening after a refusal)."""
     msgs = list(request.messages)
     check_messages(msgs)
     try:
@@ -70,7 +75,7 @@ def make_plan(engine: EngineCore, request: EngineRequest, *, fit: bool = True) -
         raise place_tool_error(exc, request.tools) from None
     names = [t.name for t in binding.tools]
     choice = resolve_tool_choice(request.tool_choice, names)
-    offered = None
+    forced, offered, widened = offered, None, None
     # Only a user's question is gated: after tool results the turn ends from them, and a forced choice calls.
     gated = (engine.relevance_gate and choice == "auto" and bool(binding.tools) and not after_tool_results(msgs)
              and matches_nothing(binding, msgs))
@@ -78,8 +83,8 @@ def make_plan(engine: EngineCore, request: EngineRequest, *, fit: bool = True) -
         # A large tool set: the prompt offers the tools that best match the conversation (tool_selection).
         budget = engine.tool_budget if request.tool_budget is None else check_budget(request.tool_budget)
         offer = offer_tools(binding, msgs, choice, list(request.pinned_tools), budget,
-                            lambda subset: engine.bind(subset, request.mask_names))
-        binding, offered = offer.binding, offer.offered
+                            lambda subset: engine.bind(subset, request.mask_names), engine.tool_selector, forced)
+        binding, offered, widened = offer.binding, offer.offered, offer.widened
     parallel = request.parallel_tool_calls
     if parallel is None:
         # A named tool choice forces that one tool: one call, as with_structured_output and
@@ -123,9 +128,14 @@ def make_plan(engine: EngineCore, request: EngineRequest, *, fit: bool = True) -
         grammar = answer_grammar
     else:
         grammar = binding.grammar(choice, parallel, only, request.partial_calls) if use_grammar else None
+    # Hammer's [] over a narrowed set may mean "none of these": the selector's reserve gets one try, when the
+    # user asked (after tool results [] means done) and nothing forces a tool.
+    widen = None
+    if widened is not None and forced is None and choice == "auto" and not after_tool_results(msgs):
+        widen = partial(make_plan, engine, request, fit=fit, offered=widened)
     return Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
                 settings=settings, parallel=parallel, fitted=fit, rounds_spent=spent, answer_as=answer_as,
-                answer_grammar=answer_grammar, offered=offered, gated=gated)
+                answer_grammar=answer_grammar, offered=offered, gated=gated, widen=widen)
 
 
 def check_budget(value: int) -> int:

@@ -169,7 +169,8 @@ def add_setting_argument(parser: argparse.ArgumentParser, name: str, flag: str |
         options["action"] = "store_false" if value else "store_true"
     else:
         options["default"] = value
-        choices = _choices(field.annotation)
+        # A setting that also takes objects (tool_selector) names its flag's choices in its declaration.
+        choices = _choices(field.annotation) or (field.json_schema_extra or {}).get("choices")  # type: ignore[union-attr]
         scalar = next((t for t in (int, float) if t in _union_members(field.annotation)), None)
         if choices:
             options["choices"] = choices

@@ -1,19 +1,23 @@
-"""Tool selection for one call: when a tool set's block would pass the tool budget, offer the tools whose
-descriptions best match the conversation (ranked by :mod:`~hammer_plugins.tools.ranking`, chosen by
-:func:`~hammer_plugins.tools.selection.select_tools`).
+"""Tool selection for one call: when a tool set's block would pass the tool budget, offer the tools the
+engine's selector (:mod:`~hammer_plugins.tools.selector`; by default
+:class:`~hammer_plugins.tools.meaning.MeaningSelector`) chooses for the conversation, as many as fit.
 
 Always offered: the tool a named ``tool_choice`` forces, the tools the conversation has called (so a
 history's calls stay readable and a result's tool can be called again), and the tools the caller pins.
-The ranking reads the real descriptions; the prompt shows the selected tools masked as usual, so
+The selector reads the real descriptions; the prompt shows the selected tools masked as usual, so
 masking keeps working and the masks never name the tools left out. What was offered travels with
 the answer (``HammerResponse.offered_tools``) and is logged at debug level (this module's logger).
+When Hammer answers ``[]`` and the selection left tools out, the selector's reserve is offered once
+(:attr:`Offer.widened`).
 
 Example:
     >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
+    >>> from hammer_plugins.tools.meaning import as_selector
     >>> engine = HammerEngine(backend=ScriptedBackend([]), tool_budget=60)
     >>> tools = [{"name": f"tool_{i}", "description": f"Does thing number {i}."} for i in range(20)]
     >>> tools.append({"name": "get_weather", "description": "Current weather in a city."})
-    >>> offer = offer_tools(engine.bind(tools), [Message.user("Weather in Paris?")], "auto", (), 60, engine.bind)
+    >>> offer = offer_tools(engine.bind(tools), [Message.user("Weather in Paris?")], "auto", (), 60, engine.bind,
+    ...                     as_selector("bm25"))
     >>> offer.offered
     ('get_weather',)
 """
@@ -29,6 +33,7 @@ from hammer_plugins.support.sized_cache import SizedCache
 from hammer_plugins.tools.definition import Tool
 from hammer_plugins.tools.ranking import ToolRanking, words
 from hammer_plugins.tools.selection import select_tools
+from hammer_plugins.tools.selector import SelectionQuery, ToolSelector
 from hammer_plugins.values.errors import UnknownToolError
 from hammer_plugins.values.messages import Message
 
@@ -36,13 +41,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TOOL_BUDGET = 1024
 """Prompt tokens the tools block may take before the engine selects among the tools (0: never select)."""
-MAX_OFFERED_TOOLS = 2
-"""The most tools a selection offers beyond those that must stay. Measured on 36 BFCL questions among 1,000 pooled
-functions (docs/benchmarks/tools/selection_sweep.json): 1 tool: 18 right (the ranking's first is right 78% of the
-time); 2: 21, as many as with each question's own functions, at 1.02x their median time; 4: 17, at 1.48x (the
-stand-in model calls the look-alikes too)."""
-MIN_SCORE_RATIO = 0.0
-"""A tool scoring below this share of the best score is not offered."""
 
 # A query word list this short says little on its own ("yes", "do it"): the user's earlier words join it.
 _SHORT_QUERY_WORDS = 3
@@ -56,6 +54,7 @@ class Offer:
 
     binding: ToolBinding
     offered: tuple[str, ...] | None = None  # None: every tool
+    widened: tuple[str, ...] | None = None  # what to offer once if Hammer answers [] (None: nothing left to offer)
 
 
 def _ranking(tools: Sequence[Tool]) -> ToolRanking:
@@ -67,28 +66,31 @@ def _ranking(tools: Sequence[Tool]) -> ToolRanking:
     return found
 
 
-def selection_query(messages: Sequence[Message]) -> str:
-    """What the ranking reads of a conversation: the last user message, and the user's earlier messages
-    when the last one says too little on its own. A caller's system text is left out (an agent's
-    instructions would outweigh the question)."""
+def selection_query(messages: Sequence[Message]) -> SelectionQuery:
+    """What a selector reads of a conversation: the last user message, and the user's earlier messages
+    when the last one says too little on its own; the tools called so far. A caller's system text is left
+    out (an agent's instructions would outweigh the question)."""
     asked = [m.content for m in messages if m.role == "user" and m.content.strip()]
+    called = tuple(sorted(called_tools_in(messages)))
     if not asked:
-        return ""
+        return SelectionQuery(text="", called=called)
     query = [asked[-1]]
     for earlier in reversed(asked[:-1]):
         if len(words(" ".join(query))) >= _SHORT_QUERY_WORDS:
             break
         query.append(earlier)
-    return "\n".join(query)
+    return SelectionQuery(text="\n".join(query), context=tuple(asked[:-1][-4:]), called=called)
 
 
 def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pinned: Sequence[str],
-                budget: int, bind: Callable[[list[Tool]], ToolBinding]) -> Offer:
+                budget: int, bind: Callable[[list[Tool]], ToolBinding], selector: ToolSelector,
+                forced: Sequence[str] | None = None) -> Offer:
     """The tools this call offers (see the module); ``full`` is the whole tool set, bound, and ``bind``
     binds a subset of it as ``full`` was (masking, limits).
 
     ``pinned`` names tools always offered; a name that is not among the tools raises
-    :class:`~hammer_plugins.values.errors.UnknownToolError`. ``budget`` 0 offers every tool.
+    :class:`~hammer_plugins.values.errors.UnknownToolError`. ``budget`` 0 offers every tool. ``forced``: offer
+    these names (and the tools that must stay) instead of asking the selector (the widening after ``[]``).
     """
     names = [t.name for t in full.tools]
     index = {name: i for i, name in enumerate(names)}
@@ -102,20 +104,33 @@ def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pin
     keep = {index[p] for p in pinned} | {index[n] for n in called_tools_in(messages) if n in index}
     if choice in index:
         keep.add(index[choice])
-    scores = _ranking(full.tools).scores(selection_query(messages))
-    chosen = select_tools(costs, scores, budget, keep, max_tools=MAX_OFFERED_TOOLS + len(keep),
-                          min_ratio=MIN_SCORE_RATIO, names=names)
+    if forced is None:
+        selection = selector.select(selection_query(messages), full.tools)
+        wanted, reserve = selection.offered, selection.reserve
+    else:
+        wanted, reserve = tuple(forced), ()
+    order = list(dict.fromkeys(index[n] for n in wanted if n in index))
+    if not order and not keep:
+        order = list(range(len(names)))  # the selector knows nothing of this question: the tool set's order decides
+    # The selector's order as scores: select_tools keeps the must-stay tools and takes the rest while they fit.
+    scores = [0.0] * len(names)
+    for position, i in enumerate(order):
+        scores[i] = float(len(order) - position)
+    chosen = select_tools(costs, scores, budget, keep, max_tools=len(order) + len(keep), names=names)
     offered = tuple(names[i] for i in chosen)
+    spare = tuple(n for n in reserve if n in index and index[n] not in chosen)
+    widened = tuple(names[i] for i in sorted(keep)) + spare if spare else None
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("offered %d of %d tools (%d of %d estimated tokens): %s", len(offered), len(names),
-                  sum(costs[i] for i in chosen), sum(costs), ", ".join(offered))
-    return Offer(bind([full.tools[i] for i in chosen]), offered)
+        log.debug("offered %d of %d tools (%d of %d estimated tokens): %s%s", len(offered), len(names),
+                  sum(costs[i] for i in chosen), sum(costs), ", ".join(offered),
+                  "" if forced is None else " (widened after a refusal)")
+    return Offer(bind([full.tools[i] for i in chosen]), offered, widened)
 
 
 def matches_nothing(full: ToolBinding, messages: Sequence[Message]) -> bool:
     """Whether no tool shares a word with the question (the relevance gate's test): the ranking's scores
     are all zero. Measured against BFCL's irrelevance questions in docs/tools.md."""
-    return max(_ranking(full.tools).scores(selection_query(messages)), default=0.0) <= 0.0
+    return max(_ranking(full.tools).scores(selection_query(messages).text), default=0.0) <= 0.0
 
 
 def called_tools_in(messages: Sequence[Message]) -> frozenset[str]:

@@ -109,8 +109,9 @@ def run(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> Gener
             item = core.send(reply)
         except StopIteration:
             return
-        if isinstance(item, HammerResponse) and plan.offered is not None:
-            item.offered_tools = list(plan.offered)
+        shown = plan.widened_to or plan
+        if isinstance(item, HammerResponse) and shown.offered is not None:
+            item.offered_tools = list(shown.offered)
         reply = yield item
 
 
@@ -168,6 +169,11 @@ def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> G
     for index, call in enumerate(response.tool_calls[: len(streamed)]):
         if call_key(call) == call_key(streamed[index]):
             call.id = streamed[index].id
+    if response.kind == "refusal" and plan.widen is not None and not plan.gated and plan.answer_as is None:
+        # [] over a narrowed set: the tools left out get one try (the widened plan has no reserve of its own).
+        plan.widened_to = plan.widen()
+        yield from _with_usage(_passes(engine, plan.widened_to, on_refusal), usage)
+        return
     if response.kind == "refusal" and (ending_turn or plan.answer_as is not None):
         # After tool results, [] means "done": answer from the results, whatever on_refusal says.
         # With a response format the agent is done too: the answer is the structured one.
@@ -181,6 +187,19 @@ def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> G
         return
     response.timings.engine_total = time.perf_counter() - started
     yield response
+
+def _with_usage(core: Generator[Any, Any, None], spent: Usage) -> Generator[Any, Any, None]:
+    """``core``'s items, its final responses counting ``spent`` too (the tokens of a pass before it)."""
+    reply: Any = None
+    while True:
+        try:
+            item = core.send(reply)
+        except StopIteration:
+            return
+        if isinstance(item, HammerResponse):
+            item.usage = spent + item.usage
+        reply = yield item
+
 
 def answer(engine: EngineCore, plan: Plan, base: HammerResponse, started: float, prompt: str | None = None,
             grammar: Grammar | None = None) -> Generator[Any, Any, None]:

@@ -53,9 +53,26 @@ def test_the_engine_offers_the_best_matches_and_calls_the_right_tool(llama_engin
     assert llama_engine.count_tokens(json.dumps(many_tools)) > 4 * llama_engine.backend.context_window  # far past it
     response = llama_engine.generate([Message.user(QUESTION)], many_tools)
     assert [(c.name, c.arguments.get("city")) for c in response.tool_calls] == [("get_weather", "Paris")]
-    assert response.offered_tools and "get_weather" in response.offered_tools and len(response.offered_tools) <= 2
+    assert response.offered_tools and "get_weather" in response.offered_tools and len(response.offered_tools) <= 4
     assert response.offered_tools == [n for n in _names(many_tools) if n in response.offered_tools]  # their order
     assert response.usage.prompt_tokens < 1500
+
+
+# Questions that share no word with the weather tool's description, in English and in Chinese: BM25 cannot reach it.
+PARAPHRASED = "How hot is it in Paris right now?"
+CHINESE = "巴黎现在的天气怎么样？"
+PARIS = ("Paris", "巴黎")
+
+
+def test_a_paraphrased_and_a_chinese_question_reach_the_tool_by_meaning(llama_engine: HammerEngine,
+                                                                        many_tools: list[dict[str, Any]]) -> None:
+    for question in (PARAPHRASED, CHINESE):
+        response = llama_engine.generate([Message.user(question)], many_tools)
+        assert "get_weather" in (response.offered_tools or []), question
+        assert [(c.name, c.arguments.get("city") in PARIS) for c in response.tool_calls] == [("get_weather", True)]
+        # By words alone the weather tool is never offered: what the selection by meaning adds.
+        words = HammerEngine(backend=llama_engine.backend, tool_selector="bm25")
+        assert '"get_weather"' not in words.render([Message.user(question)], many_tools)
 
 
 def test_chathammer_and_hammerllm_with_hundreds_of_tools(default_model_path: str,
@@ -68,6 +85,8 @@ def test_chathammer_and_hammerllm_with_hundreds_of_tools(default_model_path: str
     message = chat.bind_tools(many_tools).invoke(QUESTION)
     assert [(c["name"], c["args"].get("city")) for c in message.tool_calls] == [("get_weather", "Paris")]
     assert "get_weather" in message.response_metadata["offered_tools"]
+    chinese = chat.bind_tools(many_tools).invoke(CHINESE)
+    assert [(c["name"], c["args"].get("city") in PARIS) for c in chinese.tool_calls] == [("get_weather", True)]
     pinned = chat.bind_tools(many_tools, pinned_tools=["calculate_triangle_area"]).invoke(QUESTION)
     assert {"get_weather", "calculate_triangle_area"} <= set(pinned.response_metadata["offered_tools"])
 
@@ -87,6 +106,9 @@ def test_chathammer_and_hammerllm_with_hundreds_of_tools(default_model_path: str
     selections = llm.get_tool_calls_from_response(response, error_on_no_tool_call=True)
     assert [(s.tool_name, s.tool_kwargs.get("city")) for s in selections] == [("get_weather", "Paris")]
     assert "get_weather" in response.additional_kwargs["offered_tools"]
+    paraphrased = llm.chat_with_tools(functions, user_msg=PARAPHRASED)
+    selections = llm.get_tool_calls_from_response(paraphrased, error_on_no_tool_call=True)
+    assert [(s.tool_name, s.tool_kwargs.get("city") in PARIS) for s in selections] == [("get_weather", True)]
 
 
 def test_masked_names_survive_the_selection(default_model_path: str, many_tools: list[dict[str, Any]]) -> None:
@@ -110,6 +132,11 @@ def test_every_server_api_with_hundreds_of_tools(server: BackgroundServer, many_
                                           tools=many_tools)
     call = chat.choices[0].message.tool_calls[0].function
     assert (call.name, json.loads(call.arguments)["city"]) == ("get_weather", "Paris")
+    for question in (PARAPHRASED, CHINESE):
+        asked = client.chat.completions.create(model="hammer", messages=[{"role": "user", "content": question}],
+                                               tools=many_tools)
+        call = asked.choices[0].message.tool_calls[0].function
+        assert (call.name, json.loads(call.arguments)["city"] in PARIS) == ("get_weather", True), question
     flat = [{"type": "function", **t["function"]} for t in many_tools]
     responses = client.responses.create(model="hammer", input=QUESTION, tools=flat)
     item = next(o for o in responses.output if o.type == "function_call")

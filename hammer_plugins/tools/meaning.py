@@ -1,0 +1,211 @@
+"""The built-in tool selectors: by meaning (the default) and by words.
+
+:class:`MeaningSelector` scores every tool by the meaning of the question: multilingual-E5 embeddings
+(:mod:`~hammer_plugins.tools.embedding`) fused with BM25 (:mod:`~hammer_plugins.tools.ranking`), each scaled
+to 0..1 over the tool set, ``0.8 * meaning + 0.2 * words``. BM25 still wins where the question names the
+tool's own words (literal questions, identifiers); the embedding wins for other words and other languages.
+
+A question that asks for several things ("the area of a circle, and also the population of France") gets
+candidates for each part: the question is split at sentence ends and at the words that join requests
+(", and", "also", "then", "además", "ensuite", "außerdem", "然后", ...), and the best tool of each part joins the best
+tools of the whole question. The engine then keeps what fits the tool budget.
+
+Measured on BFCL v4's questions among 1,000 pooled functions, and on paraphrased questions in six languages
+(``benchmarks/tool_selection_recall.py``; the tables are in docs/tools.md).
+
+Example:
+    >>> from hammer_plugins.tools import to_tool
+    >>> from hammer_plugins.tools.selector import SelectionQuery
+    >>> tools = [to_tool({"name": f"tool_{i}", "description": f"Does thing number {i} with files."}) for i in range(30)]
+    >>> tools.append(to_tool({"name": "get_weather", "description": "Get the current weather for a city."}))
+    >>> "get_weather" in MeaningSelector().select(SelectionQuery("上海明天会下雨吗？"), tools).offered
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from hammer_plugins.support.sized_cache import SizedCache
+from hammer_plugins.tools.definition import Tool
+from hammer_plugins.tools.embedding import Embedder, EmbedderMissingError, ToolVectors, VectorStore, default_embedder
+from hammer_plugins.tools.ranking import ToolRanking
+from hammer_plugins.tools.selector import FunctionSelector, Selection, SelectionQuery, ToolSelector
+
+log = logging.getLogger(__name__)
+_WARNED = False
+
+MEANING_WEIGHT = 0.8
+"""The embedding's share of the fused score (BM25 has the rest). Tuned on the tune halves: 0.7 was best on BFCL's
+literal questions, 0.85-1.0 on paraphrases; docs/tools.md has the sweep."""
+BEST_OF_QUESTION = 4
+"""Candidates taken from the whole question's ranking."""
+BEST_OF_PART = 1
+"""Candidates taken from each part's ranking, when the question has several parts."""
+RESERVE = 4
+"""Candidates kept back for one widening when Hammer answers ``[]``."""
+MAX_PARTS = 6
+
+# Where one request ends and the next begins, in the languages measured (and their punctuation).
+_PART_BREAK = re.compile(
+    r"(?<=[.?!;])\s+|[。？！；\n]|\s*[,，]\s*(?:and|y|et|und|e)\s+"
+    r"|[\s,]+(?:and then|and also|also|then|as well as|additionally|after that|in addition|y también|además|y luego|"
+    r"et aussi|puis|ensuite|und dann|und auch|außerdem|anschließend)[\s,]+|并且|然后|以及|还有|同时|另外", re.IGNORECASE)
+_MIN_PART_CHARS = 6
+
+
+def question_parts(text: str) -> list[str]:
+    """The parts of a question that may each need their own tool (at most ``MAX_PARTS``; one part: none).
+
+    Example:
+        >>> question_parts("Find the area of a circle with radius 5. Also, what is the population of France?")
+        ['Find the area of a circle with radius 5.', 'Also, what is the population of France?']
+        >>> question_parts("Weather in Paris?")
+        []
+    """
+    parts = [p.strip(" ,，、") for p in _PART_BREAK.split(text) if p]
+    parts = [p for p in parts if len(p) >= _MIN_PART_CHARS]
+    return parts[:MAX_PARTS] if len(parts) > 1 else []
+
+
+def tool_text(tool: Tool) -> str:
+    """What the embedder reads of a tool: its name's words and its description."""
+    name = re.sub(r"[_.\-]+", " ", re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", tool.name))
+    return f"{name}: {tool.description}"
+
+
+class _Index:
+    """One tool set's vectors and BM25 index (built once per tool set, shared by the process)."""
+
+    def __init__(self, tools: Sequence[Tool], vectors: ToolVectors) -> None:
+        self.lexical = ToolRanking(tools)
+        self.matrix = vectors.of([tool_text(t) for t in tools])
+
+
+# The tool sets indexed recently, shared by every selector of the process (bounded by their vectors' bytes).
+_RANKINGS: SizedCache[tuple[str, ...], _Index] = SizedCache(32, 64_000_000)
+
+
+def _scaled(values: np.ndarray) -> np.ndarray:
+    low, high = float(values.min()), float(values.max())
+    return (values - low) / (high - low) if high > low else np.zeros_like(values)
+
+
+class MeaningSelector:
+    """The default selector: meaning and words fused, candidates per part of the question (see the module).
+
+    ``embedder``: any :class:`~hammer_plugins.tools.embedding.Embedder` (default: multilingual-E5-small);
+    ``store``: where tool vectors are kept (default: the cache folder; ``None``: memory only).
+
+    Example:
+        >>> from hammer_plugins.tools import to_tool
+        >>> tools = [to_tool({"name": "send_email", "description": "Send an email."}),
+        ...          to_tool({"name": "get_weather", "description": "Current weather in a city."})]
+        >>> MeaningSelector().scores("¿Hace frío en Madrid hoy?", tools).argmax()
+        np.int64(1)
+    """
+
+    def __init__(self, embedder: Embedder | None = None, store: VectorStore | None | bool = True) -> None:
+        self._embedder = embedder
+        self._store = VectorStore() if store is True else (store or None)
+        self._vectors: ToolVectors | None = None
+
+    def _index(self, tools: Sequence[Tool]) -> _Index:
+        if self._vectors is None:
+            self._vectors = ToolVectors(self._embedder or default_embedder(), self._store)
+        key = (self._vectors.embedder.identity, *(t.fingerprint() for t in tools))
+        found = _RANKINGS.get(key)
+        if found is None:
+            found = _Index(tools, self._vectors)
+            _RANKINGS.put(key, found, found.matrix.nbytes + sum(map(len, key)))
+        return found
+
+    def scores(self, text: str, tools: Sequence[Tool]) -> np.ndarray:
+        """The fused score of each tool for ``text``, in the tools' order (0..1)."""
+        index = self._index(tools)
+        assert self._vectors is not None
+        meaning = index.matrix @ self._vectors.embedder.query(text)
+        words = np.asarray(index.lexical.scores(text), dtype=np.float32)
+        return MEANING_WEIGHT * _scaled(meaning) + (1 - MEANING_WEIGHT) * _scaled(words)
+
+    def select(self, query: SelectionQuery, tools: Sequence[Tool]) -> Selection:
+        if not tools:
+            return Selection(offered=())
+        try:
+            return self._select(query, tools)
+        except EmbedderMissingError as exc:
+            if self._embedder is not None:
+                raise
+            # The default must work where the embedder's wheel does not exist (macOS, ARM): words only, said once.
+            global _WARNED
+            if not _WARNED:
+                log.warning("%s Tool selection falls back to BM25 (words only).", exc)
+                _WARNED = True
+            return LexicalSelector().select(query, tools)
+
+    def _select(self, query: SelectionQuery, tools: Sequence[Tool]) -> Selection:
+        whole = np.argsort(-self.scores(query.text, tools), kind="stable")
+        chosen = list(whole[:BEST_OF_QUESTION])
+        for part in question_parts(query.text):
+            for i in np.argsort(-self.scores(part, tools), kind="stable")[:BEST_OF_PART]:
+                if i not in chosen:
+                    chosen.append(i)
+        reserve = [i for i in whole[BEST_OF_QUESTION:] if i not in chosen][:RESERVE]
+        return Selection(offered=tuple(tools[i].name for i in chosen),
+                         reserve=tuple(tools[i].name for i in reserve))
+
+
+class LexicalSelector:
+    """Selection by words alone (BM25): no embedder needed; a question must share a word with a description.
+
+    Example:
+        >>> from hammer_plugins.tools import to_tool
+        >>> tools = [to_tool({"name": "send_email", "description": "Send an email."}),
+        ...          to_tool({"name": "get_weather", "description": "Current weather in a city."})]
+        >>> LexicalSelector().select(SelectionQuery("weather in Paris"), tools).offered
+        ('get_weather',)
+    """
+
+    def select(self, query: SelectionQuery, tools: Sequence[Tool]) -> Selection:
+        key = tuple(t.fingerprint() for t in tools)
+        ranking = _LEXICAL.get(key)
+        if ranking is None:
+            ranking = ToolRanking(tools)
+            _LEXICAL.put(key, ranking, sum(map(len, key)) // 8)
+        scores = ranking.scores(query.text)
+        order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
+        return Selection(offered=tuple(tools[i].name for i in order[:BEST_OF_QUESTION]),
+                         reserve=tuple(tools[i].name for i in order[BEST_OF_QUESTION:BEST_OF_QUESTION + RESERVE]))
+
+
+_LEXICAL: SizedCache[tuple[str, ...], ToolRanking] = SizedCache(32, 2_000_000)
+
+
+SELECTOR_NAMES = ("meaning", "bm25")
+
+
+def as_selector(value: str | ToolSelector | Callable[..., Any]) -> ToolSelector:
+    """A :class:`ToolSelector` from a built-in name (``"meaning"``, ``"bm25"``), a selector, or a function.
+
+    Example:
+        >>> type(as_selector("bm25")).__name__
+        'LexicalSelector'
+    """
+    if isinstance(value, str):
+        if value == "meaning":
+            return MeaningSelector()
+        if value == "bm25":
+            return LexicalSelector()
+        raise ValueError(f"unknown tool_selector {value!r}: use one of {SELECTOR_NAMES}, an object with "
+                         "select(query, tools), or a function (query_text, tools) -> tool names")
+    if isinstance(value, ToolSelector):
+        return value
+    if callable(value):
+        return FunctionSelector(value)
+    raise TypeError(f"tool_selector must be {SELECTOR_NAMES}, a ToolSelector or a function, got "
+                    f"{type(value).__name__}")

@@ -1,0 +1,100 @@
+"""The selector seam: who decides which of a large tool set a call offers.
+
+A :class:`ToolSelector` reads the question (:class:`SelectionQuery`) and the tools, and answers a
+:class:`Selection`: the tools to offer, best first, and the reserve to offer once more if Hammer answers
+``[]`` (refusal widening). The engine keeps the tools that must stay (a forced ``tool_choice``, the tools
+the conversation called, the caller's pins), then takes the selection's tools, in order, while they fit
+the tool budget. Every door (ChatHammer, HammerLLM, the CLI, the server) asks the engine's selector.
+
+Built in: ``"meaning"`` (the default, :class:`~hammer_plugins.tools.meaning.MeaningSelector`: multilingual
+embeddings fused with BM25, one set of candidates per part of the question) and ``"bm25"`` (words only).
+Your own: any object with ``select(query, tools)``, or a plain function ``(query_text, tools) -> names``
+(:class:`FunctionSelector`); :func:`~hammer_plugins.tools.meaning.as_selector` turns a setting into a selector.
+The LangChain and LlamaIndex adapters turn a retriever into one.
+
+Example:
+    >>> from hammer_plugins.tools import to_tool
+    >>> tools = [to_tool({"name": n, "description": d}) for n, d in [("a", "x"), ("b", "y")]]
+    >>> pick = FunctionSelector(lambda text, tools: ["b"])
+    >>> pick.select(SelectionQuery(text="anything"), tools)
+    Selection(offered=('b',), reserve=())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from hammer_plugins.tools.definition import Tool
+
+
+@dataclass(frozen=True)
+class SelectionQuery:
+    """What a selector reads of a conversation.
+
+    ``text``: the question (the last user turn, with earlier ones when it says too little alone);
+    ``context``: the earlier conversation a selector may read for the next step (earlier user turns, the
+    assistant's calls, tool results), most recent last; ``called``: the tools called so far.
+    """
+
+    text: str
+    context: tuple[str, ...] = ()
+    called: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A selector's answer: tool names to offer, best first, and the reserve for one widening on ``[]``."""
+
+    offered: tuple[str, ...]
+    reserve: tuple[str, ...] = field(default=())
+
+
+@runtime_checkable
+class ToolSelector(Protocol):
+    """Chooses which tools a call offers (see the module).
+
+    Example:
+        >>> class First:
+        ...     def select(self, query, tools):
+        ...         return Selection(offered=(tools[0].name,))
+        >>> isinstance(First(), ToolSelector)
+        True
+    """
+
+    def select(self, query: SelectionQuery, tools: Sequence[Tool]) -> Selection: ...
+
+
+class FunctionSelector:
+    """A caller's function ``(query_text, tools) -> names`` as a :class:`ToolSelector`.
+
+    The names come back in the function's order; names that are not among the tools are ignored (a
+    retriever may know more tools than this call was given).
+
+    Example:
+        >>> from hammer_plugins.tools import to_tool
+        >>> FunctionSelector(lambda q, tools: ["nope", "a"]).select(SelectionQuery("q"), [to_tool({"name": "a"})])
+        Selection(offered=('a',), reserve=())
+    """
+
+    def __init__(self, function: Callable[[str, Sequence[Tool]], Sequence[Any]]) -> None:
+        self.function = function
+
+    def select(self, query: SelectionQuery, tools: Sequence[Tool]) -> Selection:
+        known = {t.name for t in tools}
+        found = [_name_of(item) for item in self.function(query.text, tools) or ()]
+        return Selection(offered=tuple(dict.fromkeys(n for n in found if n in known)))
+
+
+def _name_of(item: Any) -> str:
+    """A tool name from what a selector function returns: a name, a :class:`Tool`, or anything with ``name``."""
+    if isinstance(item, str):
+        return item
+    name = getattr(item, "name", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(item, dict) and isinstance(item.get("name"), str):
+        return item["name"]
+    raise TypeError(f"a tool selector returned {type(item).__name__}, not a tool name. Fix: return tool names "
+                    "(str), tools, or objects with a .name")
