@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_serializer
 
 from hammer_plugins.backends.base import BACKEND_DEFAULTS, BackendInterface, GenerationSettings
 from hammer_plugins.backends.registry import BACKEND_NAMES, describe_backends
@@ -111,6 +111,13 @@ class EngineFields(BaseModel):
                                    "with the question (tool_choice auto; docs/tools.md has its measured effect).",
         json_schema_extra={"flag": "--relevance-gate",
                            "flag_help": "refuse without running the model when no tool shares a word with the question"})
+
+    @field_serializer("tool_selector", when_used="json")
+    def _selector_name(self, value: Any) -> str:
+        # A caller's selector object is not JSON: its class name says which one it was (LangChain's and
+        # LlamaIndex's JSON dumps of a chat model must not fail on it).
+        return value if isinstance(value, str) else type(value).__qualname__
+
     # --- sampling
     max_tokens: int = Field(default=_DEFAULTS.max_tokens, gt=0, description="Most tokens to generate.",
         json_schema_extra={"flag": "--max-tokens", "flag_help": "default: %(default)s"})

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -69,22 +70,39 @@ class ToolSelector(Protocol):
 class FunctionSelector:
     """A caller's function ``(query_text, tools) -> names`` as a :class:`ToolSelector`.
 
-    The names come back in the function's order; names that are not among the tools are ignored (a
+    The function may take the question alone (langgraph-bigtool's ``retrieve_tools_function``). The names come
+    back in the function's order; names that are not among the tools are ignored (a
     retriever may know more tools than this call was given).
 
     Example:
         >>> from hammer_plugins.tools import to_tool
         >>> FunctionSelector(lambda q, tools: ["nope", "a"]).select(SelectionQuery("q"), [to_tool({"name": "a"})])
         Selection(offered=('a',), reserve=())
+        >>> FunctionSelector(lambda query: ["a"]).select(SelectionQuery("q"), [to_tool({"name": "a"})]).offered
+        ('a',)
     """
 
-    def __init__(self, function: Callable[[str, Sequence[Tool]], Sequence[Any]]) -> None:
+    def __init__(self, function: Callable[..., Sequence[Any]]) -> None:
         self.function = function
+        # langgraph-bigtool's retrieve_tools_function takes the query alone: such a function gets the text only.
+        self._text_only = _positional_count(function) == 1
 
     def select(self, query: SelectionQuery, tools: Sequence[Tool]) -> Selection:
         known = {t.name for t in tools}
-        found = [_name_of(item) for item in self.function(query.text, tools) or ()]
+        found_items = self.function(query.text) if self._text_only else self.function(query.text, tools)
+        found = [_name_of(item) for item in found_items or ()]
         return Selection(offered=tuple(dict.fromkeys(n for n in found if n in known)))
+
+
+def _positional_count(function: Callable[..., Any]) -> int | None:
+    """How many positional arguments ``function`` takes (None: any number, or not known)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
+        return None
+    return sum(p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in parameters)
 
 
 def _name_of(item: Any) -> str:
