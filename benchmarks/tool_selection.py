@@ -15,9 +15,10 @@ Usage::
     .venv/bin/python benchmarks/tool_selection.py [--sizes 10,100,1000] [--simple 24] [--multiple 12]
         [--variant max_tools=4] [--json docs/benchmarks/tools/selection.json]
 
-``--variant NAME=VALUE`` sets one of ``hammer_plugins.engine.tool_selection``'s constants
-(``MAX_OFFERED_TOOLS``, ``MIN_SCORE_RATIO``) or ``tool_budget`` for the pooled runs, to compare
-settings side by side (repeatable: each variant is its own pooled run).
+``--variant NAME=VALUE`` sets one of ``hammer_plugins.tools.meaning``'s constants (``BEST_OF_QUESTION``,
+``BEST_OF_PART``, ``MEANING_WEIGHT``), ``tool_budget`` or ``tool_selector`` (``bm25``) for the pooled runs, to
+compare settings side by side (repeatable: each variant is its own pooled run). ``--parallel-multiple N`` adds
+questions whose answer calls two to four different functions.
 """
 
 from __future__ import annotations
@@ -38,14 +39,17 @@ from record import run_facts, write_record  # noqa: E402
 
 from hammer_evals.bfcl.bfcl import BfclEntry, load_category, score, to_bfcl_output, to_tool_spec  # noqa: E402
 from hammer_plugins import HammerEngine, Message  # noqa: E402
-from hammer_plugins.engine import tool_selection  # noqa: E402
+from hammer_plugins.tools import meaning  # noqa: E402
+from hammer_plugins.tools.meaning import as_selector  # noqa: E402
 from hammer_plugins.values.errors import ContextWindowExceededError  # noqa: E402
 
 POOL_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_multiple")
+SETTABLE = ("BEST_OF_QUESTION", "BEST_OF_PART", "MEANING_WEIGHT")
 
 
-def questions(simple: int, multiple: int) -> list[BfclEntry]:
-    return load_category("simple_python", simple, seed=1)[0] + load_category("multiple", multiple, seed=1)[0]
+def questions(simple: int, multiple: int, parallel_multiple: int = 0) -> list[BfclEntry]:
+    chosen = load_category("simple_python", simple, seed=1)[0] + load_category("multiple", multiple, seed=1)[0]
+    return chosen + (load_category("parallel_multiple", parallel_multiple, seed=1)[0] if parallel_multiple else [])
 
 
 def all_functions() -> dict[str, dict[str, Any]]:
@@ -73,6 +77,7 @@ def ask(engine: HammerEngine, entry: BfclEntry, functions: list[dict[str, Any]],
     messages = [Message(role=m["role"], content=m["content"]) for m in entry.question]
     tools = [to_tool_spec(f) for f in functions]
     right = {next(iter(g)) for g in entry.ground_truth}
+    engine.tool_selector = as_selector(options.pop("tool_selector", "meaning"))
     started = time.perf_counter()
     try:
         response = engine.generate(messages, tools, **options)
@@ -104,6 +109,8 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
     name, _, value = text.partition("=")
+    if name == "tool_selector":
+        return text, {name: value}
     number = float(value) if "." in value else int(value)
     return text, {name: number}
 
@@ -113,17 +120,18 @@ def main() -> int:
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--simple", type=int, default=24)
     parser.add_argument("--multiple", type=int, default=12)
+    parser.add_argument("--parallel-multiple", type=int, default=0)
     parser.add_argument("--variant", action="append", default=[])
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    entries = questions(args.simple, args.multiple)
+    entries = questions(args.simple, args.multiple, args.parallel_multiple)
     functions = all_functions()
     others = list(functions.values())
     # Each call starts from the same cold context (no prefix kept from the call before, none on disk), so
     # no setting gains from the order the settings run in: the time is a first call's for every one.
     engine = HammerEngine(prefix_cache=False).load()
     engine.generate([Message.user("warm up")], [to_tool_spec(entries[0].functions[0])])
-    defaults = {"MAX_OFFERED_TOOLS": tool_selection.MAX_OFFERED_TOOLS, "MIN_SCORE_RATIO": tool_selection.MIN_SCORE_RATIO}
+    defaults = {name: getattr(meaning, name) for name in SETTABLE}
     variants = [parse_variant(v) for v in args.variant] or [("default", {})]
     results: dict[str, Any] = {}
     rows: dict[str, list[dict[str, Any]]] = {"own": []}
@@ -135,14 +143,14 @@ def main() -> int:
             for label, settings in variants:
                 options: dict[str, Any] = {}
                 for name, value in settings.items():
-                    if name == "tool_budget":
-                        options["tool_budget"] = value
+                    if name in ("tool_budget", "tool_selector"):
+                        options[name] = value
                     else:
-                        setattr(tool_selection, name.upper(), value)
+                        setattr(meaning, name.upper(), value)
                 key = f"pool{size}" + ("" if label == "default" else f" {label}")
                 rows.setdefault(key, []).append({**ask(engine, entry, pool, **options), "size": size})
                 for name, value in defaults.items():
-                    setattr(tool_selection, name, value)
+                    setattr(meaning, name, value)
         print(entry.id, json.dumps({k: (v[-1]["correct"], round(v[-1]["seconds"], 2)) for k, v in rows.items()}),
               flush=True)
     own = summary(rows["own"])
@@ -151,7 +159,15 @@ def main() -> int:
         if key != "own" and own["median_s"] and results[key]["median_s"]:
             results[key]["median_over_own"] = results[key]["median_s"] / own["median_s"]
         print(f"{key:28s} {json.dumps(results[key])}")
-    write_record(args.json, {**run_facts("benchmarks/tool_selection.py"), "model": engine.model_name,
+    by_kind = {}
+    for key, mine in rows.items():
+        for kind, ids in (("single", [e.id for e in entries if len(e.ground_truth) == 1]),
+                          ("multi", [e.id for e in entries if len(e.ground_truth) > 1])):
+            chosen = [r for r in mine if r["id"] in ids]
+            if chosen:
+                by_kind[f"{key} {kind}"] = summary(chosen)
+                print(f"{key + ' ' + kind:28s} {json.dumps(by_kind[key + ' ' + kind])}")
+    write_record(args.json, {**run_facts("benchmarks/tool_selection.py"), "model": engine.model_name, "by_kind": by_kind,
                              "pool_functions": len(functions), "defaults": {**defaults, "tool_budget": engine.tool_budget},
                              "summary": results, "rows": rows})
     return 0
