@@ -22,6 +22,7 @@ from hammer_plugins.backends.bridge import iterate_in_thread
 from hammer_plugins.backends.prefix_cache import PrefixCache
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.output.response import Usage
+from hammer_plugins.support.private_folder import KEY_BYTES, KEY_FILE
 
 TOKEN_SECONDS = 0.02
 
@@ -178,7 +179,9 @@ def test_an_interrupted_prefix_cache_write_leaves_no_file(tmp_path: Path, monkey
     monkeypatch.setattr("hammer_plugins.backends.prefix_cache.os.replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         cache.store("rt", [1, 2, 3], b"state" * 1000)
-    assert list(tmp_path.iterdir()) == []
+    # No entry and no partial file: only the folder's HMAC key, made whole before the entry was begun, stays.
+    assert [path.name for path in tmp_path.iterdir()] == [KEY_FILE]
+    assert len((tmp_path / KEY_FILE).read_bytes()) == KEY_BYTES
 
 
 def test_temporary_files_of_a_killed_process_are_removed_later(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """Every measured figure users read comes from the committed record its section names.
 
 Where: every markdown file of the repository that is not a record itself (the README files of the four
-distributions and of benchmarks/, and docs/), and the help text of every ``hammer`` command. What a figure is,
-and how a record's numbers are read (each in the unit its key names), is figure_check.py's docstring.
+distributions, every markdown file under benchmarks/, its data/ README included, and docs/), and the help text
+of every ``hammer`` command. What a figure is, and how a record's numbers are read (each in the unit its key
+names), is figure_check.py's docstring.
 
 Where a figure may come from, in this order:
 
@@ -41,8 +42,8 @@ from figure_check import figures, in_records, named_records, prose_lines, sectio
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD_DIRS = [REPO / "docs" / "benchmarks", REPO / "docs" / "hammerbench"]
-DOCS = [REPO / "README.md", REPO / "README.pypi.md", REPO / "benchmarks" / "README.md", *sorted((REPO / "docs").glob("*.md")),
-        REPO / "evals" / "README.md", *sorted((REPO / "integrations").glob("*/README.md"))]
+DOCS = [REPO / "README.md", REPO / "README.pypi.md", *sorted((REPO / "benchmarks").rglob("*.md")),
+        *sorted((REPO / "docs").glob("*.md")), REPO / "evals" / "README.md", *sorted((REPO / "integrations").glob("*/README.md"))]
 DECIMALS_DOC = "docs/benchmarks.md"
 
 # (doc, figure, a fragment of its line, the source file, the text there that holds it): stated settings, not
@@ -154,6 +155,12 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
     ("docs/benchmarks.md", "0.5", "is below 0.5 logits", "tests/real/test_fast_forward.py", "EPSILON = 0.5"),
     ("docs/cli.md", "1", "the states keep at most 1 GiB", "hammer_plugins/backends/prefix_cache.py",
      "DEFAULT_MAX_BYTES = 1 << 30"),
+    ("docs/server.md", "64", "`/api/show` (a model name) takes 64 KiB", "hammer_plugins/http_api/ollama/router.py",
+     "SHOW_BODY_BYTES = 64 * 1024"),
+    ("docs/server.md", "64", "all 413 at 64 KiB", "hammer_plugins/http_api/ollama/router.py",
+     "SHOW_BODY_BYTES = 64 * 1024"),
+    ("docs/server.md", "32", "random key (32 bytes in `.key`", "hammer_plugins/support/private_folder.py",
+     "KEY_BYTES = 32"),
 ]
 
 # (doc, figure, a fragment of its line, "a / b"): a ratio of two numbers its section's records hold as written;

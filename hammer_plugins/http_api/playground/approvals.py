@@ -1,7 +1,8 @@
 """What binds running a tool to a person's approval: the page's per-start token, and the calls the playground's
 chat produced, each runnable once.
 
-Two checks stand between a request and an MCP server's tool (issue 60):
+Two checks stand between a request and an MCP server's tool (before them, a bare ``POST /playground/api/run``
+from any local process, or a page on another localhost port, ran an MCP tool with any arguments):
 
 - :func:`token_matches`: every ``/playground/api/*`` request carries the server's per-start token
   (:data:`TOKEN_HEADER`), compared in constant time. The token is printed on the terminal in the page's address
