@@ -2,7 +2,8 @@
 
 :class:`MeaningSelector` scores every tool by the meaning of the question: sentence embeddings
 (:mod:`~hammer_plugins.tools.embedding`, Universal Sentence Encoder Multilingual) fused with BM25
-(:mod:`~hammer_plugins.tools.ranking`), each scaled to 0..1 over the tool set, ``0.7 * meaning + 0.3 * words``.
+(:mod:`~hammer_plugins.tools.ranking`): ``0.5 * meaning + 0.5 * words``, the meaning scaled to 0..1 over the tool
+set and BM25 divided by the larger of its best score and a strong match's.
 BM25 still wins where the question names the tool's own words (literal questions, identifiers); the embedding
 wins for other words and other languages.
 
@@ -41,10 +42,12 @@ from hammer_plugins.tools.selector import FunctionSelector, Selection, Selection
 log = logging.getLogger(__name__)
 _WARNED = False
 
-MEANING_WEIGHT = 0.7
-"""The embedding's share of the fused score (BM25 has the rest). Tuned on the tune halves only (docs/tools.md has
-the sweep): 0.5-0.6 are best on BFCL's literal questions, 0.7-0.9 on paraphrases; 0.7 loses 1 point on the first
-and gains 4 on the second against 0.6."""
+MEANING_WEIGHT = 0.5
+"""The embedding's share of the fused score (BM25 has the rest)."""
+STRONG_MATCH = 10.0
+"""The BM25 score that counts as a full match: BM25 scores are divided by the larger of their best and this, so a
+question sharing one common word with a few tools ("Paris") does not outweigh the meaning, and one that names a
+tool's own rare words does. Tuned with the weight on the tune halves only; docs/tools.md has the sweep."""
 BEST_OF_QUESTION = 4
 """Candidates taken from the whole question's ranking."""
 BEST_OF_PART = 1
@@ -133,7 +136,8 @@ class MeaningSelector:
         assert self._vectors is not None
         meaning = index.matrix @ self._vectors.embedder.query(text)
         words = np.asarray(index.lexical.scores(text), dtype=np.float32)
-        return MEANING_WEIGHT * _scaled(meaning) + (1 - MEANING_WEIGHT) * _scaled(words)
+        strength = max(float(words.max(initial=0.0)), STRONG_MATCH)
+        return MEANING_WEIGHT * _scaled(meaning) + (1 - MEANING_WEIGHT) * words / strength
 
     def select(self, query: SelectionQuery, tools: Sequence[Tool]) -> Selection:
         if not tools:
