@@ -123,6 +123,9 @@ class LlamaCppPrefix:
         tokens = self.model.llama.input_ids[:n].tolist()
         if states.covers(tokens):
             return
+        best, _ = states.longest(prompt_tokens)
+        if best is not None:
+            states.touch(best)  # the state this request may restore: keeping the context must not evict it
         buffer, size = self._read()
         if size:
             states.add(tokens, buffer, size)
