@@ -24,6 +24,11 @@ Usage::
         [--n-ctx 32768] [--json docs/benchmarks/agent-prompts/<name>.json]
 
 Each round uses fresh wording so no round reuses another's cache; turn 2 follows its own turn 1.
+
+``--sessions`` replays two Claude-Code-like sessions instead (request 1 with a 9 kB environment block after the
+first user message and ``metadata.session_id``; request 2 with the call's result; a side request with other
+instructions; session 2's request 1 identical but for the session id, its request 2 different), once per
+``--cache-ram`` value (default ``0 1024``: the memory prompt cache off, then on), on ``--backend llama_cpp``.
 """
 
 from __future__ import annotations
@@ -150,6 +155,69 @@ def new_session(api: str, body: dict[str, Any]) -> dict[str, Any]:
                                                     "content": [{"type": "input_text", "text": question}]}]}
 
 
+def claude_code_like(session_id: str) -> dict[str, Any]:
+    """Claude Code's first request as the GUIDE describes it (2.1.332): system text, 12 tools, the first user
+    message with a system-reminder, then a 9 kB environment block as its own message, and ``metadata``. A second
+    session in the same HOME sends this body again byte for byte but for ``metadata.session_id``."""
+    body = messages_body("cc")
+    reminder = "<system-reminder>" + _filler(80, "reminder") + "</system-reminder>"
+    environment = "<env>" + _filler(1300, "env")[:9000] + "</env>"
+    return {**body, "metadata": {"user_id": "bench-user", "session_id": session_id},
+            "messages": [{"role": "user", "content": [{"type": "text", "text": reminder},
+                                                      {"type": "text", "text": "What's the weather in Paris?"}]},
+                         {"role": "user", "content": environment}]}
+
+
+def side_request() -> dict[str, Any]:
+    """A request with other instructions between two sessions (an agent's title or summary request): it takes
+    the context, so the next session finds its prompt only among kept states."""
+    return {"model": "hammer", "max_tokens": 64, "stream": True, "system": _filler(300, "side")[:2000],
+            "messages": [{"role": "user", "content": "Write a five-word title for: the weather in Paris."}]}
+
+
+def sessions(url: str) -> list[dict[str, Any]]:
+    """Session 1 (request 1, request 2 with the call's result), a side request, session 2 (request 1 identical to
+    session 1's but for the session id; request 2 with another result): each request's times and cached tokens."""
+    rows = []
+
+    def send(name: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        ttft, total, events = stream(url, "/messages", body)
+        usage = next(e["usage"] for e in events if e.get("type") == "message_delta")
+        rows.append({"request": name, "ttft_s": round(ttft, 2), "total_s": round(total, 2),
+                     "cached_tokens": usage["cache_read_input_tokens"], "evaluated_tokens": usage["input_tokens"],
+                     "load_average": os.getloadavg()[0]})
+        print(json.dumps(rows[-1]), flush=True)
+        return events
+
+    for session in ("s1", "s2"):
+        if session == "s2":
+            send("side", side_request())
+        body = claude_code_like(f"session-{session}")
+        events = send(f"{session} request 1", body)
+        follow = second_turn("messages", body, events)
+        if session == "s2":  # its later messages differ from session 1's
+            follow["messages"][-1]["content"][0]["content"] = "It is 9 C and raining in Paris."
+        send(f"{session} request 2", follow)
+    return rows
+
+
+def main_sessions(args: argparse.Namespace) -> int:
+    """``--sessions``: the same replay on a server without the memory prompt cache, then with it (one run)."""
+    runs = {}
+    for cache_ram in args.cache_ram:
+        serve = ["--openai", "--n-ctx", str(args.n_ctx), "--api-key", KEY, "--time-limit", "3600",
+                 "--cache-ram", str(cache_ram)]
+        cache = tempfile.mkdtemp(prefix="agent-prompts-kv-")  # an empty disk prefix cache for each server
+        with hammer_serve(serve, env={"HAMMER_PREFIX_CACHE_DIR": cache}, startup=900) as server:
+            runs[str(cache_ram)] = sessions(server.base_url)
+            runs[str(cache_ram) + "_health"] = httpx.get(server.url + "/health").json().get("prompt_cache")
+    for cache_ram in args.cache_ram:
+        print(f"--cache-ram {cache_ram}: " + ", ".join(f"{r['request']} {r['total_s']} s ({r['cached_tokens']} cached)"
+                                                   for r in runs[str(cache_ram)]))
+    write_record(args.json, {**run_facts("benchmarks/agent_prompts.py --sessions"), "n_ctx": args.n_ctx, "runs": runs})
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -157,7 +225,13 @@ def main() -> int:
     parser.add_argument("--n-ctx", type=int, default=32768)
     parser.add_argument("--apis", default="messages,responses", help="which APIs, comma-separated")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--sessions", action="store_true",
+                        help="replay two Claude-Code-like sessions (Messages) with and without the memory prompt cache")
+    parser.add_argument("--cache-ram", type=int, nargs="+", default=[0, 1024],
+                        help="with --sessions: the --cache-ram values to compare, one server each")
     args = parser.parse_args()
+    if args.sessions:
+        return main_sessions(args)
     serve = ["--openai", "--backend", args.backend, "--n-ctx", str(args.n_ctx), "--api-key", KEY, "--time-limit", "3600"]
     rows: list[dict[str, Any]] = []
     # An empty prefix cache: first contact is a first contact, and a new session finds only what this run stored.

@@ -68,6 +68,8 @@ class LocalBackendSettings(BaseModel):
 
     n_ctx: int = 8192
     n_gpu_layers: int = 0
+    cache_ram: int = 1024
+    """MiB of memory for the KV states of recent prompts (llama.cpp; 0: off); docs/server.md says how it was chosen."""
     device: str = "auto"
     dtype: str = "auto"
 
@@ -195,6 +197,11 @@ class BackendInterface(ABC):
     def info(self) -> dict[str, Any]:
         """Facts for ``hammer info``."""
         return {"backend": self.name, "model": self.model_name}
+
+    def cache_stats(self) -> dict[str, Any] | None:
+        """The size and hit rates of a prompt cache this process keeps (``/health`` shows them); ``None``: none
+        kept here (a server backend's cache is the server's own)."""
+        return None
 
 
 Runtime = BackendInterface

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from hammer_plugins.backends.base import BackendInterface
 
-LOCAL_OPTIONS = ("n_ctx", "n_threads", "n_gpu_layers", "device", "dtype", "prefix_cache")
+LOCAL_OPTIONS = ("n_ctx", "n_threads", "n_gpu_layers", "device", "dtype", "prefix_cache", "cache_ram")
 """The in-process backends' settings that :class:`~hammer_plugins.HammerEngine` names as its own keywords; its
 other keyword arguments reach the backend's constructor as they are."""
 
@@ -63,6 +63,7 @@ def _llama_cpp(model_path: str | Path | None, model: str | None, options: Mappin
 
     return LlamaCppBackend(model_path, model=model, n_ctx=options["n_ctx"], n_threads=options["n_threads"],
                            n_gpu_layers=options["n_gpu_layers"], prefix_cache=options["prefix_cache"] or None,
+                           cache_ram=options["cache_ram"],
                            **_extra(options))
 
 
@@ -82,7 +83,7 @@ def _server(model_path: str | Path | None, model: str | None, options: Mapping[s
 
 BACKENDS: Mapping[str, BackendEntry] = MappingProxyType({entry.name: entry for entry in (
     BackendEntry("llama_cpp", "a GGUF model on llama.cpp, in this process (the default)", _llama_cpp,
-                 ("n_ctx", "n_threads", "n_gpu_layers", "prefix_cache"), aliases=("llama.cpp",)),
+                 ("n_ctx", "n_threads", "n_gpu_layers", "prefix_cache", "cache_ram"), aliases=("llama.cpp",)),
     BackendEntry("transformers", "a Hugging Face checkpoint, in this process", _transformers,
                  ("n_ctx", "device", "dtype")),
     BackendEntry("server", "an OpenAI-compatible inference server over HTTP (llama-server, vLLM; docs/server.md)",

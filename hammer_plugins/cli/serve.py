@@ -137,6 +137,11 @@ def _server_options(serve: argparse.ArgumentParser) -> None:
                               "(max_tokens, max_output_tokens, num_predict); a request's own limit wins "
                               "(default: %(default)s)")
     add_prefix_cache_argument(serve)
+    add_setting_argument(serve, "cache_ram", "--cache-ram",
+                         help="with --openai, in process (llama.cpp): MiB of memory for the KV states of recent "
+                              "prompts; a request restores the one sharing its longest prefix, so a new session "
+                              "or an interleaved request skips what an earlier one evaluated (default: %(default)s; "
+                              "0: off; docs/server.md)")
     serve.add_argument("--base-url", help="with --openai --backend server: that server's URL, e.g. http://127.0.0.1:8080/v1")
     serve.add_argument("--max-body-mb", type=int, default=DEFAULT_MAX_BODY_BYTES // (1024 * 1024),
                        help="with --openai: largest request body accepted, in MiB (default: %(default)s)")

@@ -69,6 +69,8 @@ class HammerEngine:
         n_ctx, n_threads, n_gpu_layers: llama.cpp settings. device, dtype: transformers settings.
         prefix_cache: llama.cpp: keep the KV state of prompt prefixes (tools block, instructions) on disk for later
             turns and processes (default on: ``$HAMMER_CACHE_DIR/prefix-kv``; a folder; ``False``: off).
+        cache_ram: llama.cpp: MiB of memory for the KV states of recent prompts, a request restoring the one that
+            shares its longest prefix (:mod:`~hammer_plugins.backends.prompt_states`; 0: off).
         backend_kwargs: anything else for the backend constructor.
 
     Attributes:
@@ -112,6 +114,7 @@ class HammerEngine:
         device: str = _D.device,
         dtype: str = _D.dtype,
         prefix_cache: bool | str | Path = _D.prefix_cache,
+        cache_ram: int = _D.cache_ram,
         **backend_kwargs: Any,
     ) -> None:
         prompt_format = prompt_format or model_prompt_format(model_path, model, backend)
@@ -138,7 +141,8 @@ class HammerEngine:
                                            top_k=top_k, repeat_penalty=repeat_penalty, seed=seed,
                                            loop_guard=loop_guard)
         self._backend_options = {"n_ctx": n_ctx, "n_threads": n_threads, "n_gpu_layers": n_gpu_layers,
-                                 "device": device, "dtype": dtype, "prefix_cache": prefix_cache, **backend_kwargs}
+                                 "device": device, "dtype": dtype, "prefix_cache": prefix_cache,
+                                 "cache_ram": cache_ram, **backend_kwargs}
         # The budgets tool sets and response schemas are held to (None: the process default); see
         # SchemaLimits. An attribute, so set it after construction: engine.schema_limits = SchemaLimits(...).
         self.schema_limits: SchemaLimits | None = None

@@ -146,6 +146,10 @@ class EngineFields(BaseModel):
         default=True, description="llama.cpp: keep the KV state of prompt prefixes (the tools block and the caller's "
                                   "instructions) on disk, so later turns, sessions and processes skip them (True: "
                                   "$HAMMER_CACHE_DIR/prefix-kv, or a folder; False: off).")
+    cache_ram: int = Field(
+        default=BACKEND_DEFAULTS.cache_ram, ge=0,
+        description="llama.cpp: MiB of memory for the KV states of recent prompts; a request restores the one "
+                    "sharing its longest prefix, whichever request left it (least recently used evicted; 0: off).")
     model_kwargs: dict[str, Any] = Field(default_factory=dict, description="Anything else for the backend "
                                                                          "(llama_cpp.Llama or from_pretrained options).")
 

@@ -87,7 +87,7 @@ class EngineSettings(EngineFields):
     def from_args(cls, args: argparse.Namespace) -> EngineSettings:
         """The settings of the ``hammer`` command's engine options (:func:`add_engine_arguments`)."""
         names = {**{name: dest for name, (_, dest, _) in ENGINE_FLAGS.items()}, "prefix_cache": "prefix_cache",
-                 "on_refusal": "on_refusal"}
+                 "cache_ram": "cache_ram", "on_refusal": "on_refusal"}
         return cls(**{name: getattr(args, dest) for name, dest in names.items() if hasattr(args, dest)})
 
 

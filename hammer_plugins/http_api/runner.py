@@ -160,7 +160,8 @@ def _engine(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Hamm
                         f"each), more queued"), [server.health_problem]
     engine = _built(EngineSettings(model_path=args.model_path, model=args.model, backend=backend, n_ctx=args.n_ctx,
                                    n_threads=args.threads, **_selection(args),
-                                   prefix_cache=getattr(args, "prefix_cache", DEFAULTS.prefix_cache)))
+                                   prefix_cache=getattr(args, "prefix_cache", DEFAULTS.prefix_cache),
+                                   cache_ram=getattr(args, "cache_ram", DEFAULTS.cache_ram)))
     return engine, "one request at a time, more queued", []
 
 

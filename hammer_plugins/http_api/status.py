@@ -65,6 +65,9 @@ def status_router() -> APIRouter:
             "running": worker.running, "peak_running": worker.peak_running, "completed": worker.completed,
             "cancelled": worker.cancelled, "refused": worker.refused, "timed_out": worker.timed_out,
             "counting": server.counting}
+        cache = server.engine.backend.cache_stats() if server.engine.is_loaded else None  # never loads the model
+        if cache is not None:  # the in-process prompt cache: states, bytes, budget, hit rates
+            body["prompt_cache"] = cache
         if reason is not None:
             body["reason"] = reason
         return JSONResponse(body, status_code=200 if reason is None else 503)

@@ -4,7 +4,10 @@ llama-cpp-python keeps the tokens of the previous call and re-evaluates only wha
 consecutive turns of one conversation (same tools block, longer history) skip the shared prefix.
 With ``prefix_cache`` set, the state of that prefix (the system turn and the tools block) is also
 kept on disk (``hammer_plugins.backends.prefix_cache``), so a new process with the same model and tools
-loads it instead of evaluating it again.
+loads it instead of evaluating it again. With ``cache_ram`` (MiB, on by default), the KV states of recent
+prompts are kept in memory, and a request restores the one sharing its longest prefix
+(``hammer_plugins.backends.prompt_states``): a new session, an answer pass or a side request with other
+instructions no longer throws away what the context held.
 One ``Llama`` instance is not re-entrant: calls are serialized by the backend lock. Grammars are
 applied as an llguidance token mask (``token_mask``), not llama.cpp's own grammar sampler, which
 is slower by about 15 ms a token on Qwen2.5's vocabulary.
@@ -30,6 +33,7 @@ from hammer_plugins.backends.llama_cpp.native import abort_callback, import_llam
 from hammer_plugins.backends.llama_cpp.prefix import LlamaCppPrefix
 from hammer_plugins.backends.llama_cpp.vocabulary import LlamaCppVocabulary
 from hammer_plugins.backends.prefix_cache import PrefixCache
+from hammer_plugins.backends.prompt_states import MIB, PromptStates
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.models.source import ModelSource, local_gguf, resolve_model
 from hammer_plugins.support.cpu_threads import physical_cores
@@ -42,7 +46,8 @@ class LlamaCppBackend(Backend):
     The model, its settings and tokenizing live here; the other jobs are components it holds:
     ``decoder`` (:class:`~.decoding.LlamaCppDecoder`, the decoding loops), ``vocabulary``
     (:class:`~.vocabulary.LlamaCppVocabulary`, llguidance's tokenizer and the token masks) and ``prefix``
-    (:class:`~.prefix.LlamaCppPrefix`, the tools prefix's KV state on disk).
+    (:class:`~.prefix.LlamaCppPrefix`, the tools prefix's KV state on disk, and the states of recent prompts
+    it keeps in ``prompt_states``, a :class:`~hammer_plugins.backends.prompt_states.PromptStates`).
 
     Args:
         model_path: a ``.gguf`` file; ``None`` resolves ``model`` or the default (see ``model_source``).
@@ -54,6 +59,8 @@ class LlamaCppBackend(Backend):
         n_gpu_layers: layers offloaded to a GPU build (0 on CPU).
         prefix_cache: keep the KV state of the tools prefix on disk across processes: ``True`` for the
             default folder, a path or a :class:`~hammer_plugins.backends.prefix_cache.PrefixCache`; ``None`` off.
+        cache_ram: MiB of memory for the KV states of recent prompts: a request restores the one sharing its
+            longest prefix (:mod:`~hammer_plugins.backends.prompt_states`; ``prompt_states`` here). 0: off.
         fast_forward: in greedy constrained decoding, take the tokens the grammar forces without
             running the model for each (plain greedy's output but at near ties; ``_greedy_masked``). ``False``: llama-cpp-python's
             own loop for every call. (Then ``backend.decoder.fast_forward``.)
@@ -74,6 +81,7 @@ class LlamaCppBackend(Backend):
         n_gpu_layers: int = BACKEND_DEFAULTS.n_gpu_layers,
         source: ModelSource | None = None,
         prefix_cache: bool | str | Path | PrefixCache | None = None,
+        cache_ram: int = BACKEND_DEFAULTS.cache_ram,
         fast_forward: bool = True,
         draft_tokens: int = 0,
         **llama_kwargs: Any,
@@ -97,6 +105,9 @@ class LlamaCppBackend(Backend):
             self.prefix_cache = prefix_cache
         elif prefix_cache is not None and prefix_cache is not False:
             self.prefix_cache = PrefixCache(None if prefix_cache is True else prefix_cache)
+        if cache_ram < 0:
+            raise ValueError(f"cache_ram is MiB of memory (0: off), got {cache_ram}")
+        self.prompt_states = PromptStates(cache_ram * MIB) if cache_ram else None
         self.vocabulary = LlamaCppVocabulary(self)
         self.prefix = LlamaCppPrefix(self)
         self.decoder = LlamaCppDecoder(self, self.vocabulary, self.prefix, fast_forward=fast_forward,
@@ -213,6 +224,10 @@ class LlamaCppBackend(Backend):
         llama = self.llama
         return tokenize_prompt(text, lambda piece, special: list(
             llama.tokenize(piece.encode("utf-8"), add_bos=False, special=special)))
+
+    def cache_stats(self) -> dict[str, Any] | None:
+        """The memory prompt cache's size and hit rates (:meth:`.PromptStates.stats`); ``None`` when it is off."""
+        return self.prompt_states.stats() if self.prompt_states is not None else None
 
     def info(self) -> dict[str, Any]:
         llama_cpp = import_llama_cpp()

@@ -83,9 +83,11 @@ class LlamaCppDecoder:
         prompt_tokens = self.model.tokenize(prompt)  # user text stays text: only our markers are special
         # llama-cpp-python re-evaluates only what differs from the previous call's tokens.
         started = time.perf_counter()
+        self.prefix.keep(prompt_tokens)  # before anything changes the context: its state, if this prompt displaces it
         for head in settings.prefill if self.prefix_cache is not None else ():
             self.prefix.prefill(head)  # before the context is read: a prefill replaces what it holds
-        cached = self.prefix.common(prompt_tokens)
+        # The context, or the kept state sharing the longest prefix with the prompt, whichever holds more of it.
+        cached, restored = self.prefix.restore_longest(prompt_tokens)
         fast = (grammar is not None and self.fast_forward and settings.temperature <= 0
                 and settings.repeat_penalty == 1.0)
         mask_job: Future[TokenMask] | None = None
@@ -123,6 +125,8 @@ class LlamaCppDecoder:
         if isinstance(mask, Future):
             mask = mask.result()
         done = time.perf_counter()
+        if self.model.prompt_states is not None:
+            self.model.prompt_states.record(len(prompt_tokens), min(reused, len(prompt_tokens) - 1), restored)
         yield GenerationChunk(
             text="",
             finish_reason="length" if run.finish == "length" else "stop",

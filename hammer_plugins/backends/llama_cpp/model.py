@@ -4,7 +4,7 @@ imports the backend that holds it).
 
 Example:
     >>> sorted(LlamaCppModel.__annotations__)
-    ['_cancel', 'llama_kwargs', 'n_gpu_layers', 'prefix_cache']
+    ['_cancel', 'llama_kwargs', 'n_gpu_layers', 'prefix_cache', 'prompt_states']
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hammer_plugins.backends.prefix_cache import PrefixCache
+from hammer_plugins.backends.prompt_states import PromptStates
 
 
 class LlamaCppModel(Protocol):
     """The loaded model, its settings and the operations on its context that the parts share."""
 
     prefix_cache: PrefixCache | None
+    prompt_states: PromptStates | None
     n_gpu_layers: int
     llama_kwargs: dict[str, Any]
     _cancel: threading.Event | None

@@ -1,5 +1,16 @@
-"""The KV state of a prompt's tools prefix: found in the context, or restored from the prefix cache on
-disk, or evaluated once and stored there, so that a new process skips it.
+"""The KV states of prompts: the tools prefix found in the context, or restored from the prefix cache on
+disk, or evaluated once and stored there, so that a new process skips it; and the states of whole
+prompts kept in memory (:mod:`~hammer_plugins.backends.prompt_states`) before a request displaces them,
+so that a later request restores the one sharing its longest prefix.
+
+Why not llama-cpp-python's ``Llama.save_state`` / ``load_state`` and ``LlamaRAMCache``: a ``LlamaState``
+carries a copy of the context's whole score buffer (``n_batch`` x vocabulary floats: 311 MB for Qwen2.5's
+152k tokens at ``n_batch`` 512) and of its ``n_ctx`` input ids, besides the KV of every sequence, while
+``LlamaRAMCache`` budgets only the KV bytes, so fifty states would hold gigabytes past its budget. The
+sequence API (``llama_state_seq_get_data``), which the disk cache already uses, copies the KV of the prompt
+alone (about 12 KiB a token for a 0.5B Qwen2); the decoding loops evaluate at least one token after a
+restore, so no logits need keeping. ``LlamaRAMCache``'s longest-prefix lookup and LRU are what
+:class:`~hammer_plugins.backends.prompt_states.PromptStates` does, with the budget counted on what is held.
 
 Example:
     >>> from hammer_plugins.backends.llama_cpp import LlamaCppBackend
@@ -11,7 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hammer_plugins.backends.llama_cpp.native import import_llama_cpp
 from hammer_plugins.prompt.render import Prompt
@@ -21,6 +32,12 @@ if TYPE_CHECKING:
 
 # A head shorter than this evaluates in well under a second: not worth a file.
 PREFILL_MIN_TOKENS = 64
+# A context's state is copied to memory only when a request would discard at least this many of its tokens:
+# fewer evaluate again in a fraction of a second, and a continuing conversation (the next turn keeps the
+# context) copies nothing.
+KEEP_MIN_TOKENS = 64
+# A kept state is restored only when it saves at least this many tokens over what the context holds.
+RESTORE_MIN_GAIN = 16
 
 
 class LlamaCppPrefix:
@@ -74,6 +91,60 @@ class LlamaCppPrefix:
             ])
         return self._runtime
 
+    def _read(self) -> tuple[Any, int]:
+        """The KV state of the context's sequence (a ``ctypes`` array) and its size in bytes (0: none)."""
+        llama_cpp = import_llama_cpp()
+        ctx = self.model.llama._ctx.ctx
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        buffer = (ctypes.c_uint8 * size)()
+        return buffer, int(llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0))
+
+    def _write(self, tokens: list[int] | tuple[int, ...], state: Any, size: int) -> bool:
+        """Make the context hold ``state``, the KV of ``tokens``; False: the runtime refused it (then it is empty)."""
+        llama = self.model.llama
+        llama.reset()
+        llama._ctx.kv_cache_clear()
+        if not import_llama_cpp().llama_state_seq_set_data(llama._ctx.ctx, state, size, 0):
+            llama._ctx.kv_cache_clear()
+            return False
+        llama.input_ids[: len(tokens)] = tokens
+        llama.n_tokens = len(tokens)
+        return True
+
+    def keep(self, prompt_tokens: list[int]) -> None:
+        """Copy the context's state to the memory cache when ``prompt_tokens`` would discard much of it (and no
+        kept state holds it already). Called before a request changes the context."""
+        states = self.model.prompt_states
+        if states is None or not self.model.is_loaded:
+            return
+        n = int(self.model.llama.n_tokens)
+        if n < KEEP_MIN_TOKENS or n - self.common(prompt_tokens) < KEEP_MIN_TOKENS:
+            return
+        tokens = self.model.llama.input_ids[:n].tolist()
+        if states.covers(tokens):
+            return
+        best, _ = states.longest(prompt_tokens)
+        if best is not None:
+            states.touch(best)  # the state this request may restore: keeping the context must not evict it
+        buffer, size = self._read()
+        if size:
+            states.add(tokens, buffer, size)
+
+    def restore_longest(self, prompt_tokens: list[int]) -> tuple[int, bool]:
+        """Restore the kept state sharing the longest prefix with ``prompt_tokens`` when it saves more than the
+        context holds; (the prompt tokens the context now holds, whether a state was restored)."""
+        cached = self.common(prompt_tokens)
+        states = self.model.prompt_states
+        if states is None:
+            return cached, False
+        state, shared = states.longest(prompt_tokens)
+        if state is None or shared < cached + RESTORE_MIN_GAIN:
+            return cached, False
+        if not self._write(state.tokens, state.state, state.size):
+            return 0, False
+        states.touch(state)
+        return shared, True
+
     def restore_or_store(self, shared: list[int]) -> int:
         """Put the state of ``shared`` in the context, from disk when stored; the tokens it saved from evaluation.
 
@@ -82,26 +153,19 @@ class LlamaCppPrefix:
         """
         cache = self.model.prefix_cache
         assert cache is not None
-        llama_cpp = import_llama_cpp()
-        llama = self.model.llama
-        ctx = llama._ctx.ctx
         runtime = self._runtime_id()
         state = cache.load(runtime, shared)
-        llama.reset()
-        llama._ctx.kv_cache_clear()
         if state is not None:
             buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-            if llama_cpp.llama_state_seq_set_data(ctx, buffer, len(state), 0):
-                llama.input_ids[: len(shared)] = shared
-                llama.n_tokens = len(shared)
+            if self._write(shared, buffer, len(state)):
                 return len(shared)
-            llama._ctx.kv_cache_clear()  # a state this runtime cannot read: evaluate instead
+            # a state this runtime cannot read: evaluate instead (the context is empty now)
+        self.model.llama.reset()
+        self.model.llama._ctx.kv_cache_clear()
         self.model.evaluate(shared)  # cancelled part-way: nothing is stored, and the next call evaluates it again
-        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
-        buffer = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
+        buffer, written = self._read()
         if written:
-            cache.store(runtime, shared, bytes(buffer)[:written])
+            cache.store(runtime, shared, ctypes.string_at(buffer, written))
         return 0
 
     def prefill(self, head: str) -> None:
