@@ -188,3 +188,38 @@ def test_a_clients_call_id_is_echoed_bounded(server: Any, door: str) -> None:
                        headers={"Authorization": f"Bearer {KEY}"})
     message, _ = _error(door, reply)
     assert reply.status_code == 400 and "xxxx" in message and len(message) < 1000, len(message)
+
+
+# ------------------------------------------------------------------ the engine's tool selector, at every door
+def test_every_door_offers_what_the_engines_own_selector_chose() -> None:
+    """A caller's selector on the engine decides what every API's prompt offers (the default would offer the
+    weather tool for this question; the selector offers two others)."""
+    asked: list[str] = []
+
+    def choose(question: str, tools: list[Any]) -> list[str]:
+        asked.append(question)
+        return ["tool_3", "tool_7"]
+
+    tools = [{"name": f"tool_{i}", "description": f"Does thing number {i} with files and records. " + "x " * 60,
+              "parameters": {"type": "object", "properties": {"value": {"type": "string"}}}} for i in range(40)]
+    tools.append(WEATHER)
+    backend = ScriptedBackend(['[{"name": "tool_3", "arguments": {"value": "a"}}]'] * 4)
+    engine = HammerEngine(backend=backend, tool_budget=400, tool_selector=choose)
+    question = "What's the weather in Paris?"
+    bodies = {
+        "/v1/chat/completions": _chat([{"role": "user", "content": question}], [_function(t) for t in tools]),
+        "/v1/responses": {"model": "hammer", "input": question, "tools": [{"type": "function", **t} for t in tools]},
+        "/v1/messages": {"model": "hammer", "max_tokens": 64, "messages": [{"role": "user", "content": question}],
+                         "tools": [{"name": t["name"], "description": t.get("description", ""),
+                                    "input_schema": t["parameters"]} for t in tools]},
+        "/api/chat": {**_chat([{"role": "user", "content": question}], [_function(t) for t in tools]), "stream": False},
+    }
+    with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as running:
+        for path, body in bodies.items():
+            reply = httpx.post(running.url + path, json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=30,
+                               trust_env=False)
+            assert reply.status_code == 200, (path, reply.text)
+            prompt = backend.prompts[-1]
+            assert '"name": "tool_3"' in prompt and '"name": "tool_7"' in prompt, path
+            assert '"name": "get_weather"' not in prompt and '"name": "tool_0"' not in prompt, path
+    assert asked == [question] * 4
