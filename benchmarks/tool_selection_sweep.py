@@ -8,7 +8,8 @@ among every pooled function. The held-out halves are not read here.
 
 Usage::
 
-    .venv/bin/python benchmarks/tool_selection_sweep.py [--per-category 60] [--json docs/benchmarks/tools/selection_sweep_weights.json]
+    .venv/bin/python benchmarks/tool_selection_sweep.py [--per-category 60]
+        [--json docs/benchmarks/tools/selection_sweep_weights.json]
 """
 
 from __future__ import annotations
