@@ -40,6 +40,8 @@ from hammer_plugins.slot_filling.snapshots import Snapshot, SnapshotMessage
 from hammer_plugins.support import moved_paths as _moved_paths
 from hammer_plugins.tools.definition import Tool, to_tool, to_tools
 from hammer_plugins.tools.limits import SchemaLimits
+from hammer_plugins.tools.meaning import LexicalSelector, MeaningSelector
+from hammer_plugins.tools.selector import FunctionSelector, Selection, SelectionQuery, ToolSelector
 from hammer_plugins.values.calls import InvalidToolCall, ToolCall
 from hammer_plugins.values.errors import (
     BackendNotInstalledError,
@@ -83,15 +85,16 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DEFAULT_MAX_TOOL_ROUNDS",
-    "DEFAULT_REFUSAL_TEXT",
     "Backend",
     "BackendInterface",
     "BackendNotInstalledError",
     "ContextWindowExceededError",
+    "DEFAULT_MAX_TOOL_ROUNDS",
+    "DEFAULT_REFUSAL_TEXT",
     "Decoding",
     "EngineRequest",
     "EngineSettings",
+    "FunctionSelector",
     "GenerationChunk",
     "GenerationSettings",
     "GrammarNotSupportedError",
@@ -100,6 +103,8 @@ __all__ = [
     "HammerResponse",
     "InvalidModelFileError",
     "InvalidToolCall",
+    "LexicalSelector",
+    "MeaningSelector",
     "Message",
     "ModelChecksumError",
     "ModelNotFoundError",
@@ -112,6 +117,8 @@ __all__ = [
     "SchemaLimitError",
     "SchemaLimits",
     "ScriptedBackend",
+    "Selection",
+    "SelectionQuery",
     "ServerAuthenticationError",
     "ServerError",
     "ServerHTTPError",
@@ -126,9 +133,10 @@ __all__ = [
     "TextDelta",
     "Timings",
     "Tool",
-    "ToolCall",
     "ToolBudgetError",
+    "ToolCall",
     "ToolCallDelta",
+    "ToolSelector",
     "UnknownModelError",
     "UnknownToolError",
     "Usage",

@@ -35,8 +35,11 @@ class SelectionQuery:
     """What a selector reads of a conversation.
 
     ``text``: the question (the last user turn, with earlier ones when it says too little alone);
-    ``context``: the earlier conversation a selector may read for the next step (earlier user turns, the
-    assistant's calls, tool results), most recent last; ``called``: the tools called so far.
+    ``context``: the user's earlier turns, most recent last; ``called``: the tools called so far.
+
+    Example:
+        >>> SelectionQuery("And in Rome?", context=("Weather in Paris?",), called=("get_weather",)).called
+        ('get_weather',)
     """
 
     text: str
@@ -46,7 +49,12 @@ class SelectionQuery:
 
 @dataclass(frozen=True)
 class Selection:
-    """A selector's answer: tool names to offer, best first, and the reserve for one widening on ``[]``."""
+    """A selector's answer: tool names to offer, best first, and the reserve for one widening on ``[]``.
+
+    Example:
+        >>> Selection(offered=("get_weather",), reserve=("get_forecast",)).reserve
+        ('get_forecast',)
+    """
 
     offered: tuple[str, ...]
     reserve: tuple[str, ...] = field(default=())
