@@ -50,11 +50,15 @@ class ToolBinding:
 
     def costs(self) -> tuple[int, ...]:
         """Each tool's estimated tokens in the prompt's tools block, as the prompt shows it (masked or not)."""
+        known = self.__dict__.get("_costs")
+        if known is not None:  # a binding is immutable and reused for every call with its tools: count once
+            return known  # type: ignore[no-any-return]
         key = tuple(t.fingerprint() for t in self.prompt_tools)
         found = _COSTS.get(key)
         if found is None:
             found = tuple(entry_tokens(t) for t in self.prompt_tools)
             _COSTS.put(key, found, len(found) + sum(map(len, key)) // 8)
+        object.__setattr__(self, "_costs", found)
         return found
 
     def grammar(self, tool_choice: str, parallel: bool, only: frozenset[str] = frozenset(),

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -119,8 +121,17 @@ class MeaningSelector:
         self._embedder = embedder
         self._store = VectorStore() if store is True else (store or None)
         self._vectors: ToolVectors | None = None
+        # The tool sets asked about last, by identity: the engine passes its bound tool set's own tuple on every
+        # call, and fingerprinting 1,000 tools again would cost more than the whole selection (the references
+        # held here keep those ids from being reused).
+        self._recent: OrderedDict[int, tuple[Sequence[Tool], _Index]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def _index(self, tools: Sequence[Tool]) -> _Index:
+        with self._lock:
+            recent = self._recent.get(id(tools))
+        if recent is not None and recent[0] is tools and isinstance(tools, tuple):
+            return recent[1]
         if self._vectors is None:
             self._vectors = ToolVectors(self._embedder or default_embedder(), self._store)
         key = (self._vectors.embedder.identity, *(t.fingerprint() for t in tools))
@@ -128,11 +139,18 @@ class MeaningSelector:
         if found is None:
             found = _Index(tools, self._vectors)
             _RANKINGS.put(key, found, found.matrix.nbytes + sum(map(len, key)))
+        if isinstance(tools, tuple):  # immutable: the same object is the same tool set
+            with self._lock:
+                self._recent[id(tools)] = (tools, found)
+                while len(self._recent) > 8:
+                    self._recent.popitem(last=False)
         return found
 
     def scores(self, text: str, tools: Sequence[Tool]) -> np.ndarray:
         """The fused score of each tool for ``text``, in the tools' order (0..1)."""
-        index = self._index(tools)
+        return self._scores(self._index(tools), text)
+
+    def _scores(self, index: _Index, text: str) -> np.ndarray:
         assert self._vectors is not None
         meaning = index.matrix @ self._vectors.embedder.query(text)
         words = np.asarray(index.lexical.scores(text), dtype=np.float32)
@@ -155,10 +173,11 @@ class MeaningSelector:
             return LexicalSelector().select(query, tools)
 
     def _select(self, query: SelectionQuery, tools: Sequence[Tool]) -> Selection:
-        whole = np.argsort(-self.scores(query.text, tools), kind="stable")
+        index = self._index(tools)
+        whole = np.argsort(-self._scores(index, query.text), kind="stable")
         chosen = list(whole[:BEST_OF_QUESTION])
         for part in question_parts(query.text):
-            for i in np.argsort(-self.scores(part, tools), kind="stable")[:BEST_OF_PART]:
+            for i in np.argsort(-self._scores(index, part), kind="stable")[:BEST_OF_PART]:
                 if i not in chosen:
                     chosen.append(i)
         reserve = [i for i in whole[BEST_OF_QUESTION:] if i not in chosen][:RESERVE]
