@@ -15,7 +15,8 @@ needs is among the tools offered. Recorded per selector (``meaning``, the defaul
 
 Usage::
 
-    .venv/bin/python benchmarks/tool_selection_recall.py [--per-category 60] [--json docs/benchmarks/tools/selection_recall.json]
+    .venv/bin/python benchmarks/tool_selection_recall.py [--per-category 60] [--no-timing | --only-timing]
+        [--json docs/benchmarks/tools/selection_recall.json]
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def timing(functions: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for size in (1000, 10000):
         specs = [dict(to_tool_spec(base[i % len(base)]), name=f"{base[i % len(base)]['name']}_{i}",
                       description=f"{base[i % len(base)].get('description', '')} (variant {i})") for i in range(size)]
-        tools = [to_tool(s) for s in specs]
+        tools = tuple(to_tool(s) for s in specs)  # the engine passes its bound tuple
         store = VectorStore(Path(tempfile.mkdtemp()) / "v" / "vectors.sqlite3")
         cold = MeaningSelector(store=store)
         started = time.perf_counter()
@@ -152,9 +153,13 @@ def main() -> int:
     parser.add_argument("--per-category", type=int, default=60)
     parser.add_argument("--sizes", default="100,1000")
     parser.add_argument("--no-timing", action="store_true")
+    parser.add_argument("--only-timing", action="store_true", help="the timings alone (a quiet machine's figures)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     functions = every_function()
+    if args.only_timing:
+        write_record(args.json, {**run_facts("benchmarks/tool_selection_recall.py"), "timing": timing(functions)})
+        return 0
     engines = {label: HammerEngine(backend=ScriptedBackend([]), tool_selector=label) for label in SELECTORS}
     sizes = [int(s) for s in args.sizes.split(",")]
     bfcl = bfcl_rows(engines, functions, args.per_category, sizes)
