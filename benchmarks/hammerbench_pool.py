@@ -9,9 +9,13 @@ arguments by the official check (no extra key, every label value matched at ROUG
 setting: right names, right calls, the median and mean seconds per call, the median prompt tokens, and for the
 pool the selector's recall (the label's function among the offered tools, ``HammerResponse.offered_tools``).
 
+``--recall-only`` runs no model: the selector's recall alone for each built-in selector (``meaning``, ``bm25``),
+over the first ``--questions`` of them, through the engine's own planning on a scripted backend.
+
 Usage::
 
-    .venv/bin/python benchmarks/hammerbench_pool.py [--questions 40] [--json docs/benchmarks/tools/hammerbench_pool.json]
+    .venv/bin/python benchmarks/hammerbench_pool.py [--questions 40] [--recall-only]
+        [--json docs/benchmarks/tools/hammerbench_pool.json]
 """
 
 from __future__ import annotations
@@ -84,11 +88,39 @@ def summary(rows: list[dict[str, Any]], label_names: list[str | None]) -> dict[s
     return out
 
 
+def recall_only(asked: list[BenchTurn], pool: list[dict[str, Any]]) -> dict[str, Any]:
+    """The label's function among the offered tools, per built-in selector (no model runs)."""
+    from hammer_plugins import ScriptedBackend
+    from hammer_plugins.engine.planning import make_plan
+    from hammer_plugins.engine.request import EngineRequest
+
+    tools = to_bench_tools(pool)
+    found: dict[str, Any] = {}
+    for selector in ("meaning", "bm25"):
+        engine = HammerEngine(backend=ScriptedBackend([]), tool_selector=selector)
+        hits, counts = [], []
+        for turn in asked:
+            offered = make_plan(engine, EngineRequest.of(turn_messages(turn), tools), fit=False).offered or ()
+            hits.append(turn.label.name in offered)
+            counts.append(len(offered))
+        found[selector] = {"questions": len(asked), "recall": round(sum(hits) / len(hits), 4),
+                           "mean_offered": round(statistics.fmean(counts), 2)}
+        print(selector, found[selector], flush=True)
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=40)
     parser.add_argument("--json", type=Path, help="write the record here")
+    parser.add_argument("--recall-only", action="store_true", help="the selector's recall alone; no model runs")
     args = parser.parse_args()
+    if args.recall_only:
+        pool, asked = every_tool(), questions(args.questions)
+        write_record(args.json, {**run_facts("benchmarks/hammerbench_pool.py"), "pool_tools": len(pool),
+                                 "source": "ST_Perfect, first questions that expect a call",
+                                 "recall": recall_only(asked, pool)})
+        return 0
     engine = HammerEngine()
     engine.load()
     pool = every_tool()
