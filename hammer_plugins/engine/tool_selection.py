@@ -7,8 +7,8 @@ history's calls stay readable and a result's tool can be called again), and the 
 The selector reads the real descriptions; the prompt shows the selected tools masked as usual, so
 masking keeps working and the masks never name the tools left out. What was offered travels with
 the answer (``HammerResponse.offered_tools``) and is logged at debug level (this module's logger).
-When Hammer answers ``[]`` and the selection left tools out, the selector's reserve is offered once
-(:attr:`Offer.widened`).
+When Hammer answers ``[]`` and the selection left tools out, the selector's reserve is offered once, beside the
+tools of the first pass (:attr:`Offer.widened`).
 
 Example:
     >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TOOL_BUDGET = 1024
 """Prompt tokens the tools block may take before the engine selects among the tools (0: never select)."""
+
+WIDENED_BUDGET = 2
+"""The widened pass after Hammer's ``[]`` may take this many times the tool budget (the first pass's tools and the
+reserve together)."""
 
 # A query word list this short says little on its own ("yes", "do it"): the user's earlier words join it.
 _SHORT_QUERY_WORDS = 3
@@ -108,7 +112,10 @@ def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pin
         selection = selector.select(selection_query(messages), full.tools)
         wanted, reserve = selection.offered, selection.reserve
     else:
-        wanted, reserve = tuple(forced), ()
+        # The widened pass offers what the first did and the reserve together: Hammer's [] over a set that held
+        # the right tool must not leave it out now. Twice the budget, so the reserve fits beside them.
+        wanted, reserve, budget = tuple(forced), (), budget * WIDENED_BUDGET
+
     order = list(dict.fromkeys(index[n] for n in wanted if n in index))
     if not order and not keep:
         order = list(range(len(names)))  # the selector knows nothing of this question: the tool set's order decides
@@ -119,7 +126,8 @@ def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pin
     chosen = select_tools(costs, scores, budget, keep, max_tools=len(order) + len(keep), names=names)
     offered = tuple(names[i] for i in chosen)
     spare = tuple(n for n in reserve if n in index and index[n] not in chosen)
-    widened = tuple(names[i] for i in sorted(keep)) + spare if spare else None
+    first = tuple(names[i] for i in sorted(keep)) + tuple(names[i] for i in order if i in chosen and i not in keep)
+    widened = first + spare if spare else None
     if log.isEnabledFor(logging.DEBUG):
         log.debug("offered %d of %d tools (%d of %d estimated tokens): %s%s", len(offered), len(names),
                   sum(costs[i] for i in chosen), sum(costs), ", ".join(offered),

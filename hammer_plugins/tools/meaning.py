@@ -175,11 +175,14 @@ class MeaningSelector:
     def _select(self, query: SelectionQuery, tools: Sequence[Tool]) -> Selection:
         index = self._index(tools)
         whole = np.argsort(-self._scores(index, query.text), kind="stable")
-        chosen = list(whole[:BEST_OF_QUESTION])
+        # The best match of the whole question first, then the best of each part (a question of several requests
+        # needs one tool for each, and the budget may not reach the whole question's fourth), then the rest.
+        chosen = [int(whole[0])]
         for part in question_parts(query.text):
             for i in np.argsort(-self._scores(index, part), kind="stable")[:BEST_OF_PART]:
-                if i not in chosen:
-                    chosen.append(i)
+                if int(i) not in chosen:
+                    chosen.append(int(i))
+        chosen += [int(i) for i in whole[1:BEST_OF_QUESTION] if int(i) not in chosen]
         reserve = [i for i in whole[BEST_OF_QUESTION:] if i not in chosen][:RESERVE]
         return Selection(offered=tuple(tools[i].name for i in chosen),
                          reserve=tuple(tools[i].name for i in reserve))

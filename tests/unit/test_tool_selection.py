@@ -224,9 +224,11 @@ def test_a_refusal_widens_to_the_reserve_once_and_only_when_tools_were_left_out(
     hammer = HammerEngine(backend=backend, tool_budget=300)
     response = hammer.generate([Message.user("What's the weather in Paris?")], tools)
     assert len(backend.prompts) == 2 and [c.name for c in response.tool_calls] == [spare]
-    assert response.offered_tools is not None and set(response.offered_tools) <= set(first.reserve)
-    assert not set(response.offered_tools) & set(first.offered)
+    # The widened pass: the first pass's tools (the weather tool among them) and the reserve beside them.
+    assert response.offered_tools is not None and set(response.offered_tools) <= set(first.offered) | set(first.reserve)
+    assert {"get_weather", spare} <= set(response.offered_tools)
     assert f'"name": "{spare}"' in backend.prompts[1] and f'"name": "{spare}"' not in backend.prompts[0]
+    assert '"name": "get_weather"' in backend.prompts[0] and '"name": "get_weather"' in backend.prompts[1]
     assert response.usage.prompt_tokens > 0
     # Twice refused: the second [] stands (one widening, not a walk through the whole tool set).
     twice = ScriptedBackend(["[]", "[]", "[]"])
