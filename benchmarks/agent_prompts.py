@@ -156,7 +156,7 @@ def new_session(api: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def claude_code_like(session_id: str) -> dict[str, Any]:
-    """Claude Code's first request as the GUIDE describes it (2.1.332): system text, 12 tools, the first user
+    """Claude Code's first request as a logging proxy saw it (2.1.332): system text, 12 tools, the first user
     message with a system-reminder, then a 9 kB environment block as its own message, and ``metadata``. A second
     session in the same HOME sends this body again byte for byte but for ``metadata.session_id``."""
     body = messages_body("cc")
