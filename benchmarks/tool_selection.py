@@ -16,9 +16,9 @@ Usage::
         [--variant max_tools=4] [--json docs/benchmarks/tools/selection.json]
 
 ``--variant NAME=VALUE`` sets one of ``hammer_plugins.tools.meaning``'s constants (``BEST_OF_QUESTION``,
-``BEST_OF_PART``, ``MEANING_WEIGHT``), ``tool_budget`` or ``tool_selector`` (``bm25``) for the pooled runs, to
-compare settings side by side (repeatable: each variant is its own pooled run). ``--parallel-multiple N`` adds
-questions whose answer calls two to four different functions.
+``BEST_OF_PART``, ``MEANING_WEIGHT``, ``MIN_SHARE_OF_BEST``), ``tool_budget`` or ``tool_selector`` (``bm25``) for
+the pooled runs, to compare settings side by side (repeatable: each variant is its own pooled run).
+``--parallel-multiple N`` adds questions whose answer calls two to four different functions.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from hammer_plugins.tools.meaning import as_selector  # noqa: E402
 from hammer_plugins.values.errors import ContextWindowExceededError  # noqa: E402
 
 POOL_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_multiple")
-SETTABLE = ("BEST_OF_QUESTION", "BEST_OF_PART", "MEANING_WEIGHT")
+SETTABLE = ("BEST_OF_QUESTION", "BEST_OF_PART", "MEANING_WEIGHT", "MIN_SHARE_OF_BEST")
 
 
 def questions(simple: int, multiple: int, parallel_multiple: int = 0) -> list[BfclEntry]:
