@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 
 def new_call_id() -> str:
@@ -95,5 +95,13 @@ def pending_calls_of(holder: Mapping[str, Any]) -> list[PendingCall]:
     """
     for place in (holder, *(holder.get(k) for k in ("metadata", "response_metadata", "additional_kwargs"))):
         if isinstance(place, Mapping) and isinstance(place.get(PENDING_CALLS_KEY), list):
-            return [PendingCall.from_wire(item) for item in place[PENDING_CALLS_KEY] if isinstance(item, Mapping)]
+            return [call for item in place[PENDING_CALLS_KEY] if (call := _read(item)) is not None]
     return []
+
+
+def _read(item: Any) -> PendingCall | None:
+    # What a client sends back is not ours to trust: a malformed entry is left out (the model proposes anew).
+    try:
+        return PendingCall.from_wire(item) if isinstance(item, Mapping) else None
+    except ValidationError:
+        return None

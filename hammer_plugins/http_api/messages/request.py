@@ -62,6 +62,7 @@ class MessagesRequest(BaseModel):
     seed: int | None = Field(None, ge=0, le=SEED_MAX)  # outside it, C wrapped 2**64 + 5 to seed 5
     mask_names: bool | None = Field(None, strict=True)
     on_refusal: Literal["message", "answer"] | None = None
+    on_missing: Literal["ask", "call"] | None = None  # the engine's ask-or-call rule for this request
     constrained: bool | None = Field(None, strict=True)
     repeat_penalty: float | None = Field(None, gt=0)
     _count_only: bool = PrivateAttr(False)  # count_tokens: max_tokens is not required
@@ -88,7 +89,7 @@ class MessagesRequest(BaseModel):
             max_tokens=None if self._count_only else self.max_tokens, temperature=self.temperature, top_p=self.top_p,
             top_k=self.top_k, seed=self.seed, stop=checked_stop(self.stop_sequences, "stop_sequences"),
             repeat_penalty=self.repeat_penalty, parallel_tool_calls=False if parallel is False else None,
-            mask_names=self.mask_names, constrained=self.constrained,
+            mask_names=self.mask_names, constrained=self.constrained, on_missing=self.on_missing,
             # Agent clients (Claude Code) show whatever comes back: Hammer's [] is answered in prose by a tool-free
             # pass, as Hammer's own client does, unless the request asks for the refusal text.
             on_refusal=self.on_refusal or "answer")

@@ -92,6 +92,7 @@ class ResponsesRequest(BaseModel):
     stop: str | list[str] | None = None
     mask_names: bool | None = Field(None, strict=True)
     on_refusal: Literal["message", "answer"] | None = None
+    on_missing: Literal["ask", "call"] | None = None  # the engine's ask-or-call rule for this request
     constrained: bool | None = Field(None, strict=True)
     top_k: int | None = Field(None, ge=0, le=TOP_K_MAX)
     repeat_penalty: float | None = Field(None, gt=0)
@@ -116,7 +117,7 @@ class ResponsesRequest(BaseModel):
             messages=messages, tools=tools, tool_choice=choice, max_tokens=self.max_output_tokens,
             temperature=self.temperature, top_p=self.top_p, seed=self.seed, stop=checked_stop(self.stop, "stop"),
             top_k=self.top_k, repeat_penalty=self.repeat_penalty, parallel_tool_calls=self.parallel_tool_calls,
-            mask_names=self.mask_names, constrained=self.constrained,
+            mask_names=self.mask_names, constrained=self.constrained, on_missing=self.on_missing,
             # Agent clients (Codex, the Agents SDK) show whatever comes back: Hammer's [] is answered in prose by a
             # tool-free pass, as Hammer's own client does, unless the request asks for the refusal text.
             on_refusal=self.on_refusal or "answer", response_format=_response_format(self.text, meta))

@@ -137,6 +137,7 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
     def on_finish(self, response: HammerResponse, text: str) -> list[dict[str, Any]]:
         out = (self._text(text) if text else []) + self._close_message()
         usage = response.usage
+        self.response.update(response.pending_extension())  # an ask's held-back calls (on_missing="ask")
         self.response["usage"] = {"input_tokens": usage.prompt_tokens,
                                   "input_tokens_details": {"cached_tokens": usage.cached_prompt_tokens,
                                                            "cache_write_tokens": 0},
