@@ -23,6 +23,7 @@ from hammer_plugins.backends.scripted import ScriptedBackend
 from hammer_plugins.engine import (
     DEFAULT_MAX_TOOL_ROUNDS,
     HammerEngine,
+    MissingArgumentsError,
     RefusalError,
     TextDelta,
     ToolCallDelta,
@@ -40,7 +41,7 @@ from hammer_plugins.slot_filling.snapshots import Snapshot, SnapshotMessage
 from hammer_plugins.support import moved_paths as _moved_paths
 from hammer_plugins.tools.definition import Tool, to_tool, to_tools
 from hammer_plugins.tools.limits import SchemaLimits
-from hammer_plugins.values.calls import InvalidToolCall, ToolCall
+from hammer_plugins.values.calls import InvalidToolCall, PendingCall, ToolCall
 from hammer_plugins.values.errors import (
     BackendNotInstalledError,
     ContextWindowExceededError,
@@ -105,6 +106,8 @@ __all__ = [
     "ModelNotFoundError",
     "OpenAICompatibleBackend",
     "ParsedOutput",
+    "MissingArgumentsError",
+    "PendingCall",
     "RefusalError",
     "RequestError",
     "Runtime",
