@@ -122,24 +122,29 @@ def stands(plan: Plan, call: ToolCall) -> ToolCall | None:
 
 def ask_or_call(plan: Plan, response: HammerResponse) -> HammerResponse:
     """The rule on a parsed answer: calls whose required values were all given go out (values nobody gave
-    in optional parameters dropped); if any lacks one, every call is held back and the answer asks
-    (``"ask"``) or :class:`MissingArgumentsError` is raised (``"error"``). ``"call"``: the answer as it is."""
+    in optional parameters dropped); those that lack one are held back as ``pending_calls`` and the answer's
+    text asks for their values (``"ask"``; beside the calls that go out, when some do), or
+    :class:`MissingArgumentsError` is raised (``"error"``). ``"call"``: the answer as it is."""
     if not plan.holds_calls or response.kind != "tool_calls" or not response.tool_calls:
         return response
     held = [hold(plan, call) for call in response.tool_calls]
-    if not any(p.missing for p in held):
-        # A call that completes one the last answer held back keeps its id: the call the ask announced goes out.
-        calls = [call.model_copy(update={"arguments": p.arguments, "id": p.id})
-                 for call, p in zip(response.tool_calls, held, strict=True)]
+    # A call that completes one the last answer held back keeps its id: the call the ask announced goes out.
+    calls = [call.model_copy(update={"arguments": p.arguments, "id": p.id})
+             for call, p in zip(response.tool_calls, held, strict=True) if not p.missing]
+    if len(calls) == len(held):
         return response.model_copy(update={"tool_calls": calls})
     if plan.on_missing == "error":
         missing = "; ".join(f"{p.name}: {', '.join(p.missing)}" for p in held if p.missing)
         raise MissingArgumentsError(f"the model's call lacks required values nobody gave ({missing}). Fix: say "
                                     "them in the question, or use on_missing='ask'", held)
-    tools = [(tool, p.missing) for p in held if p.missing and (tool := _tool(plan.binding.tools, p.name)) is not None]
+    pending = [p for p in held if p.missing]
+    tools = [(tool, p.missing) for p in pending if (tool := _tool(plan.binding.tools, p.name)) is not None]
     users = "\n".join(m.content for m in plan.messages if m.role == "user")
+    question = missing_question(tools, language_of(users))
+    if calls:  # parallel calls, some complete: those go out (they may have streamed already), the rest is asked for
+        return response.model_copy(update={"tool_calls": calls, "pending_calls": pending, "text": question})
     return response.model_copy(update={
-        "kind": "text", "tool_calls": [], "pending_calls": held, "text": missing_question(tools, language_of(users)),
+        "kind": "text", "tool_calls": [], "pending_calls": pending, "text": question,
         "finish_reason": "stop" if response.finish_reason == "tool_calls" else response.finish_reason})
 
 

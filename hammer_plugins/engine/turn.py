@@ -151,9 +151,9 @@ def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> G
                 calls, _ = items_to_calls([item], "")
                 resolved = resolve(plan, calls[0], "") if calls else None
                 if isinstance(resolved, ToolCall) and plan.holds_calls:
-                    # The ask-or-call rule: a call goes out mid-stream only as it will stand at the end; with
-                    # parallel calls a later one may still lack a value (then all are held), so they wait.
-                    resolved = None if plan.parallel else stands(plan, resolved)
+                    # The ask-or-call rule: a call goes out mid-stream only as it will stand at the end (each
+                    # parallel call is judged alone, so a complete one streams while another is held).
+                    resolved = stands(plan, resolved)
                 if isinstance(resolved, ToolCall) and call_key(resolved) not in answered and (
                         plan.parallel or not streamed):
                     streamed.append(resolved)

@@ -126,11 +126,13 @@ def test_streaming_never_sends_a_held_call() -> None:
     assert delta.call.id == events[-1].tool_calls[0].id and delta.call.arguments == events[-1].tool_calls[0].arguments
 
 
-def test_parallel_calls_are_all_held_when_one_lacks_a_value() -> None:
+def test_a_complete_parallel_call_goes_out_and_the_other_is_asked_for() -> None:
     engine = engine_of('[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
                        '{"name": "pay_fine", "arguments": {"city": "Paris", "plate": "Q"}}]')
     response = engine.generate([Message.user("Weather in Paris, and pay my fine there")], [WEATHER, PAY_FINE])
-    assert response.tool_calls == [] and [p.missing for p in response.pending_calls] == [[], ["plate"]]
+    assert [c.name for c in response.tool_calls] == ["get_weather"]
+    assert response.text == "Please provide the license plate number."
+    assert [(p.name, p.missing) for p in response.pending_calls] == [("pay_fine", ["plate"])]
 
 
 @pytest.mark.parametrize(("text", "question"), [
