@@ -22,7 +22,6 @@ from pathlib import Path
 from hammer_evals.datasets import hammerbench_dir
 from hammer_evals.hammerbench.data import load_file
 from hammer_evals.hammerbench.runner import RunnerConfig, predict_turn, record_prediction
-
 from hammer_plugins import HammerEngine, ScriptedBackend
 
 
