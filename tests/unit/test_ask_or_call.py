@@ -180,3 +180,15 @@ def test_language_detection_and_question_wording() -> None:
     assert language_of("What is the weather") == "en"
     tool = Tool.model_validate(PAY_FINE)
     assert missing_question([(tool, ["city", "plate"])]) == "Please provide the violating city and the license plate number."
+
+
+def test_the_hammerbench_runner_scores_a_held_call_as_its_pending_call() -> None:
+    from hammer_evals.hammerbench.data import BenchTurn, LabelCall
+    from hammer_evals.hammerbench.runner import predict_turn
+
+    turn = BenchTurn(index=0, history=[{"role": "user", "content": "Pay my fine in Guangzhou"}],
+                     label=LabelCall(name="pay_fine"), tools=[PAY_FINE])
+    asked = predict_turn(engine_of(call("pay_fine", city="Guangzhou", plate="X")), turn)
+    assert asked.asked and asked.call == {"name": "pay_fine", "arguments": {"city": "Guangzhou"}}
+    plain = predict_turn(engine_of(call("pay_fine", city="Guangzhou", plate="X"), on_missing="call"), turn)
+    assert not plain.asked and plain.call == {"name": "pay_fine", "arguments": {"city": "Guangzhou", "plate": "X"}}
