@@ -76,24 +76,35 @@ def test_a_request_turns_the_rule_on_over_the_engine_s_setting() -> None:
     assert message["content"] == ASKED
 
 
-def test_responses_asks_in_its_own_shape() -> None:
-    with _server(INVENTED) as running:
-        body = _post(running, "/v1/responses", {"model": "hammer", "input": QUESTION,
-                                                "tools": [{"type": "function", **PAY_FINE}]}).json()
-    assert [item["type"] for item in body["output"]] == ["message"]
-    assert body["output"][0]["content"][0]["text"] == ASKED
-    _pending(body["hammer_pending_calls"])
+def test_responses_asks_in_its_own_shape_then_completes_with_its_output_sent_back() -> None:
+    tools = [{"type": "function", **PAY_FINE}]
+    with _server(INVENTED, COMPLETED) as running:
+        body = _post(running, "/v1/responses", {"model": "hammer", "input": QUESTION, "tools": tools}).json()
+        assert [item["type"] for item in body["output"]] == ["message"]
+        assert body["output"][0]["content"][0]["text"] == ASKED
+        _pending(body["hammer_pending_calls"])
+        _pending(body["output"][0]["hammer_pending_calls"])  # on the item a client sends back as input
+        items = [{"role": "user", "content": QUESTION}, *body["output"], {"role": "user", "content": "D456"}]
+        done = _post(running, "/v1/responses", {"model": "hammer", "input": items, "tools": tools}).json()
+    [call] = [item for item in done["output"] if item["type"] == "function_call"]
+    assert json.loads(call["arguments"]) == {"city": "Guangzhou", "plate": "D456"}
 
 
-def test_messages_asks_in_its_own_shape() -> None:
-    with _server(INVENTED) as running:
-        body = _post(running, "/v1/messages", {
-            "model": "hammer", "max_tokens": 64, "messages": [{"role": "user", "content": QUESTION}],
-            "tools": [{"name": "pay_fine", "description": PAY_FINE["description"],
-                       "input_schema": PAY_FINE["parameters"]}]}).json()
-    assert [block["type"] for block in body["content"]] == ["text"] and body["content"][0]["text"] == ASKED
-    assert body["stop_reason"] == "end_turn"
-    _pending(body["hammer_pending_calls"])
+def test_messages_asks_in_its_own_shape_then_completes_with_the_message_sent_back() -> None:
+    tools = [{"name": "pay_fine", "description": PAY_FINE["description"], "input_schema": PAY_FINE["parameters"]}]
+    with _server(INVENTED, COMPLETED) as running:
+        first = [{"role": "user", "content": QUESTION}]
+        body = _post(running, "/v1/messages", {"model": "hammer", "max_tokens": 64, "messages": first,
+                                               "tools": tools}).json()
+        assert [block["type"] for block in body["content"]] == ["text"] and body["content"][0]["text"] == ASKED
+        assert body["stop_reason"] == "end_turn"
+        _pending(body["hammer_pending_calls"])
+        history = [*first, {"role": "assistant", "content": body["content"],
+                            "hammer_pending_calls": body["hammer_pending_calls"]}, {"role": "user", "content": "D456"}]
+        done = _post(running, "/v1/messages", {"model": "hammer", "max_tokens": 64, "messages": history,
+                                               "tools": tools}).json()
+    [use] = [block for block in done["content"] if block["type"] == "tool_use"]
+    assert use["input"] == {"city": "Guangzhou", "plate": "D456"}
 
 
 def test_ollama_asks_then_completes_with_the_pending_call_sent_back() -> None:

@@ -35,7 +35,7 @@ from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.json_body import load_json
 from hammer_plugins.http_api.request_checks import FieldNames, checked_stop, engine_request, located, read_request
-from hammer_plugins.values.calls import ToolCall
+from hammer_plugins.values.calls import ToolCall, pending_calls_of
 from hammer_plugins.values.errors import RequestError
 from hammer_plugins.values.messages import Message
 
@@ -275,7 +275,9 @@ def _messages(request: Mapping[str, Any], meta: ResponsesMeta) -> tuple[list[Mes
             _require(role in ("user", "system", "developer", "assistant"),
                      f"{param}.role must be user, system, developer or assistant.", f"{param}.role")
             text = _texts(item.get("content"), f"{param}.content")
-            message = Message(role="system" if role == "developer" else role, content=text)
+            # An ask's held-back calls, sent back on its message item (hammer_pending_calls): this turn completes them.
+            message = Message(role="system" if role == "developer" else role, content=text,
+                              pending_calls=pending_calls_of(item) if role == "assistant" else [])
             open_turn = message if role == "assistant" else None
         elif kind == "function_call":
             call = _call(item, param)
