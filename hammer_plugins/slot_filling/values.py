@@ -131,8 +131,9 @@ class Grounding(BaseModel):
 def ground_call(tool: Tool, arguments: Mapping[str, Any], said: str,
                 accepted: Mapping[str, Any] | None = None) -> Grounding:
     """``arguments`` of a call to ``tool`` held to what was given: a value nobody gave is dropped
-    (:func:`ungrounded_values`); a required parameter left without a value takes its schema ``default``
-    when it has one, and is ``missing`` when it has none. Values not in the schema stay (the
+    (:func:`ungrounded_values`; a value equal to the schema's ``default`` counts as given); a required
+    parameter left without a value takes its schema ``default`` when it has one, and is ``missing`` when it
+    has none. Values not in the schema stay (the
     schema check is the grammar's and the tool's).
 
     Example:
@@ -145,7 +146,10 @@ def ground_call(tool: Tool, arguments: Mapping[str, Any], said: str,
     """
     props = tool.properties
     known = clean_arguments(arguments)
-    ungrounded = [k for k in ungrounded_values(known, said, accepted) if k in props]
+    # The schema's own default is given by the schema: get_weather's unit "celsius" is no invention.
+    ungrounded = [k for k in ungrounded_values(known, said, accepted)
+                  if k in props and not (isinstance(props[k], Mapping) and "default" in props[k]
+                                         and same_value(props[k]["default"], known[k]))]
     for key in ungrounded:
         known.pop(key)
     # Only a required parameter takes the schema's default here: an optional one left out gets it from

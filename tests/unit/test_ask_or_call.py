@@ -93,6 +93,12 @@ def test_values_given_by_a_tool_result_or_the_instructions_count() -> None:
     assert engine.generate(history, [PAY_FINE]).tool_calls[0].arguments == {"city": "Guangzhou", "plate": "YUE-B888"}
 
 
+def test_a_value_equal_to_the_schema_default_is_kept() -> None:
+    engine = engine_of(call("get_weather", city="Paris", unit="celsius"))
+    assert engine.generate([Message.user("weather in Paris")], [WEATHER]).tool_calls[0].arguments == {
+        "city": "Paris", "unit": "celsius"}
+
+
 def test_a_schema_default_fills_a_required_value_and_optional_inventions_are_dropped() -> None:
     engine = engine_of(call("get_weather", city="Paris", unit="kelvin"), call("pay_fine", city="Paris", plate="AB1",
                                                                             note="made up"))
