@@ -23,6 +23,7 @@ from hammer_plugins.backends.scripted import ScriptedBackend
 from hammer_plugins.engine import (
     DEFAULT_MAX_TOOL_ROUNDS,
     HammerEngine,
+    MissingArgumentsError,
     RefusalError,
     TextDelta,
     ToolCallDelta,
@@ -42,7 +43,7 @@ from hammer_plugins.tools.definition import Tool, to_tool, to_tools
 from hammer_plugins.tools.limits import SchemaLimits
 from hammer_plugins.tools.meaning import LexicalSelector, MeaningSelector
 from hammer_plugins.tools.selector import FunctionSelector, Selection, SelectionQuery, ToolSelector
-from hammer_plugins.values.calls import InvalidToolCall, ToolCall
+from hammer_plugins.values.calls import InvalidToolCall, PendingCall, ToolCall
 from hammer_plugins.values.errors import (
     BackendNotInstalledError,
     ContextWindowExceededError,
@@ -110,6 +111,8 @@ __all__ = [
     "ModelNotFoundError",
     "OpenAICompatibleBackend",
     "ParsedOutput",
+    "MissingArgumentsError",
+    "PendingCall",
     "RefusalError",
     "RequestError",
     "Runtime",

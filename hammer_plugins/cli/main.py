@@ -165,6 +165,9 @@ def _call(args: argparse.Namespace, tools: list[Tool]) -> int:
         _print_invalid(response)
         return 3
     print(printable(response.text, keep_newlines=True))
+    for held in response.pending_calls:  # an ask: what the call has so far, and what it still needs
+        print(f"pending: {printable(held.name)}({printable_json(json.dumps(held.arguments, ensure_ascii=False))}), "
+              f"missing {', '.join(printable(m) for m in held.missing)}", file=sys.stderr)
     return 0
 
 
@@ -226,7 +229,8 @@ def _chat(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             if response.kind != "tool_calls":
                 text = response.text or "; ".join(b.reason for b in response.invalid_tool_calls)
                 print(f"hammer> {printable(text, keep_newlines=True)}")
-                history.append(Message.assistant(text))
+                # An ask keeps its held-back calls on the message: the user's answer completes them.
+                history.append(Message(role="assistant", content=text, pending_calls=response.pending_calls))
                 break
             history.append(Message.assistant(tool_calls=response.tool_calls))
             for call in response.tool_calls:
@@ -339,7 +343,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     call.add_argument("--tool-choice", default="auto", help="auto, required, none, or a tool name")
     call.add_argument("-v", "--verbose", action="store_true", help="print usage and timings to stderr")
     add_engine_arguments(call)
-    call.set_defaults(func=cmd_call)
+    # A person reads the answer: a question about a missing value beats a call with an invented one
+    # (docs/slot_filling.md); --on-missing call restores the model's call.
+    call.set_defaults(func=cmd_call, on_missing="ask")
 
     chat = sub.add_parser("chat", help="interactive multi-turn chat that runs the tools it calls")
     chat.add_argument("--tools", help=".py functions (executed) or .json schemas; default: the demo tools")
@@ -350,7 +356,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                       help="run the model's tool calls without asking (by default each is shown and confirmed)")
     chat.add_argument("--max-steps", type=int, default=1, help="tool rounds per user turn before a plain answer")
     add_engine_arguments(chat)
-    chat.set_defaults(func=cmd_chat)
+    chat.set_defaults(func=cmd_chat, on_missing="ask")  # the user answers the question; the next turn calls
 
     pull_cmd = sub.add_parser("pull", help="download a Hammer model by name (a preset, or a Hugging Face repo)")
     pull_cmd.add_argument("name", help="a preset (hammer2.1-1.5b; see `hammer models`), 'owner/repo:Q4_K_M' or "

@@ -132,6 +132,10 @@ def _server_options(serve: argparse.ArgumentParser) -> None:
     add_setting_argument(serve, "relevance_gate", "--relevance-gate",
                          help="with --openai: refuse without running the model when no tool shares a word with the "
                               "question (docs/tools.md)")
+    add_setting_argument(serve, "on_missing", "--on-missing",
+                         help="with --openai: a call missing a required value nobody gave: ask for it (a plain-text "
+                              "answer, the call in hammer_pending_calls), call anyway, or error; a request's "
+                              "on_missing wins (default: %(default)s; docs/slot_filling.md)")
     add_setting_argument(serve, "max_tokens", "--max-tokens",
                          help="with --openai: the most tokens an answer may have when its request sets no limit "
                               "(max_tokens, max_output_tokens, num_predict); a request's own limit wins "

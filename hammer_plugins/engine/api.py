@@ -22,7 +22,7 @@ from hammer_plugins.engine.drivers import adrive, drive
 from hammer_plugins.engine.fields import DEFAULT_MAX_TOOL_ROUNDS
 from hammer_plugins.engine.fields import DEFAULTS as _D
 from hammer_plugins.engine.planning import check_budget, check_rounds, make_plan
-from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.engine.request import EngineRequest, OnMissing
 from hammer_plugins.engine.shared_backends import loaded, model_prompt_format, shared_backend, shared_key
 from hammer_plugins.engine.slots import fill_slots, slot_filler, snapshot_plan
 from hammer_plugins.engine.turn import last_response, run
@@ -57,6 +57,10 @@ class HammerEngine:
         max_tool_rounds: rounds of tool calls in one agent turn (since the last user message) after
             which the model answers from the results instead of being offered the tools again
             (``None``: no limit). See :mod:`hammer_plugins.values.agent_loop` for the end-of-turn rules.
+        on_missing: what a proposed call becomes when nobody gave one of its required values: ``"ask"``
+            (held back as ``HammerResponse.pending_calls``; the text asks for the values, the next turn
+            completes the call), ``"call"`` (sent as the model wrote it) or ``"error"``
+            (:class:`~hammer_plugins.engine.missing.MissingArgumentsError`). See :mod:`~hammer_plugins.engine.missing`.
         tool_budget: prompt tokens the tools block may take; a larger tool set is narrowed per call to the
             best matches (:mod:`~hammer_plugins.engine.tool_selection`; ``pinned_tools`` stay). 0: all tools.
         tool_selector: who chooses the tools offered when a tool set is over ``tool_budget``: ``"meaning"``
@@ -97,6 +101,7 @@ class HammerEngine:
         mask_names: bool = _D.mask_names,
         on_refusal: RefusalMode = _D.on_refusal,
         refusal_text: str = _D.refusal_text,
+        on_missing: OnMissing = _D.on_missing,
         max_tool_rounds: int | None = _D.max_tool_rounds,
         tool_budget: int = _D.tool_budget,
         tool_selector: str | ToolSelector | Callable[..., Any] = _D.tool_selector,
@@ -122,6 +127,8 @@ class HammerEngine:
             raise ValueError(f"unknown prompt_format {prompt_format!r}; use one of {PROMPT_FORMATS}")
         if on_refusal not in ("message", "answer", "raise"):
             raise ValueError(f"on_refusal must be 'message', 'answer' or 'raise', got {on_refusal!r}")
+        if on_missing not in ("ask", "call", "error"):
+            raise ValueError(f"on_missing must be 'ask', 'call' or 'error', got {on_missing!r}")
         if isinstance(backend, str):
             find_backend(backend)  # an unknown name: ValueError naming every backend
         self.model_path = model_path
@@ -133,6 +140,7 @@ class HammerEngine:
         self.mask_names = mask_names
         self.on_refusal: RefusalMode = on_refusal
         self.refusal_text = refusal_text
+        self.on_missing: OnMissing = on_missing
         self.max_tool_rounds = check_rounds(max_tool_rounds)
         self.tool_budget = check_budget(tool_budget)
         self.tool_selector: ToolSelector = as_selector(tool_selector)

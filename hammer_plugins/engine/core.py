@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from hammer_plugins.backends.base import BackendInterface, GenerationSettings
 from hammer_plugins.engine.binding import ToolBinding
-from hammer_plugins.engine.request import RefusalMode
+from hammer_plugins.engine.request import OnMissing, RefusalMode
 from hammer_plugins.prompt.render import PromptFormat
 from hammer_plugins.tools.limits import SchemaLimits
 from hammer_plugins.tools.selector import ToolSelector
@@ -38,6 +38,7 @@ class EngineCore(Protocol):
     prompt_format: PromptFormat
     constrained: bool
     on_refusal: RefusalMode
+    on_missing: OnMissing
     refusal_text: str
     settings: GenerationSettings
     schema_limits: SchemaLimits | None

@@ -32,6 +32,8 @@ from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT
 # stand-in default model chains spurious calls on results when allowed more (measured).
 DEFAULT_MAX_TOOL_ROUNDS = 1
 _DEFAULTS = GenerationSettings()
+# Measured on HammerBench (docs/slot_filling.md): see there why this is the default.
+DEFAULT_ON_MISSING = "call"
 
 
 class EngineFields(BaseModel):
@@ -86,6 +88,15 @@ class EngineFields(BaseModel):
         default="message", description="What Hammer's [] (no suitable tool) becomes: refusal_text, a tool-free "
                                        "answer, or RefusalError.")
     refusal_text: str = Field(default=DEFAULT_REFUSAL_TEXT, description="The text of a refusal.")
+    on_missing: Literal["ask", "call", "error"] = Field(
+        default=DEFAULT_ON_MISSING,
+        description="What a proposed call becomes when nobody gave one of its required values (the user did not say "
+                    "it, no tool result holds it, the schema has no default): 'ask' holds it back and asks for the "
+                    "values (the next turn completes it), 'call' sends it as the model wrote it, 'error' raises "
+                    "MissingArgumentsError (docs/slot_filling.md).",
+        json_schema_extra={"flag": "--on-missing",
+                           "flag_help": "a call missing a required value nobody gave: ask for it, call anyway, or "
+                                        "error (default: %(default)s; docs/slot_filling.md)"})
     max_tool_rounds: int | None = Field(
         default=DEFAULT_MAX_TOOL_ROUNDS, ge=1,
         description="Rounds of tool calls per user turn (per agent) before the model answers from the results without "

@@ -6,7 +6,7 @@ Bad arguments raise here, at the call, before any generation.
 
 Example:
     >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
-    >>> from hammer_plugins.engine.request import EngineRequest
+    >>> from hammer_plugins.engine.request import EngineRequest, OnMissing
     >>> engine = HammerEngine(backend=ScriptedBackend([]))
     >>> request = EngineRequest.of([Message.user("hi")], [{"name": "ping", "parameters": {}}], "ping")
     >>> plan = make_plan(engine, request)
@@ -24,7 +24,7 @@ from typing import Any
 from hammer_plugins.backends.base import GenerationSettings
 from hammer_plugins.engine.binding import ToolBinding
 from hammer_plugins.engine.core import EngineCore
-from hammer_plugins.engine.request import EngineRequest
+from hammer_plugins.engine.request import EngineRequest, OnMissing
 from hammer_plugins.engine.rules import check_messages, place_tool_error, resolve_tool_choice
 from hammer_plugins.engine.tool_selection import matches_nothing, offer_tools
 from hammer_plugins.grammar.builder import Grammar, build_json_grammar
@@ -54,6 +54,14 @@ class Plan:
     gated: bool = False  # the relevance gate found no tool sharing a word with the question: refuse unrun
     widen: Callable[[], Plan] | None = None  # the plan offering the selector's reserve, for one try after []
     widened_to: Plan | None = None  # set when that plan ran: its offer is the answer's
+    # What a call lacking a required value nobody gave becomes (engine/missing.py); None (a plan built by
+    # hand): the model's calls as they are, the same as "call".
+    on_missing: OnMissing | None = None
+
+    @property
+    def holds_calls(self) -> bool:
+        """Whether the ask-or-call rule judges this plan's calls (``on_missing`` "ask" or "error")."""
+        return self.on_missing in ("ask", "error")
 
 
 def check_rounds(value: int | None) -> int | None:
@@ -135,7 +143,8 @@ def make_plan(engine: EngineCore, request: EngineRequest, *, fit: bool = True,
         widen = partial(make_plan, engine, request, fit=fit, offered=widened)
     return Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
                 settings=settings, parallel=parallel, fitted=fit, rounds_spent=spent, answer_as=answer_as,
-                answer_grammar=answer_grammar, offered=offered, gated=gated, widen=widen)
+                answer_grammar=answer_grammar, offered=offered, gated=gated, widen=widen,
+                on_missing=request.on_missing or engine.on_missing)
 
 
 def check_budget(value: int) -> int:

@@ -33,6 +33,10 @@ from hammer_plugins.values.messages import Message, to_message
 RefusalMode = Literal["message", "answer", "raise"]
 """What Hammer's ``[]`` becomes: a refusal message, a plain-language answer, or :class:`RefusalError`."""
 
+OnMissing = Literal["ask", "call", "error"]
+"""What a call becomes when nobody gave one of its required values (:mod:`~hammer_plugins.engine.missing`): held
+back and asked for (``"ask"``), sent as the model wrote it (``"call"``), or a ``MissingArgumentsError``."""
+
 SAMPLING_FIELDS = ("max_tokens", "temperature", "top_p", "top_k", "repeat_penalty", "repeat_last_n", "loop_guard",
                    "seed", "stop")
 """The request's fields that override the engine's sampling settings for one call (None: the engine's)."""
@@ -58,6 +62,7 @@ class EngineRequest(BaseModel):
     overrides the engine's budget for this call). ``slot_filling`` (``True``, a dict of
     :class:`~hammer_plugins.slot_filling.filler.SlotFiller` options, or a filler) makes a user turn a
     slot-filling step; ``partial_calls`` lets a call leave out required parameters (one raw snapshot).
+    ``on_missing`` overrides the engine's ask-or-call rule for this call (:data:`OnMissing`).
 
     Example:
         >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
@@ -76,6 +81,7 @@ class EngineRequest(BaseModel):
     constrained: bool | None = None
     parallel_tool_calls: bool | None = None
     on_refusal: RefusalMode | None = None
+    on_missing: OnMissing | None = None
     response_format: dict[str, Any] | None = None
     max_tool_rounds: int | None | Literal["default"] = "default"
     slot_filling: bool | dict[str, Any] | SlotFiller | None = None

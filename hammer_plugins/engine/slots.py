@@ -65,10 +65,12 @@ def slot_filler(engine: SnapshotEngine, request: EngineRequest) -> SlotFiller | 
 def snapshot_plan(engine: EngineCore, snapshot: SnapshotRequest, filler: SlotFiller, request: EngineRequest,
                   fit: bool) -> Plan:
     """One snapshot call of ``request``'s turn: the engine's prompt; one call at most, ``[]`` allowed, partial
-    calls allowed; ``request``'s sampling and ``constrained``."""
+    calls allowed (the filler's own rules judge them: the engine's ask-or-call rule is off); ``request``'s
+    sampling and ``constrained``."""
     convo, shown = snapshot
     call = EngineRequest.of(convo, shown, "auto", mask_names=filler.mask_names, constrained=request.constrained,
-                            parallel_tool_calls=False, partial_calls=filler.relax_required, **request.sampling())
+                            parallel_tool_calls=False, partial_calls=filler.relax_required, on_missing="call",
+                            **request.sampling())
     return make_plan(engine, call, fit=fit)
 
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from hammer_plugins.backends.base import GenerationSettings
 from hammer_plugins.engine.core import EngineCore, RefusalMode
+from hammer_plugins.engine.missing import ask_or_call, stands
 from hammer_plugins.engine.planning import Plan
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.grammar.keyword_check import keyword_violation
@@ -149,6 +150,10 @@ def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> G
             for item in scanner.feed(chunk.text) if scanner else []:
                 calls, _ = items_to_calls([item], "")
                 resolved = resolve(plan, calls[0], "") if calls else None
+                if isinstance(resolved, ToolCall) and plan.holds_calls:
+                    # The ask-or-call rule: a call goes out mid-stream only as it will stand at the end (each
+                    # parallel call is judged alone, so a complete one streams while another is held).
+                    resolved = stands(plan, resolved)
                 if isinstance(resolved, ToolCall) and call_key(resolved) not in answered and (
                         plan.parallel or not streamed):
                     streamed.append(resolved)
@@ -166,6 +171,7 @@ def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> G
             response.kind = "refusal"  # only repeats: nothing more to call
     if not plan.parallel:
         response.tool_calls = response.tool_calls[:1]
+    response = ask_or_call(plan, response)  # before the ids: a streamed call was sent as it stands
     for index, call in enumerate(response.tool_calls[: len(streamed)]):
         if call_key(call) == call_key(streamed[index]):
             call.id = streamed[index].id

@@ -94,11 +94,12 @@ UPSTREAM_KEY_VARIABLE = "HAMMER_UPSTREAM_API_KEY"
 
 
 def _selection(args: argparse.Namespace) -> dict[str, Any]:
-    """``--tool-budget``, ``--tool-selector``, ``--relevance-gate`` and ``--max-tokens`` (a namespace built in
-    Python may lack them: the declared defaults)."""
+    """``--tool-budget``, ``--tool-selector``, ``--relevance-gate``, ``--on-missing`` and ``--max-tokens`` (a
+    namespace built in Python may lack them: the declared defaults)."""
     return {"tool_budget": int(getattr(args, "tool_budget", DEFAULTS.tool_budget)),
             "relevance_gate": bool(getattr(args, "relevance_gate", DEFAULTS.relevance_gate)),
             "tool_selector": str(getattr(args, "tool_selector", DEFAULTS.tool_selector)),
+            "on_missing": str(getattr(args, "on_missing", DEFAULTS.on_missing)),
             "max_tokens": int(getattr(args, "max_tokens", DEFAULTS.max_tokens))}
 
 

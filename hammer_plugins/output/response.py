@@ -19,6 +19,7 @@ from hammer_plugins.output.parsing import ParsedOutput
 from hammer_plugins.output.timings import Timings
 from hammer_plugins.output.usage import Usage
 from hammer_plugins.output.views import call_text, grid, table
+from hammer_plugins.values.calls import PENDING_CALLS_KEY, PendingCall
 
 DEFAULT_REFUSAL_TEXT = "Sorry, no tool is suitable for your request."
 """What a refusal says by default (HammerBench's termination text, which Hammer is scored on)."""
@@ -32,6 +33,8 @@ class HammerResponse(ParsedOutput):
     ``usage`` counts tokens (``usage.cached_prompt_tokens``: those a cache served), ``timings`` the seconds,
     ``decoding`` what the decoder did (the loop guard, the relevance gate). ``timings`` still reads the keys of
     the dict it used to be (``timings["loop_guard_stop"]``), and ``timings=`` still takes such a dict.
+    ``pending_calls``: the calls held back because nobody gave some required values (``on_missing="ask"``);
+    the answer is then ``kind="text"``, its ``text`` the question asking for them.
     A slot-filling turn (``slot_filling=``) answers with the subclass
     :class:`~hammer_plugins.slot_filling.filler.SlotFillingResponse`, which adds its snapshot and decision.
 
@@ -48,6 +51,17 @@ class HammerResponse(ParsedOutput):
     # The tools the prompt offered when a large tool set was narrowed to the best matches (the engine's
     # tool_budget); None: every tool given was offered.
     offered_tools: list[str] | None = None
+    # The calls an ask holds back (on_missing="ask", engine/missing.py): the next user turn completes them.
+    pending_calls: list[PendingCall] = Field(default_factory=list)
+
+    def pending_extension(self) -> dict[str, list[dict[str, Any]]]:
+        """The pending calls as every door's extension field, ``{"hammer_pending_calls": [...]}`` (empty: none).
+
+        Example:
+            >>> HammerResponse(kind="text", pending_calls=[PendingCall(name="f", id="c1", missing=["a"])]).pending_extension()
+            {'hammer_pending_calls': [{'id': 'c1', 'name': 'f', 'arguments': {}, 'missing': ['a']}]}
+        """
+        return {PENDING_CALLS_KEY: [c.to_wire() for c in self.pending_calls]} if self.pending_calls else {}
 
     @model_validator(mode="before")
     @classmethod

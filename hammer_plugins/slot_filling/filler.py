@@ -54,7 +54,7 @@ from hammer_plugins.slot_filling.snapshots import (
     snapshot_messages,
     snapshot_of,
 )
-from hammer_plugins.slot_filling.values import clean_arguments, is_grounded, same_value
+from hammer_plugins.slot_filling.values import clean_arguments, given_text, same_value, ungrounded_values
 from hammer_plugins.tools.definition import Tool, to_tools
 from hammer_plugins.values.calls import ToolCall
 from hammer_plugins.values.messages import Message, to_message
@@ -277,7 +277,7 @@ class SlotFiller:
             # With only the current tool shown the model can say "not this one" but not what else:
             # ask again with every tool to tell a switch from an abandoned task.
             response = yield convo, list(self.tools)
-        said = "\n".join(m.content for m in messages if m.role == "user")
+        said = given_text(messages)  # the user's turns, the instructions and tool results: what was given
         snapshot = self.interpret(response, previous, turn=previous.user_turns - 1, in_progress=in_progress,
                                   user_text=said)
         return snapshot, response
@@ -298,7 +298,8 @@ class SlotFiller:
                   in_progress: bool | None = None, user_text: str | None = None) -> Snapshot:
         """Compare the model's call with the schema and the previous state: the rules, no model call.
 
-        ``user_text`` (what the user said so far) enables the grounding check.
+        ``user_text`` (what was given so far: :func:`~hammer_plugins.slot_filling.values.given_text`) enables
+        the grounding check.
         """
         if in_progress is None:
             in_progress = previous.state in ("collecting", "ready")
@@ -322,9 +323,9 @@ class SlotFiller:
         ungrounded: list[str] = []
         if self.grounding != "off" and user_text is not None:
             # Only values that are new or changed need support; accepted ones stay accepted.
+            # The engine's ask-or-call rule (engine/missing.py) uses the same check.
             accepted = previous.arguments if previous.function == call.name else {}
-            ungrounded = [k for k, v in known.items()
-                          if not (k in accepted and same_value(accepted[k], v)) and not is_grounded(v, user_text)]
+            ungrounded = ungrounded_values(known, user_text, accepted)
             if self.grounding == "enforce":
                 for key in ungrounded:
                     known.pop(key)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from hammer_plugins.values.calls import ToolCall, new_call_id
+from hammer_plugins.values.calls import PendingCall, ToolCall, new_call_id, pending_calls_of
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -28,6 +28,8 @@ class Message(BaseModel):
     """One turn: a role, its text, and for the assistant the calls it made.
 
     ``is_error`` marks a tool result that reports a failure (rendered so the model can see it).
+    ``pending_calls``: on an assistant message that asked for missing values, the calls it held back
+    (never rendered: the next turn's ask-or-call rule completes them).
 
     Example:
         >>> Message.tool("city not found", tool_call_id="call_1", is_error=True).is_error
@@ -40,6 +42,7 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
+    pending_calls: list[PendingCall] = Field(default_factory=list)
 
     @classmethod
     def system(cls, content: str) -> Message:
@@ -80,4 +83,4 @@ def to_message(message: Message | Mapping[str, Any]) -> Message:
         content = "".join(part.get("text", "") if isinstance(part, Mapping) else str(part) for part in content)
     return Message(role=message["role"], content=content, tool_calls=calls,
                    tool_call_id=message.get("tool_call_id"), name=message.get("name"),
-                   is_error=bool(message.get("is_error", False)))
+                   is_error=bool(message.get("is_error", False)), pending_calls=pending_calls_of(message))

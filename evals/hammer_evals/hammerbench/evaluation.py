@@ -165,7 +165,10 @@ def run_settings(engine: HammerEngine, runner: RunnerConfig) -> dict[str, Any]:
         >>> run_settings(HammerEngine(backend=ScriptedBackend()), RunnerConfig())["runner"]["layout"]
         'transcript'
     """
+    # The ask-or-call rule changes the answers scored; recorded only when on, so that older runs still resume.
+    rule = {"on_missing": engine.on_missing} if engine.on_missing != "call" else {}
     return {
+        **rule,
         "model": engine.model_name, "backend": engine.backend_name, "prompt_format": engine.prompt_format,
         "constrained": engine.constrained, "mask_names": engine.mask_names if runner.mask_names is None else runner.mask_names,
         "sampling": engine.settings.model_dump(mode="json", exclude={"max_tokens", "shared_prefix_chars"}),

@@ -95,6 +95,7 @@ class SnapshotPrediction(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reused: bool = False
+    asked: bool = False  # the engine's ask-or-call rule held the call back: ``call`` is its pending call
 
     @property
     def answer(self) -> Any:
@@ -166,6 +167,12 @@ def predict_turn(engine: HammerEngine, turn: BenchTurn, config: RunnerConfig | N
     seconds = time.perf_counter() - started
     common = {"raw": response.raw, "seconds": seconds, "prompt_tokens": response.usage.prompt_tokens,
               "completion_tokens": response.usage.completion_tokens}
+    if response.pending_calls:
+        # The engine's ask-or-call rule (--on-missing ask) held the call back and asked for the rest: the
+        # snapshot is the call with the values that stand, as HammerBench labels a turn that leaves slots out.
+        held = response.pending_calls[0]
+        return SnapshotPrediction(output="call", call={"name": held.name, "arguments": dict(held.arguments)},
+                                  asked=True, **common)
     if response.tool_calls:
         first = response.tool_calls[0]
         arguments = dict(first.arguments)

@@ -33,7 +33,7 @@ from hammer_plugins.http_api.request_checks import (
     located,
     read_request,
 )
-from hammer_plugins.values.calls import call_id_for
+from hammer_plugins.values.calls import PENDING_CALLS_KEY, call_id_for
 from hammer_plugins.values.errors import RequestError
 from hammer_plugins.values.messages import Message, to_message
 
@@ -71,6 +71,7 @@ class ChatRequest(BaseModel):
     # Hammer's own options (send them with the SDK's extra_body=...).
     mask_names: bool | None = Field(None, strict=True)
     on_refusal: Literal["message", "answer"] | None = None
+    on_missing: Literal["ask", "call"] | None = None  # the engine's ask-or-call rule for this request
     constrained: bool | None = Field(None, strict=True)
     max_tool_rounds: int | None = Field(None, ge=1)
     top_k: int | None = Field(None, ge=0, le=TOP_K_MAX)
@@ -106,7 +107,8 @@ class ChatRequest(BaseModel):
             tool_choice=self.tool_choice, max_tokens=self.max_completion_tokens or self.max_tokens,
             temperature=self.temperature, top_p=self.top_p, seed=self.seed, stop=checked_stop(self.stop, "stop"),
             top_k=self.top_k, repeat_penalty=self.repeat_penalty, parallel_tool_calls=self.parallel_tool_calls,
-            mask_names=self.mask_names, on_refusal=self.on_refusal, constrained=self.constrained,
+            mask_names=self.mask_names, on_refusal=self.on_refusal, on_missing=self.on_missing,
+            constrained=self.constrained,
             response_format=_response_format(self.response_format),
             max_tool_rounds="default" if self.max_tool_rounds is None else self.max_tool_rounds)
 
@@ -227,8 +229,10 @@ def _message(raw: dict[str, Any], index: int) -> Message:
     if role == "tool" and raw.get("role") == "tool" and not tool_call_id:
         raise APIError(400, f"{param} (role 'tool') needs tool_call_id.", param=f"{param}.tool_call_id",
                        code="invalid_value")
+    # An ask's held-back calls, sent back on the assistant message (hammer_pending_calls): this turn completes them.
+    pending = {PENDING_CALLS_KEY: raw.get(PENDING_CALLS_KEY)} if role == "assistant" else {}
     return to_message({"role": role, "content": content or "", "tool_calls": calls, "tool_call_id": tool_call_id,
-                       "name": raw.get("name") if role != "user" else None})
+                       "name": raw.get("name") if role != "user" else None, **pending})
 
 
 def _response_format(spec: dict[str, Any] | None) -> dict[str, Any] | None:

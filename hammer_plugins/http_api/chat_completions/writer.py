@@ -61,7 +61,8 @@ def completion(response: HammerResponse, model: str, refusal_text: str, completi
 
     A refusal (Hammer's ``[]``) has ``content`` = the refusal text (or the answer of
     ``on_refusal="answer"``), ``refusal`` = the refusal text and ``finish_reason="stop"``. Calls the
-    model made that cannot be executed are listed in the extra field ``message.invalid_tool_calls``.
+    model made that cannot be executed are listed in the extra field ``message.invalid_tool_calls``; the calls an
+    ask held back (``on_missing="ask"``) in ``message.hammer_pending_calls``.
 
     Example:
         >>> from hammer_plugins import HammerResponse, ToolCall
@@ -74,7 +75,7 @@ def completion(response: HammerResponse, model: str, refusal_text: str, completi
     calls = [ChatCompletionMessageFunctionToolCall(id=c.id, type="function",
                                                    function=Function(name=c.name, arguments=arguments_json(c)))
              for c in response.tool_calls]
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = dict(response.pending_extension())  # an ask's held-back calls (on_missing="ask")
     if response.invalid_tool_calls:
         extra["invalid_tool_calls"] = _invalid(response)
     content = shown_text(response, malformed_as_text=True) or None  # malformed calls: what the model wrote
@@ -145,6 +146,7 @@ class ChunkWriter(StreamEncoder[ChatCompletionChunk]):
         chunks: list[ChatCompletionChunk] = []
         refusal = self.refusal_text if response.kind == "refusal" else None
         extra: dict[str, Any] = {"invalid_tool_calls": _invalid(response)} if response.invalid_tool_calls else {}
+        extra.update(response.pending_extension())  # an ask's held-back calls (on_missing="ask")
         if text or refusal or extra:
             chunks.append(self._chunk(ChoiceDelta(content=text or None, refusal=refusal, **extra)))
         chunks.append(self._chunk(ChoiceDelta(), finish=_finish_reason(response)))

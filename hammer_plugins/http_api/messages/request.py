@@ -34,7 +34,7 @@ from hammer_plugins.engine.request import COUNT_MAX, SEED_MAX, TOP_K_MAX, Engine
 from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.request_checks import FieldNames, checked_stop, engine_request, located, read_request
-from hammer_plugins.values.calls import ToolCall
+from hammer_plugins.values.calls import ToolCall, pending_calls_of
 from hammer_plugins.values.errors import RequestError
 from hammer_plugins.values.messages import Message
 
@@ -62,6 +62,7 @@ class MessagesRequest(BaseModel):
     seed: int | None = Field(None, ge=0, le=SEED_MAX)  # outside it, C wrapped 2**64 + 5 to seed 5
     mask_names: bool | None = Field(None, strict=True)
     on_refusal: Literal["message", "answer"] | None = None
+    on_missing: Literal["ask", "call"] | None = None  # the engine's ask-or-call rule for this request
     constrained: bool | None = Field(None, strict=True)
     repeat_penalty: float | None = Field(None, gt=0)
     _count_only: bool = PrivateAttr(False)  # count_tokens: max_tokens is not required
@@ -88,7 +89,7 @@ class MessagesRequest(BaseModel):
             max_tokens=None if self._count_only else self.max_tokens, temperature=self.temperature, top_p=self.top_p,
             top_k=self.top_k, seed=self.seed, stop=checked_stop(self.stop_sequences, "stop_sequences"),
             repeat_penalty=self.repeat_penalty, parallel_tool_calls=False if parallel is False else None,
-            mask_names=self.mask_names, constrained=self.constrained,
+            mask_names=self.mask_names, constrained=self.constrained, on_missing=self.on_missing,
             # Agent clients (Claude Code) show whatever comes back: Hammer's [] is answered in prose by a tool-free
             # pass, as Hammer's own client does, unless the request asks for the refusal text.
             on_refusal=self.on_refusal or "answer")
@@ -146,8 +147,10 @@ def _turn(raw: Mapping[str, Any], index: int) -> list[tuple[Message, str]]:
     role = raw.get("role")
     _require(role in ("user", "assistant", "system"), "role must be user or assistant.", f"{param}.role")
     content = raw.get("content")
+    # An ask's held-back calls, sent back on the assistant message (hammer_pending_calls): this turn completes them.
+    pending = pending_calls_of(raw) if role == "assistant" else []
     if isinstance(content, str) or role == "system":
-        return [(Message(role=role, content=_text_of(content, f"{param}.content")), param)]
+        return [(Message(role=role, content=_text_of(content, f"{param}.content"), pending_calls=pending), param)]
     _require(isinstance(content, list), "content must be a string or a list of content blocks.", f"{param}.content")
     texts: list[str] = []
     calls: list[ToolCall] = []
@@ -172,7 +175,7 @@ def _turn(raw: Mapping[str, Any], index: int) -> list[tuple[Message, str]]:
             if text is not None:
                 texts.append(text)
     if role == "assistant":
-        return [(Message.assistant("\n\n".join(texts), calls), param)]
+        return [(Message(role="assistant", content="\n\n".join(texts), tool_calls=calls, pending_calls=pending), param)]
     return results + ([(Message.user("\n\n".join(texts)), param)] if texts or not results else [])
 
 

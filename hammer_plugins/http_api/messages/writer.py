@@ -128,8 +128,10 @@ class MessagesWriter(StreamEncoder[dict[str, Any]]):
         usage = {"input_tokens": response.usage.evaluated_prompt_tokens,
                  "cache_read_input_tokens": response.usage.cached_prompt_tokens,
                  "output_tokens": response.usage.completion_tokens}
-        self.message.update(stop_reason=stop, usage=usage)
-        return [*out, {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage},
+        pending = response.pending_extension()  # an ask's held-back calls (on_missing="ask")
+        self.message.update(stop_reason=stop, usage=usage, **pending)
+        return [*out, {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage,
+                       **pending},
                 {"type": "message_stop"}]
 
     @staticmethod

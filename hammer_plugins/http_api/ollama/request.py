@@ -43,7 +43,7 @@ from hammer_plugins.http_api.request_checks import (
     located,
     read_request,
 )
-from hammer_plugins.values.calls import ToolCall, call_id_for
+from hammer_plugins.values.calls import ToolCall, call_id_for, pending_calls_of
 from hammer_plugins.values.errors import RequestError
 from hammer_plugins.values.messages import Message
 
@@ -81,6 +81,7 @@ class OllamaRequest(BaseModel):
     # Hammer's own fields.
     mask_names: bool | None = Field(None, strict=True)
     on_refusal: Literal["message", "answer"] | None = None
+    on_missing: Literal["ask", "call"] | None = None  # the engine's ask-or-call rule for this request
     constrained: bool | None = Field(None, strict=True)
 
 
@@ -234,7 +235,9 @@ def _messages(raw_messages: list[Any]) -> list[Message]:
         if role == "assistant":
             calls = _calls(raw.get("tool_calls") or [], f"{param}.tool_calls", index)
             pending = _Pending(calls)
-            messages.append(Message.assistant(content or "", calls))
+            # An ask's held-back calls, sent back on the assistant message: this turn completes them.
+            messages.append(Message(role="assistant", content=content or "", tool_calls=calls,
+                                    pending_calls=pending_calls_of(raw)))
         elif role == "tool":
             messages.append(Message.tool(content or "", tool_call_id=pending.take(raw, param)))
         else:
@@ -262,7 +265,7 @@ def _options(request: OllamaRequest) -> dict[str, Any]:
         "stop": checked_stop(options.stop, "options.stop"), "repeat_penalty": options.repeat_penalty,
         "mask_names": request.mask_names, "constrained": request.constrained,
         "response_format": _response_format(request.format),
-        "on_refusal": request.on_refusal or "answer",
+        "on_refusal": request.on_refusal or "answer", "on_missing": request.on_missing,
     }
 
 

@@ -91,6 +91,9 @@ class OllamaWriter(StreamEncoder[dict[str, Any]]):
         first = response.timings.time_to_first_token or 0.0
         model_total = response.timings.total if response.timings.total is not None else total
         last = self._piece("", done=True)
+        pending = response.pending_extension()  # an ask's held-back calls (on_missing="ask")
+        if pending and not self.generate:
+            last["message"].update(pending)
         last.update(done_reason="length" if response.finish_reason == "length" else "stop",
                     total_duration=int(total * NANOSECONDS), load_duration=0,
                     # Ollama counts the prompt tokens it evaluated: those its cache held are not counted.
@@ -98,7 +101,8 @@ class OllamaWriter(StreamEncoder[dict[str, Any]]):
                     prompt_eval_duration=int(first * NANOSECONDS), eval_count=response.usage.completion_tokens,
                     eval_duration=int(max(model_total - first, 0.0) * NANOSECONDS))
         self.whole = {**last, **({"response": self.text} if self.generate else {"message": {
-            "role": "assistant", "content": self.text, **({"tool_calls": self.calls} if self.calls else {})}})}
+            "role": "assistant", "content": self.text, **({"tool_calls": self.calls} if self.calls else {}),
+            **pending}})}
         return [*out, last]
 
     def loaded(self) -> dict[str, Any]:

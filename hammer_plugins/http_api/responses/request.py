@@ -35,7 +35,7 @@ from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.json_body import load_json
 from hammer_plugins.http_api.request_checks import FieldNames, checked_stop, engine_request, located, read_request
-from hammer_plugins.values.calls import ToolCall
+from hammer_plugins.values.calls import ToolCall, pending_calls_of
 from hammer_plugins.values.errors import RequestError
 from hammer_plugins.values.messages import Message
 
@@ -92,6 +92,7 @@ class ResponsesRequest(BaseModel):
     stop: str | list[str] | None = None
     mask_names: bool | None = Field(None, strict=True)
     on_refusal: Literal["message", "answer"] | None = None
+    on_missing: Literal["ask", "call"] | None = None  # the engine's ask-or-call rule for this request
     constrained: bool | None = Field(None, strict=True)
     top_k: int | None = Field(None, ge=0, le=TOP_K_MAX)
     repeat_penalty: float | None = Field(None, gt=0)
@@ -116,7 +117,7 @@ class ResponsesRequest(BaseModel):
             messages=messages, tools=tools, tool_choice=choice, max_tokens=self.max_output_tokens,
             temperature=self.temperature, top_p=self.top_p, seed=self.seed, stop=checked_stop(self.stop, "stop"),
             top_k=self.top_k, repeat_penalty=self.repeat_penalty, parallel_tool_calls=self.parallel_tool_calls,
-            mask_names=self.mask_names, constrained=self.constrained,
+            mask_names=self.mask_names, constrained=self.constrained, on_missing=self.on_missing,
             # Agent clients (Codex, the Agents SDK) show whatever comes back: Hammer's [] is answered in prose by a
             # tool-free pass, as Hammer's own client does, unless the request asks for the refusal text.
             on_refusal=self.on_refusal or "answer", response_format=_response_format(self.text, meta))
@@ -274,7 +275,9 @@ def _messages(request: Mapping[str, Any], meta: ResponsesMeta) -> tuple[list[Mes
             _require(role in ("user", "system", "developer", "assistant"),
                      f"{param}.role must be user, system, developer or assistant.", f"{param}.role")
             text = _texts(item.get("content"), f"{param}.content")
-            message = Message(role="system" if role == "developer" else role, content=text)
+            # An ask's held-back calls, sent back on its message item (hammer_pending_calls): this turn completes them.
+            message = Message(role="system" if role == "developer" else role, content=text,
+                              pending_calls=pending_calls_of(item) if role == "assistant" else [])
             open_turn = message if role == "assistant" else None
         elif kind == "function_call":
             call = _call(item, param)

@@ -135,8 +135,13 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
         return out
 
     def on_finish(self, response: HammerResponse, text: str) -> list[dict[str, Any]]:
-        out = (self._text(text) if text else []) + self._close_message()
+        out = self._text(text) if text else []
+        pending = response.pending_extension()  # an ask's held-back calls (on_missing="ask")
+        if self._message is not None:
+            self._message.update(pending)  # on the message item too: a client sends it back as input
+        out += self._close_message()
         usage = response.usage
+        self.response.update(pending)
         self.response["usage"] = {"input_tokens": usage.prompt_tokens,
                                   "input_tokens_details": {"cached_tokens": usage.cached_prompt_tokens,
                                                            "cache_write_tokens": 0},

@@ -66,7 +66,7 @@ from hammer_plugins.mcp.client import tool_result_text
 from hammer_plugins.output.encoder import StreamEncoder
 from hammer_plugins.slot_filling.filler import SlotFillingResponse
 from hammer_plugins.slot_filling.snapshots import SLOT_FILLING_ACTION_KEY, SnapshotMessage, snapshot_of
-from hammer_plugins.values.calls import new_call_id
+from hammer_plugins.values.calls import new_call_id, pending_calls_of
 
 # LangChain passes these through the call kwargs for its own bookkeeping; every other per-call
 # argument goes to the engine, which raises TypeError for one it does not know.
@@ -104,6 +104,10 @@ class ChatHammer(BaseChatModel, EngineSettings):
         on_refusal: what Hammer's ``[]`` becomes: ``"message"`` (an AIMessage with ``refusal_text``,
             marked ``response_metadata["refusal"] = True``), ``"answer"`` (a second pass without tools
             answers in plain language), or ``"raise"`` (``hammer_plugins.RefusalError``).
+        on_missing: a call whose required values nobody gave: ``"ask"`` (an AIMessage without calls asking for
+            them; the held-back calls in ``response_metadata["hammer_pending_calls"]`` and ``additional_kwargs``,
+            completed by the next turn), ``"call"`` (as the model wrote it) or ``"error"``
+            (``MissingArgumentsError``). See docs/slot_filling.md.
         max_tool_rounds: rounds of tool calls per user turn (default 1) after which the model answers
             from the tool results without being offered the tools again (``None``: no cap). The
             engine ends an agent turn: after tool results, ``[]`` or a repeat of an answered call
@@ -433,8 +437,13 @@ def to_engine_messages(messages: Sequence[BaseMessage]) -> list[Message]:
             # comes along, so the slot-filling state is rebuilt from the history alone.
             snapshot = snapshot_of({"response_metadata": message.response_metadata,
                                     "additional_kwargs": message.additional_kwargs})
-            out.append(SnapshotMessage(role="assistant", content=content, tool_calls=calls, snapshot=snapshot)
-                       if snapshot is not None else Message(role="assistant", content=content, tool_calls=calls))
+            # An ask's held-back calls (on_missing="ask") come back too: this turn completes them.
+            pending = pending_calls_of({"response_metadata": message.response_metadata,
+                                        "additional_kwargs": message.additional_kwargs})
+            out.append(SnapshotMessage(role="assistant", content=content, tool_calls=calls, snapshot=snapshot,
+                                       pending_calls=pending)
+                       if snapshot is not None else Message(role="assistant", content=content, tool_calls=calls,
+                                                            pending_calls=pending))
         elif isinstance(message, ToolMessage):
             # The engine names an unnamed result after the call it answers (by tool_call_id). A tool that
             # returned an MCP CallToolResult (or its str) gives the model the result's text, not its repr.
@@ -506,22 +515,24 @@ def _metadata(response: HammerResponse, model_name: str) -> dict[str, Any]:
         metadata["raw_output"] = response.raw  # what the model wrote, when the content is not it
     if response.offered_tools is not None:  # a large tool set narrowed to its best matches (tool_budget)
         metadata["offered_tools"] = response.offered_tools
+    metadata.update(response.pending_extension())  # an ask (on_missing="ask"): the calls it held back
     if isinstance(response, SlotFillingResponse) and response.snapshot is not None:  # the state travels with it
         metadata.update(response.snapshot.to_metadata())
         metadata[SLOT_FILLING_ACTION_KEY] = response.slot_filling_action
     return metadata
 
 
-def _refusal(response: HammerResponse) -> dict[str, Any]:
+def _extras(response: HammerResponse) -> dict[str, Any]:
     # Where LangChain keeps a refusal (as ChatOpenAI does, and convert_to_openai_messages carries it),
     # beside the text content and response_metadata["refusal"].
-    return {"refusal": response.text} if response.kind == "refusal" else {}
+    # An ask's held-back calls (on_missing="ask") ride here too, where stores keep extensions.
+    return {**({"refusal": response.text} if response.kind == "refusal" else {}), **response.pending_extension()}
 
 
 def _result(response: HammerResponse, model_name: str) -> ChatResult:
     message = AIMessage(
         content=response.text,
-        additional_kwargs=_refusal(response),
+        additional_kwargs=_extras(response),
         tool_calls=[tool_call(name=c.name, args=c.arguments, id=c.id) for c in response.tool_calls],
         invalid_tool_calls=[invalid_tool_call(name=c.name, args=c.arguments, id=c.id, error=c.reason)
                             for c in response.invalid_tool_calls],
@@ -562,7 +573,7 @@ class _MessageChunkWriter(StreamEncoder[ChatGenerationChunk]):
         chunks = [_call_chunk(c.name, c.arguments if c.arguments is not None else c.raw, c.id, offset + i)
                   for i, c in enumerate(response.invalid_tool_calls)]
         message = AIMessageChunk(content=text, tool_call_chunks=chunks, usage_metadata=_usage(response),
-                                 additional_kwargs=_refusal(response),
+                                 additional_kwargs=_extras(response),
                                  response_metadata=_metadata(response, self.model_name), chunk_position="last")
         return [ChatGenerationChunk(message=message, generation_info={"finish_reason": response.finish_reason})]
 

@@ -82,6 +82,8 @@ class HammerLLM(FunctionCallingLLM, EngineSettings):
     so ``FunctionAgent``, ``AgentWorkflow``, ``predict_and_call`` and ``structured_predict`` work.
     Hammer's ``[]`` ("no suitable tool") becomes a message without calls holding ``refusal_text``;
     ``raw`` is the engine's full answer (``raw["kind"]``, ``raw["usage"]``, ``raw["raw"]``).
+    With ``on_missing="ask"`` a call whose required values nobody gave is held back: the message asks for them
+    and keeps the call in ``additional_kwargs["hammer_pending_calls"]``, which the next turn completes.
 
     Every engine setting is a field (:class:`hammer_plugins.engine.settings.EngineSettings`, shared with
     LangChain's ``ChatHammer``: model, ``backend`` with the server options, Hammer behaviour, sampling,
@@ -357,7 +359,9 @@ def to_engine_message(message: ChatMessage) -> Message:
         content, is_error = mcp_result
     converted = to_message({"role": role, "content": content, "tool_calls": calls, "is_error": is_error,
                             "tool_call_id": message.additional_kwargs.get("tool_call_id"),
-                            "name": message.additional_kwargs.get("name")})
+                            "name": message.additional_kwargs.get("name"),
+                            # an ask's held-back calls (hammer_pending_calls): the next turn completes them
+                            "additional_kwargs": message.additional_kwargs})
     # A slot-filling turn's snapshot comes along, so the slot-filling state is rebuilt from the history alone.
     snapshot = snapshot_of(message.additional_kwargs) if role == "assistant" else None
     return SnapshotMessage(**converted.model_dump(), snapshot=snapshot) if snapshot is not None else converted
@@ -449,6 +453,8 @@ class _ChatResponseWriter(StreamEncoder[ChatResponse]):
         prose around calls)."""
         usage = response.usage
         message = _assistant(response.text, response.tool_calls, response.invalid_tool_calls)
+        # An ask (on_missing="ask") keeps its held-back calls where the next turn's history brings them back.
+        message.additional_kwargs.update(response.pending_extension())
         if isinstance(response, SlotFillingResponse) and response.snapshot is not None:  # the state travels with it
             message.additional_kwargs.update({**response.snapshot.to_metadata(),
                                               SLOT_FILLING_ACTION_KEY: response.slot_filling_action})

@@ -1,0 +1,50 @@
+"""Replay a `hammer eval hammerbench` run's raw model answers through the engine under another ``on_missing``.
+
+The ask-or-call rule acts after generation: with greedy decoding the prompt and the grammar are the same
+with the rule on or off, so the model's raw answer is too. Replaying each recorded ``raw`` through the
+engine's own pipeline (a scripted backend that answers it, the runner's ``predict_turn``) gives the answers
+the rule would have given, without running the model again (the machine these ran on was shared, and a
+run cost up to 45 s a prompt). ``--on-missing call`` reproduces the recorded run's predictions exactly,
+which this script checks.
+
+    PYTHONPATH=.:evals python docs/benchmarks/ask-or-call/replay.py \\
+        docs/benchmarks/ask-or-call/ST_Imperfect-off ST_Imperfect 25 ask /tmp/ask.jsonl
+    hammer eval hammerbench --predictions /tmp/ask.jsonl --files ST_Imperfect --limit 25 \\
+        --output docs/benchmarks/ask-or-call/ST_Imperfect-ask --name "default, on_missing=ask"
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from hammer_evals.datasets import hammerbench_dir
+from hammer_evals.hammerbench.data import load_file
+from hammer_evals.hammerbench.runner import RunnerConfig, predict_turn, record_prediction
+from hammer_plugins import HammerEngine, ScriptedBackend
+
+
+def replay(run: Path, stem: str, limit: int, on_missing: str) -> list[str]:
+    records = {r.index: r for r in load_file(hammerbench_dir(), stem, limit)}
+    config = RunnerConfig(**json.loads((run / "run_settings.json").read_text())["runner"])
+    lines = []
+    for line in (run / "predictions.jsonl").read_text(encoding="utf-8").splitlines():
+        recorded = json.loads(line)
+        record = records[recorded["index"]]
+        details = []
+        for turn, detail in zip(record.turns, recorded["details"], strict=True):
+            engine = HammerEngine(backend=ScriptedBackend([detail["raw"]]), on_missing=on_missing)  # type: ignore[arg-type]
+            details.append(predict_turn(engine, turn, config))
+        replayed = record_prediction(record, details)
+        if on_missing == "call":  # the rule off: the recorded answers, exactly
+            assert replayed.predictions == recorded["predictions"], (recorded["index"], replayed.predictions)
+        lines.append(replayed.model_dump_json())
+    return lines
+
+
+if __name__ == "__main__":
+    run, stem, limit, on_missing, out = sys.argv[1:6]
+    replay(Path(run), stem, int(limit), "call")  # the check: the replay is faithful
+    Path(out).write_text("\n".join(replay(Path(run), stem, int(limit), on_missing)) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
