@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -103,17 +103,12 @@ def run(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> Gener
     caller and requests (:class:`Fit`, :class:`Generate`, ``NEXT``) that a driver
     (:mod:`hammer_plugins.engine.drivers`) answers from the backend, so the sync and the async
     paths share every rule. The final response says which tools a selection offered."""
-    core = _passes(engine, plan, on_refusal)
-    reply: Any = None
-    while True:
-        try:
-            item = core.send(reply)
-        except StopIteration:
-            return
+    def offered(response: HammerResponse) -> None:
         shown = plan.widened_to or plan
-        if isinstance(item, HammerResponse) and shown.offered is not None:
-            item.offered_tools = list(shown.offered)
-        reply = yield item
+        if shown.offered is not None:
+            response.offered_tools = list(shown.offered)
+
+    yield from _relay(_passes(engine, plan, on_refusal), offered)
 
 
 def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> Generator[Any, Any, None]:
@@ -194,8 +189,8 @@ def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> G
     response.timings.engine_total = time.perf_counter() - started
     yield response
 
-def _with_usage(core: Generator[Any, Any, None], spent: Usage) -> Generator[Any, Any, None]:
-    """``core``'s items, its final responses counting ``spent`` too (the tokens of a pass before it)."""
+def _relay(core: Generator[Any, Any, None], edit: Callable[[HammerResponse], None]) -> Generator[Any, Any, None]:
+    """``core``'s items and its driver's replies, passed through; each response ``edit``-ed on its way out."""
     reply: Any = None
     while True:
         try:
@@ -203,8 +198,17 @@ def _with_usage(core: Generator[Any, Any, None], spent: Usage) -> Generator[Any,
         except StopIteration:
             return
         if isinstance(item, HammerResponse):
-            item.usage = spent + item.usage
+            edit(item)
         reply = yield item
+
+
+def _with_usage(core: Generator[Any, Any, None], spent: Usage) -> Generator[Any, Any, None]:
+    """``core``'s items, its final responses counting ``spent`` too (the tokens of a pass before it)."""
+
+    def add(response: HammerResponse) -> None:
+        response.usage = spent + response.usage
+
+    return _relay(core, add)
 
 
 def answer(engine: EngineCore, plan: Plan, base: HammerResponse, started: float, prompt: str | None = None,
