@@ -37,7 +37,14 @@ import numpy as np
 
 from hammer_plugins.support.sized_cache import SizedCache
 from hammer_plugins.tools.definition import Tool
-from hammer_plugins.tools.embedding import Embedder, EmbedderMissingError, ToolVectors, VectorStore, default_embedder
+from hammer_plugins.tools.embedding import (
+    MAX_QUERY_CHARS,
+    Embedder,
+    EmbedderMissingError,
+    ToolVectors,
+    VectorStore,
+    default_embedder,
+)
 from hammer_plugins.tools.ranking import ToolRanking
 from hammer_plugins.tools.selector import FunctionSelector, Selection, SelectionQuery, ToolSelector
 
@@ -80,7 +87,9 @@ def question_parts(text: str) -> list[str]:
         >>> question_parts("Weather in Paris?")
         []
     """
-    parts = [p.strip(" ,，、") for p in _PART_BREAK.split(text) if p]
+    # The user's text, bounded before the regex: a run of spaces with no joining word after it costs the
+    # splitter time quadratic in its length (Python's engine; RE2 has no lookbehind).
+    parts = [p.strip(" ,，、") for p in _PART_BREAK.split(text[:MAX_QUERY_CHARS]) if p]
     parts = [p for p in parts if len(p) >= _MIN_PART_CHARS]
     return parts[:MAX_PARTS] if len(parts) > 1 else []
 

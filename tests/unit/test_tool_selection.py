@@ -278,3 +278,13 @@ def test_question_parts_cover_the_question_and_never_invent_text(pieces: list[st
     parts = question_parts(text)
     assert len(parts) <= 6 and all(part in text for part in parts)
     assert parts == [] or len(parts) > 1
+
+
+def test_question_parts_read_only_a_bounded_prefix_of_the_users_text() -> None:
+    """The splitter's regex meets user text: only its first MAX_QUERY_CHARS are read (a joining word past them
+    makes no part), so a huge message cannot cost quadratic time."""
+    from hammer_plugins.tools.embedding import MAX_QUERY_CHARS
+
+    within = "Find the area of a circle. Also, what is the population of France?"
+    assert len(question_parts(within)) == 2
+    assert question_parts(" " * MAX_QUERY_CHARS + within) == []
