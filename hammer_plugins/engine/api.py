@@ -25,6 +25,7 @@ from hammer_plugins.engine.planning import check_budget, check_rounds, make_plan
 from hammer_plugins.engine.request import EngineRequest, OnMissing
 from hammer_plugins.engine.shared_backends import loaded, model_prompt_format, shared_backend, shared_key
 from hammer_plugins.engine.slots import fill_slots, slot_filler, snapshot_plan
+from hammer_plugins.engine.tool_selection import ConversationOffers
 from hammer_plugins.engine.turn import last_response, run
 from hammer_plugins.output.events import StreamEvent
 from hammer_plugins.output.response import HammerResponse
@@ -144,6 +145,7 @@ class HammerEngine:
         self.max_tool_rounds = check_rounds(max_tool_rounds)
         self.tool_budget = check_budget(tool_budget)
         self.tool_selector: ToolSelector = as_selector(tool_selector)
+        self.offer_memory: ConversationOffers | None = ConversationOffers()
         self.relevance_gate = relevance_gate
         self.settings = GenerationSettings(max_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                            top_k=top_k, repeat_penalty=repeat_penalty, seed=seed,

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from hammer_plugins.backends.base import BackendInterface, GenerationSettings
 from hammer_plugins.engine.binding import ToolBinding
 from hammer_plugins.engine.request import OnMissing, RefusalMode
+from hammer_plugins.engine.tool_selection import ConversationOffers
 from hammer_plugins.prompt.render import PromptFormat
 from hammer_plugins.tools.limits import SchemaLimits
 from hammer_plugins.tools.selector import ToolSelector
@@ -44,6 +45,7 @@ class EngineCore(Protocol):
     schema_limits: SchemaLimits | None
     tool_budget: int
     tool_selector: ToolSelector
+    offer_memory: ConversationOffers | None
     relevance_gate: bool
     max_tool_rounds: int | None
 

@@ -91,7 +91,8 @@ def make_plan(engine: EngineCore, request: EngineRequest, *, fit: bool = True,
         # A large tool set: the prompt offers the tools that best match the conversation (tool_selection).
         budget = engine.tool_budget if request.tool_budget is None else check_budget(request.tool_budget)
         offer = offer_tools(binding, msgs, choice, list(request.pinned_tools), budget,
-                            lambda subset: engine.bind(subset, request.mask_names), engine.tool_selector, forced)
+                            lambda subset: engine.bind(subset, request.mask_names), engine.tool_selector, forced,
+                            engine.offer_memory)
         binding, offered, widened = offer.binding, offer.offered, offer.widened
     parallel = request.parallel_tool_calls
     if parallel is None:

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,8 +49,43 @@ reserve together)."""
 
 # A query word list this short says little on its own ("yes", "do it"): the user's earlier words join it.
 _SHORT_QUERY_WORDS = 3
+# Characters of a tool result the selector reads: where a next step is named, it is named early.
+_RESULT_CHARS = 1000
 
 _RANKINGS: SizedCache[tuple[str, ...], ToolRanking] = SizedCache(32, 2_000_000)
+
+
+class ConversationOffers:
+    """The tools each recent conversation was offered last, so that a later turn keeps them while they hold what it
+    needs (:attr:`~hammer_plugins.tools.selector.Selection.needed`): the tools block heads the prompt, and an
+    unchanged block keeps the KV state cached for it. A conversation is known by its tool set, its system text and
+    its first user message; at most ``max_entries`` are remembered (the least recently used go).
+
+    Example:
+        >>> offers = ConversationOffers()
+        >>> key = offers.key(["a", "b"], [Message.user("Weather in Paris?")])
+        >>> offers.put(key, ("a",)); offers.get(key)
+        ('a',)
+    """
+
+    def __init__(self, max_entries: int = 1024) -> None:
+        # An entry is a key and a few names: 1,024 of them are well under a megabyte.
+        self._offers: SizedCache[str, tuple[str, ...]] = SizedCache(max_entries, max_entries * 4096)
+
+    @staticmethod
+    def key(names: Sequence[str], messages: Sequence[Message]) -> str:
+        first = next((m.content for m in messages if m.role == "user"), "")
+        system = "".join(m.content for m in messages[:1] if m.role == "system")
+        digest = hashlib.sha256()
+        for part in ("\x00".join(names), system, first):
+            digest.update(part.encode("utf-8", "surrogatepass") + b"\x01")
+        return digest.hexdigest()
+
+    def get(self, key: str) -> tuple[str, ...] | None:
+        return self._offers.get(key)
+
+    def put(self, key: str, offered: tuple[str, ...]) -> None:
+        self._offers.put(key, offered, len(key) + sum(map(len, offered)))
 
 
 @dataclass(frozen=True)
@@ -72,29 +108,32 @@ def _ranking(tools: Sequence[Tool]) -> ToolRanking:
 
 def selection_query(messages: Sequence[Message]) -> SelectionQuery:
     """What a selector reads of a conversation: the last user message, and the user's earlier messages
-    when the last one says too little on its own; the tools called so far. A caller's system text is left
-    out (an agent's instructions would outweigh the question)."""
+    when the last one says too little on its own; the tools called so far; the tool results since the last user
+    message. A caller's system text is left out (an agent's instructions would outweigh the question)."""
     asked = [m.content for m in messages if m.role == "user" and m.content.strip()]
     called = tuple(sorted(called_tools_in(messages)))
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    results = tuple(m.content[:_RESULT_CHARS] for m in messages[last_user + 1:] if m.role == "tool" and m.content.strip())
     if not asked:
-        return SelectionQuery(text="", called=called)
+        return SelectionQuery(text="", called=called, results=results)
     query = [asked[-1]]
     for earlier in reversed(asked[:-1]):
         if len(words(" ".join(query))) >= _SHORT_QUERY_WORDS:
             break
         query.append(earlier)
-    return SelectionQuery(text="\n".join(query), context=tuple(asked[:-1][-4:]), called=called)
+    return SelectionQuery(text="\n".join(query), context=tuple(asked[:-1][-4:]), called=called, results=results)
 
 
 def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pinned: Sequence[str],
                 budget: int, bind: Callable[[list[Tool]], ToolBinding], selector: ToolSelector,
-                forced: Sequence[str] | None = None) -> Offer:
+                forced: Sequence[str] | None = None, memory: ConversationOffers | None = None) -> Offer:
     """The tools this call offers (see the module); ``full`` is the whole tool set, bound, and ``bind``
     binds a subset of it as ``full`` was (masking, limits).
 
     ``pinned`` names tools always offered; a name that is not among the tools raises
     :class:`~hammer_plugins.values.errors.UnknownToolError`. ``budget`` 0 offers every tool. ``forced``: offer
     these names (and the tools that must stay) instead of asking the selector (the widening after ``[]``).
+    ``memory``: what the conversation was offered before; kept while it holds the tools the selection needs.
     """
     names = [t.name for t in full.tools]
     index = {name: i for i, name in enumerate(names)}
@@ -108,9 +147,15 @@ def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pin
     keep = {index[p] for p in pinned} | {index[n] for n in called_tools_in(messages) if n in index}
     if choice in index:
         keep.add(index[choice])
+    remembered = memory.key(names, messages) if memory is not None and forced is None else None
     if forced is None:
         selection = selector.select(selection_query(messages), full.tools)
         wanted, reserve = selection.offered, selection.reserve
+        before = memory.get(remembered) if memory is not None and remembered is not None else None
+        if before and set(selection.needed or selection.offered) <= set(before) and all(n in index for n in before):
+            # A later turn that needs nothing new keeps the conversation's tools: the same prompt head, cached.
+            reserve = tuple(n for n in (*wanted, *reserve) if n not in before)
+            wanted = before
     else:
         # The widened pass offers what the first did and the reserve together: Hammer's [] over a set that held
         # the right tool must not leave it out now. Twice the budget, so the reserve fits beside them.
@@ -128,6 +173,8 @@ def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pin
     spare = tuple(n for n in reserve if n in index and index[n] not in chosen)
     first = tuple(names[i] for i in sorted(keep)) + tuple(names[i] for i in order if i in chosen and i not in keep)
     widened = first + spare if spare else None
+    if memory is not None and remembered is not None:
+        memory.put(remembered, offered)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("offered %d of %d tools (%d of %d estimated tokens): %s%s", len(offered), len(names),
                   sum(costs[i] for i in chosen), sum(costs), ", ".join(offered),

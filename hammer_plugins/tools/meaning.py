@@ -45,6 +45,7 @@ from hammer_plugins.tools.embedding import (
     VectorStore,
     default_embedder,
 )
+from hammer_plugins.tools.look_alikes import LookAlikes
 from hammer_plugins.tools.ranking import ToolRanking
 from hammer_plugins.tools.selector import FunctionSelector, Selection, SelectionQuery, ToolSelector
 
@@ -69,6 +70,8 @@ BEST_OF_PART = 1
 RESERVE = 4
 """Candidates kept back for one widening when Hammer answers ``[]``."""
 MAX_PARTS = 6
+MAX_RESULTS = 2
+"""Tool results (the latest) that each bring their best tool."""
 
 # Where one request ends and the next begins, in the languages measured (and their punctuation).
 _PART_BREAK = re.compile(
@@ -105,6 +108,7 @@ class _Index:
 
     def __init__(self, tools: Sequence[Tool], vectors: ToolVectors) -> None:
         self.lexical = ToolRanking(tools)
+        self.look_alikes = LookAlikes(tools)
         self.matrix = vectors.of([tool_text(t) for t in tools])
 
 
@@ -189,20 +193,24 @@ class MeaningSelector:
     def _select(self, query: SelectionQuery, tools: Sequence[Tool]) -> Selection:
         index = self._index(tools)
         scores = self._scores(index, query.text)
-        whole = np.argsort(-scores, kind="stable")
+        # The ranking without the copies of an earlier tool's description (tools/look_alikes.py): a look-alike
+        # never takes a place from the tool it copies, nor from any other.
+        ranked, copies = index.look_alikes.skip(np.argsort(-scores, kind="stable").tolist(), BEST_OF_QUESTION + RESERVE)
         # The best match of the whole question first, then the best of each part (a question of several requests
         # needs one tool for each, and the budget may not reach the whole question's fourth), then the rest.
-        chosen = [int(whole[0])]
-        for part in question_parts(query.text):
-            for i in np.argsort(-self._scores(index, part), kind="stable")[:BEST_OF_PART]:
-                if int(i) not in chosen:
-                    chosen.append(int(i))
-        best = float(scores[whole[0]])
-        chosen += [int(i) for i in whole[1:BEST_OF_QUESTION]
-                   if int(i) not in chosen and float(scores[i]) >= MIN_SHARE_OF_BEST * best]
-        reserve = [i for i in whole[BEST_OF_QUESTION:] if i not in chosen][:RESERVE]
-        return Selection(offered=tuple(tools[i].name for i in chosen),
-                         reserve=tuple(tools[i].name for i in reserve))
+        chosen = [ranked[0]]
+        # Each part of the question, and each tool result since the user's turn (a result may name the next step:
+        # "shipped; track it with number ZX9"), brings its own best tool.
+        for part in [*question_parts(query.text), *query.results[-MAX_RESULTS:]]:
+            best_of_part, _ = index.look_alikes.skip(np.argsort(-self._scores(index, part), kind="stable").tolist(),
+                                                     BEST_OF_PART)
+            chosen += [i for i in best_of_part if i not in chosen]
+        needed = tuple(tools[i].name for i in chosen)
+        best = float(scores[ranked[0]])
+        chosen += [i for i in ranked[1:BEST_OF_QUESTION] if i not in chosen and float(scores[i]) >= MIN_SHARE_OF_BEST * best]
+        reserve = [i for i in ranked[1:] if i not in chosen][:RESERVE] + copies[:RESERVE]
+        return Selection(offered=tuple(tools[i].name for i in chosen), reserve=tuple(tools[i].name for i in reserve),
+                         needed=needed)
 
 
 class LexicalSelector:
@@ -218,17 +226,28 @@ class LexicalSelector:
 
     def select(self, query: SelectionQuery, tools: Sequence[Tool]) -> Selection:
         key = tuple(t.fingerprint() for t in tools)
-        ranking = _LEXICAL.get(key)
-        if ranking is None:
-            ranking = ToolRanking(tools)
-            _LEXICAL.put(key, ranking, sum(map(len, key)) // 8)
+        found = _LEXICAL.get(key)
+        if found is None:
+            found = (ToolRanking(tools), LookAlikes(tools))
+            _LEXICAL.put(key, found, sum(map(len, key)) // 4)
+        ranking, look_alikes = found
         scores = ranking.scores(query.text)
         order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
-        return Selection(offered=tuple(tools[i].name for i in order[:BEST_OF_QUESTION]),
-                         reserve=tuple(tools[i].name for i in order[BEST_OF_QUESTION:BEST_OF_QUESTION + RESERVE]))
+        if not order:
+            return Selection(offered=())
+        # The share rule of the meaning selector: a tool that matches many words weakly (a description stuffed
+        # with every topic's words) does not join one that matches the question well.
+        ranked, copies = look_alikes.skip(order, BEST_OF_QUESTION + RESERVE)
+        if not ranked:  # every tool that matched copies another one
+            return Selection(offered=(), reserve=tuple(tools[i].name for i in copies[:RESERVE]))
+        best = scores[ranked[0]]
+        chosen = [ranked[0], *(i for i in ranked[1:BEST_OF_QUESTION] if scores[i] >= MIN_SHARE_OF_BEST * best)]
+        reserve = [i for i in ranked[1:] if i not in chosen][:RESERVE] + copies[:RESERVE]
+        return Selection(offered=tuple(tools[i].name for i in chosen),
+                         reserve=tuple(tools[i].name for i in reserve), needed=(tools[ranked[0]].name,))
 
 
-_LEXICAL: SizedCache[tuple[str, ...], ToolRanking] = SizedCache(32, 2_000_000)
+_LEXICAL: SizedCache[tuple[str, ...], tuple[ToolRanking, LookAlikes]] = SizedCache(32, 4_000_000)
 
 
 SELECTOR_NAMES = ("meaning", "bm25")

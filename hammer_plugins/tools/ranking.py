@@ -31,6 +31,9 @@ _PIECES = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\W\d_A-Za-z]+")
 # Beyond this many characters of a description, more text adds nothing to the ranking but time.
 _MAX_TEXT = 4000
 _MAX_WORDS_PER_TOOL = 600
+MAX_TERM_REPEATS = 2
+"""Times one word of a tool counts (its name and its description): a description that repeats its words (keyword
+stuffing, a look-alike of another tool) gains nothing from the repeats, and its length grows with them."""
 
 
 # Words of asking rather than of a topic, beyond bm25s's English stop words.
@@ -109,8 +112,12 @@ def tool_words(tool: Tool) -> list[str]:
     """
     parts = [tool.name, tool.description, *_schema_text({"properties": tool.parameters.get("properties")})]
     found: list[str] = []
+    seen: dict[str, int] = {}
     for part in parts:
-        found.extend(words(part))
+        for word in words(part):
+            seen[word] = seen.get(word, 0) + 1
+            if seen[word] <= MAX_TERM_REPEATS:
+                found.append(word)
         if len(found) >= _MAX_WORDS_PER_TOOL:
             break
     return found[:_MAX_WORDS_PER_TOOL]

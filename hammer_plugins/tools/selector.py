@@ -17,7 +17,7 @@ Example:
     >>> tools = [to_tool({"name": n, "description": d}) for n, d in [("a", "x"), ("b", "y")]]
     >>> pick = FunctionSelector(lambda text, tools: ["b"])
     >>> pick.select(SelectionQuery(text="anything"), tools)
-    Selection(offered=('b',), reserve=())
+    Selection(offered=('b',), reserve=(), needed=())
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ class SelectionQuery:
     """What a selector reads of a conversation.
 
     ``text``: the question (the last user turn, with earlier ones when it says too little alone);
-    ``context``: the user's earlier turns, most recent last; ``called``: the tools called so far.
+    ``context``: the user's earlier turns, most recent last; ``called``: the tools called so far;
+    ``results``: the tool results since the user's last turn, where they may name a next step.
 
     Example:
         >>> SelectionQuery("And in Rome?", context=("Weather in Paris?",), called=("get_weather",)).called
@@ -45,11 +46,16 @@ class SelectionQuery:
     text: str
     context: tuple[str, ...] = ()
     called: tuple[str, ...] = ()
+    results: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Selection:
     """A selector's answer: tool names to offer, best first, and the reserve for one widening on ``[]``.
+
+    ``needed``: the offered tools the question cannot do without (the best match, the best of each part of
+    the question); empty means all of ``offered``. A conversation keeps the tools it was offered before while
+    they hold these, so its prompt's head, and the KV state cached for it, stay the same from turn to turn.
 
     Example:
         >>> Selection(offered=("get_weather",), reserve=("get_forecast",)).reserve
@@ -58,6 +64,7 @@ class Selection:
 
     offered: tuple[str, ...]
     reserve: tuple[str, ...] = field(default=())
+    needed: tuple[str, ...] = field(default=())
 
 
 @runtime_checkable
@@ -85,7 +92,7 @@ class FunctionSelector:
     Example:
         >>> from hammer_plugins.tools import to_tool
         >>> FunctionSelector(lambda q, tools: ["nope", "a"]).select(SelectionQuery("q"), [to_tool({"name": "a"})])
-        Selection(offered=('a',), reserve=())
+        Selection(offered=('a',), reserve=(), needed=())
         >>> FunctionSelector(lambda query: ["a"]).select(SelectionQuery("q"), [to_tool({"name": "a"})]).offered
         ('a',)
     """

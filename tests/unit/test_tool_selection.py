@@ -127,7 +127,7 @@ def test_a_large_tool_set_offers_the_best_matches_in_their_own_order() -> None:
     # By words alone, only the tools that share a word with the question.
     words_only = engine(tool_selector="bm25").generate([Message.user("What's the weather in Paris?")], many_tools())
     assert words_only.offered_tools == ["get_weather"]
-    prompt = engine(tool_selector="bm25").render([Message.user("thermostat or weather?")], many_tools())
+    prompt = engine(tool_selector="bm25").render([Message.user("thermostat 13 or the current weather?")], many_tools())
     order = [t["name"] for t in many_tools()]
     shown = [name for name in re.findall(r'"name": "([^"]+)"', prompt) if name in order]
     assert "get_weather" in shown and any(name.startswith("thermostat") for name in shown) and len(shown) <= 5
@@ -288,3 +288,55 @@ def test_question_parts_read_only_a_bounded_prefix_of_the_users_text() -> None:
     within = "Find the area of a circle. Also, what is the population of France?"
     assert len(question_parts(within)) == 2
     assert question_parts(" " * MAX_QUERY_CHARS + within) == []
+
+
+def _realistic_tools() -> list[dict]:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "shadow_tools.json"
+    return json.loads(path.read_text(encoding="utf-8"))["tools"]
+
+
+def _weather_turn() -> list[Message]:
+    return [Message.user("How warm is it in Lisbon right now?"),
+            Message.assistant("", tool_calls=[ToolCall(id="call_0", name="get_weather", arguments={"city": "Lisbon"})]),
+            Message.tool('{"temperature": 24, "conditions": "sunny"}', tool_call_id="call_0", name="get_weather"),
+            Message.assistant("It is 24 degrees and sunny in Lisbon.")]
+
+
+def test_a_later_turn_that_needs_nothing_new_keeps_the_conversations_tools_and_its_prompt_head() -> None:
+    from hammer_plugins.engine.planning import make_plan
+    from hammer_plugins.engine.request import EngineRequest
+
+    tools = _realistic_tools()
+    hammer = HammerEngine(backend=ScriptedBackend([]))
+    first = make_plan(hammer, EngineRequest.of(_weather_turn()[:1], tools), fit=False)
+    later = _weather_turn() + [Message.user("And in Oslo?")]
+    fresh = make_plan(HammerEngine(backend=ScriptedBackend([])), EngineRequest.of(later, tools), fit=False)
+    kept = make_plan(hammer, EngineRequest.of(later, tools), fit=False)
+    assert fresh.offered != first.offered  # the oracle: selected afresh, the tools block would change
+    assert kept.offered == first.offered
+    head = kept.prompt[:kept.prompt.index("How warm is it in Lisbon")]
+    assert first.prompt.startswith(head) and len(head) > 200  # the tools block and all before it: cached
+    # A turn that needs another tool gets it, and the conversation remembers the new offer.
+    money = later + [Message.assistant("Oslo: 8 degrees."), Message.user("How many euros is 250 US dollars?")]
+    switched = make_plan(hammer, EngineRequest.of(money, tools), fit=False)
+    assert switched.offered is not None and "convert_currency" in switched.offered
+    # Another conversation (another first question) is not held to this one's tools.
+    other = make_plan(hammer, EngineRequest.of([Message.user("Run ls -la in the terminal")], tools), fit=False)
+    assert other.offered is not None and "run_shell_command" in other.offered
+
+
+def test_a_tool_result_that_names_a_next_step_brings_its_tool() -> None:
+    from hammer_plugins.engine.planning import make_plan
+    from hammer_plugins.engine.request import EngineRequest
+
+    tools = _realistic_tools()
+    asked = [Message.user("Check my inbox for the invoice from ACME"),
+             Message.assistant("", tool_calls=[ToolCall(id="c1", name="read_inbox", arguments={"limit": 5})])]
+    result = Message.tool("1 message from billing@acme.com: 'Your invoice is attached. Please forward it to your "
+                          "accountant by email.'", tool_call_id="c1", name="read_inbox")
+    before = make_plan(HammerEngine(backend=ScriptedBackend([])), EngineRequest.of(asked[:1], tools), fit=False)
+    after = make_plan(HammerEngine(backend=ScriptedBackend([])), EngineRequest.of([*asked, result], tools), fit=False)
+    assert before.offered is not None and "send_email" not in before.offered
+    assert after.offered is not None and {"read_inbox", "send_email"} <= set(after.offered)

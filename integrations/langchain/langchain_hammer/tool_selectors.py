@@ -24,7 +24,7 @@ Example:
     >>> from hammer_plugins.tools.selector import SelectionQuery
     >>> tools = [to_tool({"name": n}) for n in ("get_weather", "send_email")]
     >>> selector.select(SelectionQuery("send_email: send an email"), tools)   # the retriever's best match
-    Selection(offered=('send_email',), reserve=())
+    Selection(offered=('send_email',), reserve=(), needed=())
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class RetrieverToolSelector(FunctionSelector):
         >>> from hammer_plugins.tools.selector import SelectionQuery
         >>> tools = [to_tool({"name": n}) for n in ("send_email", "get_weather")]
         >>> RetrieverToolSelector(retriever).select(SelectionQuery("Rain tomorrow? Then mail Ann"), tools)
-        Selection(offered=('get_weather', 'send_email'), reserve=())
+        Selection(offered=('get_weather', 'send_email'), reserve=(), needed=())
     """
 
     def __init__(self, retriever: BaseRetriever, *, name_key: str = "tool_name",

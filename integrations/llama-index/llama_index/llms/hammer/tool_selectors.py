@@ -25,7 +25,7 @@ Example:
     >>> from hammer_plugins.tools import to_tool
     >>> from hammer_plugins.tools.selector import SelectionQuery
     >>> selector.select(SelectionQuery("Send an email to Ann"), [to_tool({"name": t.metadata.name}) for t in tools])
-    Selection(offered=('send_email',), reserve=())
+    Selection(offered=('send_email',), reserve=(), needed=())
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class ObjectRetrieverToolSelector(FunctionSelector):
         >>> from hammer_plugins.tools.selector import SelectionQuery
         >>> tools = [to_tool({"name": n}) for n in ("get_weather", "send_email")]
         >>> ObjectRetrieverToolSelector(Fixed()).select(SelectionQuery("anything"), tools)
-        Selection(offered=('send_email', 'get_weather'), reserve=())
+        Selection(offered=('send_email', 'get_weather'), reserve=(), needed=())
     """
 
     def __init__(self, retriever: ObjectRetriever[Any] | BaseRetriever, *, name_key: str = "name") -> None:
