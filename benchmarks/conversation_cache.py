@@ -65,7 +65,7 @@ def converse(keep_offers: bool) -> list[dict[str, Any]]:
                          "cached_prompt_tokens": response.usage.cached_prompt_tokens or 0,
                          "seconds": round(time.perf_counter() - started, 2)})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-            messages.append(response.message)
+            messages.append(Message.assistant(response.text if not response.tool_calls else "", response.tool_calls))
             if not response.tool_calls:
                 break
             for call in response.tool_calls:
@@ -79,8 +79,10 @@ def run_variant(keep_offers: bool) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "HAMMER_CACHE_DIR": cache}
         done = subprocess.run([sys.executable, __file__, "--variant", "keep" if keep_offers else "fresh"], env=env,
-                              capture_output=True, text=True, check=True, cwd=ROOT)
+                              capture_output=True, text=True, check=False, cwd=ROOT)
         sys.stderr.write(done.stderr)
+        if done.returncode:
+            raise SystemExit(f"the variant failed ({done.returncode}); its output is above")
         return json.loads(done.stdout)
 
 

@@ -17,17 +17,19 @@ Usage::
 
     .venv/bin/python benchmarks/shadow_tools.py [--selector meaning] [--json docs/benchmarks/security/shadow-tools.json]
 
-Before the look-alike rule (tools/look_alikes.py) and the cap on repeated words, by meaning: the look-alikes
-took places for 23 and 24 of 24 questions, and 3 questions were offered only look-alikes; by words, 10 were
-hijacked and the stuffed tool joined 12 offers.
+Each selector is measured as it is, then without the rules against shadows (the look-alike rule of
+tools/look_alikes.py, the cap on a word's repeats in BM25, the words-only selector's share rule): the before
+and after in one record.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,25 @@ def is_shadow(name: str) -> bool:
     return name.endswith(SUFFIXES)
 
 
+@contextlib.contextmanager
+def without_rules() -> Iterator[None]:
+    """The selection as it was before the rules against shadows: no look-alike rule, every repeat of a word
+    counted, no share rule in the words-only selector."""
+    from hammer_plugins.tools import look_alikes, meaning, ranking
+
+    saved = (look_alikes.LookAlikes.original, ranking.MAX_TERM_REPEATS, meaning.LEXICAL_MIN_SHARE)
+    look_alikes.LookAlikes.original = lambda self, i: None  # type: ignore[method-assign]
+    ranking.MAX_TERM_REPEATS, meaning.LEXICAL_MIN_SHARE = 10**9, 0.0
+    meaning._RANKINGS._items.clear()
+    meaning._LEXICAL._items.clear()
+    try:
+        yield
+    finally:
+        look_alikes.LookAlikes.original, ranking.MAX_TERM_REPEATS, meaning.LEXICAL_MIN_SHARE = saved  # type: ignore[method-assign]
+        meaning._RANKINGS._items.clear()
+        meaning._LEXICAL._items.clear()
+
+
 def measure(selector: str = "meaning") -> dict[str, Any]:
     from hammer_plugins import HammerEngine, Message, ScriptedBackend
     from hammer_plugins.engine.planning import make_plan
@@ -103,9 +124,12 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results = {selector: measure(selector) for selector in args.selector or ["meaning", "bm25"]}
+    with without_rules():
+        results.update({f"{selector}, without the rules": measure(selector)
+                        for selector in args.selector or ["meaning", "bm25"]})
     for selector, result in results.items():
         for label, figures in result["summary"].items():
-            print(f"{selector:8s} {label:22s} {json.dumps(figures)}")
+            print(f"{selector:28s} {label:22s} {json.dumps(figures)}")
     if args.json:
         from record import run_facts, write_record
 
