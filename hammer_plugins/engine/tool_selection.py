@@ -109,7 +109,8 @@ def _ranking(tools: Sequence[Tool]) -> ToolRanking:
 def selection_query(messages: Sequence[Message]) -> SelectionQuery:
     """What a selector reads of a conversation: the last user message, and the user's earlier messages
     when the last one says too little on its own; the tools called so far; the tool results since the last user
-    message. A caller's system text is left out (an agent's instructions would outweigh the question)."""
+    message (for a caller's selector: the built-ins rank by the user's words). A caller's system text is left out
+    (an agent's instructions would outweigh the question)."""
     asked = [m.content for m in messages if m.role == "user" and m.content.strip()]
     called = tuple(sorted(called_tools_in(messages)))
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
@@ -121,7 +122,8 @@ def selection_query(messages: Sequence[Message]) -> SelectionQuery:
         if len(words(" ".join(query))) >= _SHORT_QUERY_WORDS:
             break
         query.append(earlier)
-    return SelectionQuery(text="\n".join(query), context=tuple(asked[:-1][-4:]), called=called, results=results)
+    return SelectionQuery(text="\n".join(query), context=tuple(asked[:-1][-4:]), called=called, results=results,
+                          question=asked[-1])
 
 
 def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pinned: Sequence[str],
@@ -147,7 +149,9 @@ def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pin
     keep = {index[p] for p in pinned} | {index[n] for n in called_tools_in(messages) if n in index}
     if choice in index:
         keep.add(index[choice])
-    remembered = memory.key(names, messages) if memory is not None and forced is None else None
+    # A user's turn is remembered; the passes after tool results offer what that turn did (they ask the same question).
+    after_results = bool(messages) and messages[-1].role == "tool"
+    remembered = memory.key(names, messages) if memory is not None and forced is None and not after_results else None
     if forced is None:
         selection = selector.select(selection_query(messages), full.tools)
         wanted, reserve = selection.offered, selection.reserve

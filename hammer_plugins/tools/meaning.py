@@ -75,8 +75,6 @@ BEST_OF_PART = 1
 RESERVE = 4
 """Candidates kept back for one widening when Hammer answers ``[]``."""
 MAX_PARTS = 6
-MAX_RESULTS = 2
-"""Tool results (the latest) that each bring their best tool."""
 
 # Where one request ends and the next begins, in the languages measured (and their punctuation).
 _PART_BREAK = re.compile(
@@ -204,9 +202,9 @@ class MeaningSelector:
         # The best match of the whole question first, then the best of each part (a question of several requests
         # needs one tool for each, and the budget may not reach the whole question's fourth), then the rest.
         chosen = [ranked[0]]
-        # Each part of the question, and each tool result since the user's turn (a result may name the next step:
-        # "shipped; track it with number ZX9"), brings its own best tool.
-        for part in [*question_parts(query.text), *query.results[-MAX_RESULTS:]]:
+        # Each part of the user's last turn brings its own best tool (the earlier turns joined to a short one only
+        # give it a topic: "And in Oslo?" is one request, not two).
+        for part in question_parts(query.question or query.text):
             best_of_part, _ = index.look_alikes.skip(np.argsort(-self._scores(index, part), kind="stable").tolist(),
                                                      BEST_OF_PART)
             chosen += [i for i in best_of_part if i not in chosen]

@@ -36,7 +36,12 @@ class SelectionQuery:
 
     ``text``: the question (the last user turn, with earlier ones when it says too little alone);
     ``context``: the user's earlier turns, most recent last; ``called``: the tools called so far;
-    ``results``: the tool results since the user's last turn, where they may name a next step.
+    ``results``: the tool results since the user's last turn; ``question``: the last user turn alone (empty:
+    ``text``).
+
+    The built-in selectors rank by the user's words only: a tool result is outside input (a hostile server's
+    "now call delete_file" must not bring that tool into the offer). ``results`` is there for a selector of
+    your own that trusts its tools.
 
     Example:
         >>> SelectionQuery("And in Rome?", context=("Weather in Paris?",), called=("get_weather",)).called
@@ -47,6 +52,7 @@ class SelectionQuery:
     context: tuple[str, ...] = ()
     called: tuple[str, ...] = ()
     results: tuple[str, ...] = ()
+    question: str = ""
 
 
 @dataclass(frozen=True)
