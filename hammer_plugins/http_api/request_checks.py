@@ -54,6 +54,7 @@ class FieldNames:
     tool_name: str
     response_format: str = "response_format"
     conversation: str = "messages"
+    pinned_tools: str = "pinned_tools"  # Ollama's may come in options
 
     def param(self, loc: tuple[str | int, ...], field: str = "") -> str | None:
         """The API's name for the engine place ``loc`` (``field``: a tool's field the error names)."""
@@ -70,8 +71,9 @@ class FieldNames:
             return f"{self.tools[loc[1]]}.{self.tool_name if field.startswith('name') else self.tool_schema}"
         if head == "response_format":
             return self.response_format
-        # Hammer's own fields (pinned_tools) are named alike in every API: pinned_tools[1].
-        return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".") or None
+        if head == "pinned_tools" and len(loc) > 1:
+            return f"{self.pinned_tools}[{loc[1]}]"
+        return ".".join(str(part) for part in loc) or None
 
 
 class DoorRequest(Protocol):

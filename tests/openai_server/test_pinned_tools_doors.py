@@ -69,6 +69,9 @@ def test_ollama_also_reads_the_pin_from_options_which_its_python_client_passes_t
     # Sent in both places, the top-level field wins (it is Hammer's own everywhere else too).
     both = _ollama(pinned_tools=["get_weather"], options={"pinned_tools": ["get_time"]})[1]
     assert both.pinned_tools == ("get_weather",)
+    with pytest.raises(APIError) as bad:  # a bad pin is named where it was sent
+        _ollama(options={"pinned_tools": ["get_time", "get_tme"]})
+    assert bad.value.status == 400 and bad.value.message.startswith("options.pinned_tools[1]: "), bad.value.body()
 
 
 @pytest.mark.parametrize("door", sorted(READERS))

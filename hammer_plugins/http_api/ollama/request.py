@@ -115,9 +115,11 @@ class OllamaChatRequest(OllamaRequest):
         ``auto`` unless Hammer's own ``tool_choice`` is sent."""
         messages = _messages(self.messages or [])
         tools = function_tools(self.tools or [])
+        in_options = self.pinned_tools is None and self.options is not None and self.options.pinned_tools is not None
         self._names = FieldNames(messages=[f"messages[{i}]" for i in range(len(messages))], message_id="tool_name",
                                  tools=function_tool_names(len(tools)), tool_schema="parameters", tool_name="name",
-                                 response_format="format")
+                                 response_format="format",
+                                 pinned_tools="options.pinned_tools" if in_options else "pinned_tools")
         return EngineRequest(messages=messages, tools=tools, tool_choice=self.tool_choice, **_options(self))
 
 
