@@ -103,11 +103,13 @@ class EngineFields(BaseModel):
                     "tools; None: no cap.")
     tool_budget: int = Field(
         default=DEFAULT_TOOL_BUDGET, ge=0,
-        description="Prompt tokens the tools block may take; a larger tool set is narrowed to the tools whose "
-                    "descriptions best match the conversation (docs/tools.md). 0: offer every tool.",
+        description="Prompt tokens the tools block may take (estimated: about 3.5 characters a token); a larger tool "
+                    "set is narrowed to the tools whose descriptions best match the conversation (docs/tools.md). 0: "
+                    "offer every tool.",
         json_schema_extra={"flag": "--tool-budget",
-                           "flag_help": "prompt tokens the tools block may take before the tools that best match "
-                                        "the conversation are selected (default: %(default)s; 0: offer every tool)"})
+                           "flag_help": "prompt tokens (estimated, about 3.5 characters a token) the tools block may "
+                                        "take before the tools that best match the conversation are selected "
+                                        "(default: %(default)s; 0: offer every tool)"})
     tool_selector: Any = Field(
         default="meaning",
         description="Who chooses the tools a call offers when a tool set is over the tool budget: 'meaning' "

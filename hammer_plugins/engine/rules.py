@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from hammer_plugins.tools.choice import normalize_tool_choice
 from hammer_plugins.tools.definition import Tool, to_tools
 from hammer_plugins.tools.names import printable
-from hammer_plugins.values.errors import RequestError, SchemaConversionError
+from hammer_plugins.values.errors import RequestError, SchemaConversionError, UnknownToolError
 from hammer_plugins.values.messages import Message
 
 if TYPE_CHECKING:
@@ -129,6 +129,25 @@ def resolve_tool_choice(choice: Any, tool_names: Sequence[str]) -> str:
     return normalize_tool_choice(choice, tool_names)
 
 
+def check_pinned(pinned: Sequence[str], tool_names: Sequence[str]) -> None:
+    """Every pinned name is one of the tools: else an :class:`~hammer_plugins.values.errors.UnknownToolError` at
+    ``("pinned_tools", i)``, the first name that is not.
+
+    Example:
+        >>> try:
+        ...     check_pinned(["get_weather", "get_tme"], ["get_weather", "get_time"])
+        ... except UnknownToolError as exc:
+        ...     print(exc.loc)
+        ('pinned_tools', 1)
+    """
+    known = set(tool_names)
+    unknown = [(i, name) for i, name in enumerate(pinned) if name not in known]
+    if unknown:
+        shown = [printable(name[:SHOWN_ID_CHARACTERS]) for _, name in unknown[:8]]
+        raise UnknownToolError(f"pinned tools {shown} are not among the {len(known)} tools given. Fix: pin names of "
+                               "tools you pass, e.g. pinned_tools=['get_weather'].", ("pinned_tools", unknown[0][0]))
+
+
 def check_request(request: EngineRequest) -> str:
     """Every rule above for ``request``, as the planner holds it to them; its normalized ``tool_choice``.
 
@@ -136,4 +155,6 @@ def check_request(request: EngineRequest) -> str:
     the request waits for the model."""
     check_messages(request.messages)
     tools = check_tools(request.tools)
-    return resolve_tool_choice(request.tool_choice, [tool.name for tool in tools])
+    names = [tool.name for tool in tools]
+    check_pinned(request.pinned_tools, names)
+    return resolve_tool_choice(request.tool_choice, names)

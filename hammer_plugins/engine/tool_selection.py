@@ -30,12 +30,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hammer_plugins.engine.binding import ToolBinding
+from hammer_plugins.engine.rules import check_pinned
 from hammer_plugins.support.sized_cache import SizedCache
 from hammer_plugins.tools.definition import Tool
 from hammer_plugins.tools.ranking import ToolRanking, words
 from hammer_plugins.tools.selection import select_tools
 from hammer_plugins.tools.selector import SelectionQuery, ToolSelector
-from hammer_plugins.values.errors import UnknownToolError
 from hammer_plugins.values.messages import Message
 
 log = logging.getLogger(__name__)
@@ -139,10 +139,7 @@ def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pin
     """
     names = [t.name for t in full.tools]
     index = {name: i for i, name in enumerate(names)}
-    unknown = [p for p in pinned if p not in index]
-    if unknown:
-        raise UnknownToolError(f"pinned tools {unknown[:8]} are not among the {len(names)} tools given. Fix: pin "
-                               "names of tools you pass, e.g. pinned_tools=['get_weather'].")
+    check_pinned(pinned, names)
     costs = full.costs()
     if budget <= 0 or sum(costs) <= budget:
         return Offer(full)

@@ -9,8 +9,8 @@ request (:class:`FieldNames`).
 Example:
     >>> names = FieldNames(messages=["instructions", "input[0]", "input[2]"], message_id="call_id",
     ...                    tools=["tools[0]"], tool_schema="parameters", tool_name="name", response_format="text.format")
-    >>> names.param(("messages", 2, "tool_call_id")), names.param(("tools", 0)), names.param(("tool_choice",))
-    ('input[2].call_id', 'tools[0]', 'tool_choice')
+    >>> names.param(("messages", 2, "tool_call_id")), names.param(("tools", 0)), names.param(("pinned_tools", 1))
+    ('input[2].call_id', 'tools[0]', 'pinned_tools[1]')
     >>> try:
     ...     checked_stop(["x"] * 100, "stop_sequences")
     ... except APIError as exc:
@@ -54,6 +54,7 @@ class FieldNames:
     tool_name: str
     response_format: str = "response_format"
     conversation: str = "messages"
+    pinned_tools: str = "pinned_tools"  # Ollama's may come in options
 
     def param(self, loc: tuple[str | int, ...], field: str = "") -> str | None:
         """The API's name for the engine place ``loc`` (``field``: a tool's field the error names)."""
@@ -70,6 +71,8 @@ class FieldNames:
             return f"{self.tools[loc[1]]}.{self.tool_name if field.startswith('name') else self.tool_schema}"
         if head == "response_format":
             return self.response_format
+        if head == "pinned_tools" and len(loc) > 1:
+            return f"{self.pinned_tools}[{loc[1]}]"
         return ".".join(str(part) for part in loc) or None
 
 

@@ -21,6 +21,9 @@ from hammer_plugins.output.usage import Usage
 from hammer_plugins.output.views import call_text, grid, table
 from hammer_plugins.values.calls import PENDING_CALLS_KEY, PendingCall
 
+OFFERED_TOOLS_KEY = "hammer_offered_tools"
+"""The field of every API's answer that names the tools a selection offered (:meth:`HammerResponse.offered_extension`)."""
+
 DEFAULT_REFUSAL_TEXT = "Sorry, no tool is suitable for your request."
 """What a refusal says by default (HammerBench's termination text, which Hammer is scored on)."""
 
@@ -62,6 +65,18 @@ class HammerResponse(ParsedOutput):
             {'hammer_pending_calls': [{'id': 'c1', 'name': 'f', 'arguments': {}, 'missing': ['a']}]}
         """
         return {PENDING_CALLS_KEY: [c.to_wire() for c in self.pending_calls]} if self.pending_calls else {}
+
+    def offered_extension(self) -> dict[str, list[str]]:
+        """The tools a selection offered as every door's extension field, ``{"hammer_offered_tools": [...]}`` (empty:
+        no selection was made, every tool given was offered).
+
+        Example:
+            >>> HammerResponse(kind="text", offered_tools=["get_weather", "get_time"]).offered_extension()
+            {'hammer_offered_tools': ['get_weather', 'get_time']}
+            >>> HammerResponse(kind="text").offered_extension()
+            {}
+        """
+        return {OFFERED_TOOLS_KEY: list(self.offered_tools)} if self.offered_tools is not None else {}
 
     @model_validator(mode="before")
     @classmethod

@@ -52,3 +52,14 @@ def test_unknown_options_of_a_real_command_are_still_refused(capsys) -> None:
     with pytest.raises(SystemExit) as info:
         cli.main(["models", "--bogus"])
     assert info.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_the_top_level_help_says_serve_is_also_the_api_server() -> None:
+    """``hammer --help`` is where a newcomer looks first: ``serve`` is Hammer's API server with ``--openai`` (every
+    API, the playground), not llama-server alone."""
+    from hammer_plugins.cli.main import build_parser
+
+    text = " ".join(build_parser([]).format_help().split())
+    serve = text[text.index(" serve "):text.index(" playground ")]
+    assert "--openai" in serve and all(api in serve for api in ("OpenAI", "Anthropic", "Ollama")), serve
+    assert "llama-server" in serve and "playground" in serve, serve

@@ -2,8 +2,9 @@
 of that subcommand's options, and a flag with a fixed set of values is given one of them.
 
 The docs had drifted from the parsers more than once (``hammer serve --log-level`` that did not exist,
-``hammer eval --prefix-cache`` where only ``--no-prefix-cache`` does). This reads the README files and every page
-under docs/ for command lines (fenced code and inline code that start with ``hammer``) and checks each against
+``hammer eval --prefix-cache`` where only ``--no-prefix-cache`` does). This reads the README files (the
+repository's, the PyPI page, each distribution's) and every page under docs/ for command lines (fenced code and
+inline code that start with ``hammer`` or a path to it, ``.venv/bin/hammer``, also after ``&&``) and checks each against
 the real parsers, so a flag renamed or removed fails here until the docs follow. docs/cli.md, the command's
 own page, also names flags alone (```--no-prefix-cache```): each of those must be some command's flag.
 """
@@ -21,12 +22,15 @@ import pytest
 from hammer_plugins.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = ["README.md", "README.pypi.md", "docs/**/*.md", "integrations/*/README.md", "evals/README.md"]
+DOCS = ["README.md", "README.pypi.md", "docs/**/*.md", "integrations/*/README*", "evals/README.md"]
 
 FENCE = re.compile(r"^\s*```")
-INLINE = re.compile(r"`(hammer [^`]+)`")
-LINE_START = re.compile(r"^(?:\$ |>>> |!)?(?:[A-Z_]+=\S+ )*(hammer .*)$")
-"""A command line in a code block: ``hammer ...``, maybe after a prompt and environment variables."""
+INLINE = re.compile(r"`(?:[\w.~-]*/)*(hammer [^`]+)`")
+LINE_START = re.compile(r"^(?:\$ |>>> |!)?(?:[A-Z_]+=\S+ )*(?:[\w.~-]*/)*(hammer .*)$")
+"""A command line in a code block: ``hammer ...`` (or ``.venv/bin/hammer ...``), maybe after a prompt and environment
+variables."""
+AFTER = re.compile(r"\s(?:&&|;|\|\|)\s")
+"""Where a shell line starts its next command: ``bash scripts/install.sh && .venv/bin/hammer call "..."``."""
 SHELL_END = {"|", "||", "&&", ";", ">", "2>&1", "&"}
 PLACEHOLDER = re.compile(r"[<>$]|\.\.\.|^[A-Z][A-Z_]*$")
 """A value that stands for one (``<name>``, ``$M``, ``...``, ``FILE``): not checked against choices."""
@@ -61,7 +65,7 @@ def command_lines(text: str) -> Iterator[tuple[int, str]]:
             if pending is not None:
                 pending = (pending[0], pending[1] + " " + line.strip())
             else:
-                found = LINE_START.match(line.strip())
+                found = next(filter(None, (LINE_START.match(part.strip()) for part in AFTER.split(line))), None)
                 pending = (number, found.group(1)) if found else None
             if pending is not None and pending[1].endswith("\\"):
                 pending = (pending[0], pending[1][:-1])
@@ -126,13 +130,16 @@ def test_the_check_finds_what_it_is_for() -> None:
     planted = ("Run `hammer serve --openai --log-level debug`, or `hammer serve --no-such-flag`.\n```console\n"
                "$ hammer eval hammerbench --threads 2 \\\n    --prefix-cache  # a comment --not-a-flag\n"
                "$ hammer bench multi-turn --runners hammer --backend nothing\n$ hammer serve -- --metrics\n```\n"
-               "`hammer call/chat --mcp`, `hammer pull NAME --force`, `hammer bench accuracy | robustness`\n")
+               "`hammer call/chat --mcp`, `hammer pull NAME --force`, `hammer bench accuracy | robustness`\n"
+               "```bash\nbash scripts/install.sh && .venv/bin/hammer call --no-such-option \"hi\"\n```\n"
+               "Then `.venv/bin/hammer playground --no-such-page`.\n")
     lines = list(command_lines(planted))
-    assert [number for number, _ in lines] == [1, 1, 3, 5, 6, 8, 8, 8]
+    assert [number for number, _ in lines] == [1, 1, 3, 5, 6, 8, 8, 8, 10, 12]
     found = {command: problems(command) for _, command in lines}
     assert [command for command, wrong in found.items() if wrong] == [
         "hammer serve --no-such-flag", "hammer eval hammerbench --threads 2 --prefix-cache",
-        "hammer bench multi-turn --runners hammer --backend nothing"], found
+        "hammer bench multi-turn --runners hammer --backend nothing", 'hammer call --no-such-option "hi"',
+        "hammer playground --no-such-page"], found
     assert problems("hammer serve --backend nowhere") == [
         "--backend nowhere: `hammer serve --backend` takes ['llama-server', 'llama_cpp', 'server', 'transformers']"]
     assert problems("hammer evaluate academic") and problems("hammer eval nothing")

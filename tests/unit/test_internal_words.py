@@ -5,8 +5,10 @@ the shipped code and the benchmarks, nor in the names of the records the docs li
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,3 +60,33 @@ def test_no_record_or_page_is_named_after_how_the_project_is_run() -> None:
     """File and folder names under docs/ (the records the pages link to) say what they hold."""
     paths = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "docs").rglob("*"))]
     assert internal_names(paths) == [], "rename these after what they hold"
+
+
+RECORD_KEY = re.compile(r"(?i)issue[-_]?\d+|wave[-_]?\d*|this_session|one_session|session_start")
+RECORD_TEXT = re.compile(INTERNAL.pattern + r"|\bthis wave\b|/tmp/bench\d+")
+
+
+def record_words(record: Any, place: str = "") -> list[str]:
+    """The keys and texts of a JSON record that say how the project was run (a key ``whole_run_warm_issue38``, a
+    note "on this wave's tree", an output folder ``/tmp/bench12b``), each with its place."""
+    if isinstance(record, dict):
+        found = [f"{place}/{key} (key)" for key in record if RECORD_KEY.search(str(key))]
+        return found + [word for key, value in record.items() for word in record_words(value, f"{place}/{key}")]
+    if isinstance(record, list):
+        return [word for i, value in enumerate(record) for word in record_words(value, f"{place}[{i}]")]
+    if isinstance(record, str):
+        return [f"{place}: {m.group(0)!r}" for m in RECORD_TEXT.finditer(record)]
+    return []
+
+
+def test_the_record_check_finds_what_it_is_for() -> None:
+    planted = {"what": "on this wave's tree", "whole_run_warm_issue38": {"command": "x --out /tmp/bench12b"},
+               "fast_loop_wave6": 1, "rows": [{"new_session_turn1_ttft_s": 1.0, "note": "Issue 37, Done when"}]}
+    assert record_words(planted) == ["/whole_run_warm_issue38 (key)", "/fast_loop_wave6 (key)", "/what: 'this wave'",
+                                     "/whole_run_warm_issue38/command: '/tmp/bench12'", "/rows[0]/note: 'Issue 37'"]
+
+
+def test_no_record_the_docs_cite_has_internal_words_in_its_keys_or_notes() -> None:
+    found = [f"{path.relative_to(ROOT)}{word}" for path in sorted((ROOT / "docs").rglob("*.json"))
+             for word in record_words(json.loads(path.read_text(encoding="utf-8")))]
+    assert found == [], "name keys and notes after what they hold:\n" + "\n".join(found)

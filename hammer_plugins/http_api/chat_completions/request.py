@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, TypeA
 from hammer_plugins.engine.request import COUNT_MAX, SEED_MAX, TOP_K_MAX, EngineRequest
 from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
+from hammer_plugins.http_api.hammer_fields import HammerFields
 from hammer_plugins.http_api.json_body import load_json
 from hammer_plugins.http_api.request_checks import (
     FieldNames,
@@ -47,7 +48,7 @@ class StreamOptions(BaseModel):
     include_usage: bool = Field(False, strict=True)
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(HammerFields):
     """The fields of ``POST /v1/chat/completions`` this server reads (others are ignored), plus Hammer's own."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)  # also for bodies that are not JSON text
@@ -68,11 +69,7 @@ class ChatRequest(BaseModel):
     n: int | None = 1
     response_format: dict[str, Any] | None = None
     logprobs: bool | None = Field(None, strict=True)
-    # Hammer's own options (send them with the SDK's extra_body=...).
-    mask_names: bool | None = Field(None, strict=True)
-    on_refusal: Literal["message", "answer"] | None = None
-    on_missing: Literal["ask", "call"] | None = None  # the engine's ask-or-call rule for this request
-    constrained: bool | None = Field(None, strict=True)
+    # Hammer's own options (send them with the SDK's extra_body=...), besides HammerFields'.
     max_tool_rounds: int | None = Field(None, ge=1)
     top_k: int | None = Field(None, ge=0, le=TOP_K_MAX)
     repeat_penalty: float | None = Field(None, gt=0)
@@ -107,10 +104,9 @@ class ChatRequest(BaseModel):
             tool_choice=self.tool_choice, max_tokens=self.max_completion_tokens or self.max_tokens,
             temperature=self.temperature, top_p=self.top_p, seed=self.seed, stop=checked_stop(self.stop, "stop"),
             top_k=self.top_k, repeat_penalty=self.repeat_penalty, parallel_tool_calls=self.parallel_tool_calls,
-            mask_names=self.mask_names, on_refusal=self.on_refusal, on_missing=self.on_missing,
-            constrained=self.constrained,
             response_format=_response_format(self.response_format),
-            max_tool_rounds="default" if self.max_tool_rounds is None else self.max_tool_rounds)
+            max_tool_rounds="default" if self.max_tool_rounds is None else self.max_tool_rounds,
+            **self.hammer_options())
 
     def field_names(self) -> FieldNames:
         assert self._names is not None, "to_engine_request() names the fields"

@@ -62,7 +62,8 @@ def completion(response: HammerResponse, model: str, refusal_text: str, completi
     A refusal (Hammer's ``[]``) has ``content`` = the refusal text (or the answer of
     ``on_refusal="answer"``), ``refusal`` = the refusal text and ``finish_reason="stop"``. Calls the
     model made that cannot be executed are listed in the extra field ``message.invalid_tool_calls``; the calls an
-    ask held back (``on_missing="ask"``) in ``message.hammer_pending_calls``.
+    ask held back (``on_missing="ask"``) in ``message.hammer_pending_calls``; the tools a selection offered in
+    ``hammer_offered_tools``.
 
     Example:
         >>> from hammer_plugins import HammerResponse, ToolCall
@@ -85,7 +86,7 @@ def completion(response: HammerResponse, model: str, refusal_text: str, completi
                           created=created or int(time.time()), model=model,
                           choices=[Choice(index=0, message=message, finish_reason=_finish_reason(response),  # type: ignore[arg-type]
                                           logprobs=None)],
-                          usage=usage_of(response))
+                          usage=usage_of(response), **response.offered_extension())
 
 
 
@@ -121,9 +122,10 @@ class ChunkWriter(StreamEncoder[ChatCompletionChunk]):
         self.created = created or int(time.time())
 
     def _chunk(self, delta: ChoiceDelta | None, finish: str | None = None,
-               usage: CompletionUsage | None = None) -> ChatCompletionChunk:
+               usage: CompletionUsage | None = None, **extension: Any) -> ChatCompletionChunk:
         choices = [] if delta is None else [ChunkChoice(index=0, delta=delta, finish_reason=finish)]  # type: ignore[arg-type]
         extra: dict[str, Any] = {"usage": usage} if self.include_usage else {}  # as OpenAI: null until the last chunk
+        extra.update(extension)
         return ChatCompletionChunk(id=self.id, object="chat.completion.chunk", created=self.created, model=self.model,
                                    choices=choices, **extra)
 
@@ -149,7 +151,8 @@ class ChunkWriter(StreamEncoder[ChatCompletionChunk]):
         extra.update(response.pending_extension())  # an ask's held-back calls (on_missing="ask")
         if text or refusal or extra:
             chunks.append(self._chunk(ChoiceDelta(content=text or None, refusal=refusal, **extra)))
-        chunks.append(self._chunk(ChoiceDelta(), finish=_finish_reason(response)))
+        # The tools a selection offered, on the chunk that finishes the choice (as the whole answer has them).
+        chunks.append(self._chunk(ChoiceDelta(), finish=_finish_reason(response), **response.offered_extension()))
         if self.include_usage:
             chunks.append(self._chunk(None, usage=usage_of(response)))
         return chunks

@@ -26,13 +26,14 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from hammer_plugins.engine.request import COUNT_MAX, SEED_MAX, TOP_K_MAX, EngineRequest
 from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
+from hammer_plugins.http_api.hammer_fields import HammerFields
 from hammer_plugins.http_api.request_checks import FieldNames, checked_stop, engine_request, located, read_request
 from hammer_plugins.values.calls import ToolCall, pending_calls_of
 from hammer_plugins.values.errors import RequestError
@@ -42,7 +43,7 @@ TOOL_ERROR_PREFIX = "Error: "
 """Put before the text of a ``tool_result`` with ``is_error: true``, so the model reads that the call failed."""
 
 
-class MessagesRequest(BaseModel):
+class MessagesRequest(HammerFields):
     """The fields of ``POST /v1/messages`` this server reads (others are accepted and ignored), plus Hammer's own."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
@@ -60,10 +61,6 @@ class MessagesRequest(BaseModel):
     stream: Any = False
     # Hammer's own options (the SDK's extra_body=...).
     seed: int | None = Field(None, ge=0, le=SEED_MAX)  # outside it, C wrapped 2**64 + 5 to seed 5
-    mask_names: bool | None = Field(None, strict=True)
-    on_refusal: Literal["message", "answer"] | None = None
-    on_missing: Literal["ask", "call"] | None = None  # the engine's ask-or-call rule for this request
-    constrained: bool | None = Field(None, strict=True)
     repeat_penalty: float | None = Field(None, gt=0)
     _count_only: bool = PrivateAttr(False)  # count_tokens: max_tokens is not required
     _names: FieldNames | None = PrivateAttr(None)
@@ -89,10 +86,9 @@ class MessagesRequest(BaseModel):
             max_tokens=None if self._count_only else self.max_tokens, temperature=self.temperature, top_p=self.top_p,
             top_k=self.top_k, seed=self.seed, stop=checked_stop(self.stop_sequences, "stop_sequences"),
             repeat_penalty=self.repeat_penalty, parallel_tool_calls=False if parallel is False else None,
-            mask_names=self.mask_names, constrained=self.constrained, on_missing=self.on_missing,
             # Agent clients (Claude Code) show whatever comes back: Hammer's [] is answered in prose by a tool-free
             # pass, as Hammer's own client does, unless the request asks for the refusal text.
-            on_refusal=self.on_refusal or "answer")
+            **self.hammer_options(on_refusal="answer"))
 
     def field_names(self) -> FieldNames:
         assert self._names is not None, "to_engine_request() names the fields"

@@ -128,10 +128,11 @@ class MessagesWriter(StreamEncoder[dict[str, Any]]):
         usage = {"input_tokens": response.usage.evaluated_prompt_tokens,
                  "cache_read_input_tokens": response.usage.cached_prompt_tokens,
                  "output_tokens": response.usage.completion_tokens}
-        pending = response.pending_extension()  # an ask's held-back calls (on_missing="ask")
-        self.message.update(stop_reason=stop, usage=usage, **pending)
+        # An ask's held-back calls (on_missing="ask") and the tools a selection offered.
+        extension = {**response.pending_extension(), **response.offered_extension()}
+        self.message.update(stop_reason=stop, usage=usage, **extension)
         return [*out, {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage,
-                       **pending},
+                       **extension},
                 {"type": "message_stop"}]
 
     @staticmethod

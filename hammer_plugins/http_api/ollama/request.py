@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from hammer_plugins.engine.request import COUNT_MAX, SEED_MAX, TOP_K_MAX, EngineRequest
 from hammer_plugins.http_api.errors import APIError, api_errors_only
+from hammer_plugins.http_api.hammer_fields import HammerFields, PinnedTools
 from hammer_plugins.http_api.json_body import load_json
 from hammer_plugins.http_api.request_checks import (
     FieldNames,
@@ -64,9 +65,12 @@ class OllamaOptions(BaseModel):
     seed: int | None = Field(None, ge=0, le=SEED_MAX)  # outside it, C wrapped 2**64 + 5 to seed 5
     stop: str | list[str] | None = None
     repeat_penalty: float | None = Field(None, gt=0)
+    # Hammer's own, here too: Ollama's Python client sends no field of its own beside its arguments, but passes
+    # options through (client.chat(..., options={"pinned_tools": [...]})).
+    pinned_tools: PinnedTools = None
 
 
-class OllamaRequest(BaseModel):
+class OllamaRequest(HammerFields):
     """What ``/api/chat`` and ``/api/generate`` share: the model, ``format``, ``options``, Hammer's own fields."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
@@ -78,12 +82,6 @@ class OllamaRequest(BaseModel):
     keep_alive: int | float | str | None = None  # accepted: the model stays loaded while the server runs
     think: bool | str | None = None  # accepted: Hammer writes no thinking
     images: list[Any] | None = None
-    # Hammer's own fields.
-    mask_names: bool | None = Field(None, strict=True)
-    on_refusal: Literal["message", "answer"] | None = None
-    on_missing: Literal["ask", "call"] | None = None  # the engine's ask-or-call rule for this request
-    constrained: bool | None = Field(None, strict=True)
-
 
     _names: FieldNames | None = PrivateAttr(None)
 
@@ -117,9 +115,11 @@ class OllamaChatRequest(OllamaRequest):
         ``auto`` unless Hammer's own ``tool_choice`` is sent."""
         messages = _messages(self.messages or [])
         tools = function_tools(self.tools or [])
+        in_options = self.pinned_tools is None and self.options is not None and self.options.pinned_tools is not None
         self._names = FieldNames(messages=[f"messages[{i}]" for i in range(len(messages))], message_id="tool_name",
                                  tools=function_tool_names(len(tools)), tool_schema="parameters", tool_name="name",
-                                 response_format="format")
+                                 response_format="format",
+                                 pinned_tools="options.pinned_tools" if in_options else "pinned_tools")
         return EngineRequest(messages=messages, tools=tools, tool_choice=self.tool_choice, **_options(self))
 
 
@@ -263,9 +263,8 @@ def _options(request: OllamaRequest) -> dict[str, Any]:
         "max_tokens": predict if predict is not None and predict > 0 else None,  # -1, -2: capped at --max-tokens
         "temperature": options.temperature, "top_p": options.top_p, "top_k": options.top_k, "seed": options.seed,
         "stop": checked_stop(options.stop, "options.stop"), "repeat_penalty": options.repeat_penalty,
-        "mask_names": request.mask_names, "constrained": request.constrained,
         "response_format": _response_format(request.format),
-        "on_refusal": request.on_refusal or "answer", "on_missing": request.on_missing,
+        **request.hammer_options(on_refusal="answer", pinned_tools=options.pinned_tools),
     }
 
 

@@ -99,7 +99,7 @@ class OllamaWriter(StreamEncoder[dict[str, Any]]):
                     # Ollama counts the prompt tokens it evaluated: those its cache held are not counted.
                     prompt_eval_count=response.usage.evaluated_prompt_tokens,
                     prompt_eval_duration=int(first * NANOSECONDS), eval_count=response.usage.completion_tokens,
-                    eval_duration=int(max(model_total - first, 0.0) * NANOSECONDS))
+                    eval_duration=int(max(model_total - first, 0.0) * NANOSECONDS), **response.offered_extension())
         self.whole = {**last, **({"response": self.text} if self.generate else {"message": {
             "role": "assistant", "content": self.text, **({"tool_calls": self.calls} if self.calls else {}),
             **pending}})}

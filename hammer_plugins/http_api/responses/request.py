@@ -26,13 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from hammer_plugins.engine.request import COUNT_MAX, SEED_MAX, TOP_K_MAX, EngineRequest
 from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
+from hammer_plugins.http_api.hammer_fields import HammerFields
 from hammer_plugins.http_api.json_body import load_json
 from hammer_plugins.http_api.request_checks import FieldNames, checked_stop, engine_request, located, read_request
 from hammer_plugins.values.calls import ToolCall, pending_calls_of
@@ -70,7 +71,7 @@ class ResponsesMeta:
     metadata: dict[str, Any] | None = None
 
 
-class ResponsesRequest(BaseModel):
+class ResponsesRequest(HammerFields):
     """The fields of ``POST /v1/responses`` this server reads (others are accepted and ignored), plus Hammer's own."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
@@ -90,10 +91,6 @@ class ResponsesRequest(BaseModel):
     metadata: Any = None
     # Hammer's own options (the SDK's extra_body=...).
     stop: str | list[str] | None = None
-    mask_names: bool | None = Field(None, strict=True)
-    on_refusal: Literal["message", "answer"] | None = None
-    on_missing: Literal["ask", "call"] | None = None  # the engine's ask-or-call rule for this request
-    constrained: bool | None = Field(None, strict=True)
     top_k: int | None = Field(None, ge=0, le=TOP_K_MAX)
     repeat_penalty: float | None = Field(None, gt=0)
     _meta: ResponsesMeta | None = PrivateAttr(None)
@@ -117,10 +114,10 @@ class ResponsesRequest(BaseModel):
             messages=messages, tools=tools, tool_choice=choice, max_tokens=self.max_output_tokens,
             temperature=self.temperature, top_p=self.top_p, seed=self.seed, stop=checked_stop(self.stop, "stop"),
             top_k=self.top_k, repeat_penalty=self.repeat_penalty, parallel_tool_calls=self.parallel_tool_calls,
-            mask_names=self.mask_names, constrained=self.constrained, on_missing=self.on_missing,
+            response_format=_response_format(self.text, meta),
             # Agent clients (Codex, the Agents SDK) show whatever comes back: Hammer's [] is answered in prose by a
             # tool-free pass, as Hammer's own client does, unless the request asks for the refusal text.
-            on_refusal=self.on_refusal or "answer", response_format=_response_format(self.text, meta))
+            **self.hammer_options(on_refusal="answer"))
 
     def meta(self) -> ResponsesMeta:
         """What the answer echoes back of the request (once converted)."""

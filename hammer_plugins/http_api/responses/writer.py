@@ -142,6 +142,7 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
         out += self._close_message()
         usage = response.usage
         self.response.update(pending)
+        self.response.update(response.offered_extension())  # the tools a selection offered
         self.response["usage"] = {"input_tokens": usage.prompt_tokens,
                                   "input_tokens_details": {"cached_tokens": usage.cached_prompt_tokens,
                                                            "cache_write_tokens": 0},
