@@ -146,9 +146,10 @@ def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pin
     keep = {index[p] for p in pinned} | {index[n] for n in called_tools_in(messages) if n in index}
     if choice in index:
         keep.add(index[choice])
-    # A user's turn is remembered; the passes after tool results offer what that turn did (they ask the same question).
+    # The passes after tool results offer what the user's turn was offered (they ask the same question); only a
+    # user's turn is remembered, so what a tool answered never changes the conversation's tools.
     after_results = bool(messages) and messages[-1].role == "tool"
-    remembered = memory.key(names, messages) if memory is not None and forced is None and not after_results else None
+    remembered = memory.key(names, messages) if memory is not None and forced is None else None
     if forced is None:
         selection = selector.select(selection_query(messages), full.tools)
         wanted, reserve = selection.offered, selection.reserve
@@ -174,7 +175,7 @@ def offer_tools(full: ToolBinding, messages: Sequence[Message], choice: str, pin
     spare = tuple(n for n in reserve if n in index and index[n] not in chosen)
     first = tuple(names[i] for i in sorted(keep)) + tuple(names[i] for i in order if i in chosen and i not in keep)
     widened = first + spare if spare else None
-    if memory is not None and remembered is not None:
+    if memory is not None and remembered is not None and not after_results:
         memory.put(remembered, offered)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("offered %d of %d tools (%d of %d estimated tokens): %s%s", len(offered), len(names),

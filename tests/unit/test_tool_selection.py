@@ -345,3 +345,20 @@ def test_a_tool_result_cannot_bring_a_tool_the_user_did_not_ask_for() -> None:
     assert before.offered is not None and after.offered is not None
     assert set(after.offered) == set(before.offered) | {"read_inbox"}
     assert not {"run_shell_command", "delete_file", "send_email"} & set(after.offered)
+
+
+def test_the_passes_after_tool_results_offer_what_the_users_turn_was_offered() -> None:
+    from hammer_plugins.engine.planning import make_plan
+    from hammer_plugins.engine.request import EngineRequest
+
+    tools = _realistic_tools()
+    hammer = HammerEngine(backend=ScriptedBackend([]))
+    turns = _weather_turn()
+    first = make_plan(hammer, EngineRequest.of(turns[:1], tools), fit=False)
+    later = turns + [Message.user("And in Oslo?")]
+    kept = make_plan(hammer, EngineRequest.of(later, tools), fit=False)
+    called = later + [Message.assistant("", tool_calls=[ToolCall(id="call_1", name="get_weather",
+                                                                 arguments={"city": "Oslo"})]),
+                      Message.tool('{"temperature": 8}', tool_call_id="call_1", name="get_weather")]
+    answer = make_plan(hammer, EngineRequest.of(called, tools), fit=False)
+    assert first.offered == kept.offered == answer.offered
