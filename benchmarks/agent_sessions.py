@@ -81,13 +81,14 @@ def npm_binary(name: str) -> str:
     return str(path)
 
 
-def run_client(client: str, base_url: str, home: Path) -> dict[str, Any]:
+def run_client(client: str, base_url: str, home: Path, bare: bool = False) -> dict[str, Any]:
     """One session of ``client`` in ``home`` (its working folder ``home/work``): wall time, exit code, its answer."""
     work = home / "work"
     work.mkdir(parents=True, exist_ok=True)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8"}
     if client == "claude":
-        argv = [npm_binary("claude"), "-p", QUESTION, "--output-format", "json", "--max-turns", "3"]
+        argv = [npm_binary("claude"), "-p", *(["--bare"] if bare else []), QUESTION, "--output-format", "json",
+                "--max-turns", "3"]
         env |= {"ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"), "ANTHROPIC_API_KEY": KEY,
                 "ANTHROPIC_MODEL": "hammer", "ANTHROPIC_SMALL_FAST_MODEL": "hammer",
                 "ANTHROPIC_DEFAULT_HAIKU_MODEL": "hammer", "DISABLE_TELEMETRY": "1",
@@ -147,6 +148,7 @@ def main() -> int:
     parser.add_argument("--client", choices=["claude", "codex"], required=True)
     parser.add_argument("--n-ctx", type=int, default=32768)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--bare", action="store_true", help="Claude Code in its scripted mode (claude -p --bare)")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="agent-sessions-"))
     folder, home, log = scratch / "prefix-kv", scratch / "home", scratch / "server.log"
@@ -155,7 +157,7 @@ def main() -> int:
     for server_run, names in ((1, ["first session", "second session"]), (2, ["after a restart"])):
         with serve(args.n_ctx, folder, log) as base_url:
             for name in names:
-                session = {"session": name, "server": server_run, **run_client(args.client, base_url, home)}
+                session = {"session": name, "server": server_run, **run_client(args.client, base_url, home, args.bare)}
                 session["requests"], seen = requests_in(log, seen)
                 sessions.append(session)
                 print(json.dumps({k: v for k, v in session.items() if not k.endswith("_tail")}), flush=True)
@@ -168,7 +170,8 @@ def main() -> int:
                "first_session_target_s": round(1.1 * floor + answer, 2),
                **{f"{s['session']} wall_s": s["wall_s"] for s in sessions}}
     print(json.dumps(summary))
-    write_record(args.json, {**run_facts("benchmarks/agent_sessions.py"), "client": args.client, "n_ctx": args.n_ctx,
+    write_record(args.json, {**run_facts("benchmarks/agent_sessions.py"), "client": args.client, "bare": args.bare,
+                             "n_ctx": args.n_ctx,
                              "question": QUESTION, "load_average": os.getloadavg(), "summary": summary,
                              "sessions": sessions,
                              "note": "measured under the shared model lock: work that runs no model may have run "
