@@ -30,8 +30,13 @@ start whatever the tools: llguidance's reading of its tokenizer vocabulary, 0.5 
 152k-token vocabulary that would otherwise compete with prompt evaluation. It is kept apart so that
 states never evict it and a new tool set on a known model still finds it.
 
+A second sub-store (:meth:`PrefixCache.prompts`) keeps the states of whole prompts that paid off: a prefix that
+served a later request from memory is likely to begin the next process's requests too (an agent's new session
+repeats the first request of the one before). A restarted server restores the longest of them that begins its
+prompt (:meth:`PrefixCache.longest`); they are bounded apart, so they never evict the tools prefixes.
+
 Its location is ``$HAMMER_PREFIX_CACHE_DIR`` if set, else ``$HAMMER_CACHE_DIR/prefix-kv`` (default
-``~/.cache/hammer-plugins/prefix-kv``); ``hammer cache clear`` or deleting the folder empties both.
+``~/.cache/hammer-plugins/prefix-kv``); ``hammer cache clear`` or deleting the folder empties all three.
 
 Example:
     >>> import tempfile
@@ -60,6 +65,7 @@ from hammer_plugins.support.private_folder import PrivateFolder
 
 _MAGIC = b"HAMMER-KV 2\n"  # 2: an HMAC under the folder's key (1's plain SHA-256 files are misses)
 _VOCABULARIES = "vocabularies"
+_PROMPTS = "prompts"
 DEFAULT_MAX_BYTES = 1 << 30
 _DIGEST_INDEX = "file-digests.json"
 _DIGEST_ENTRIES = 256
@@ -208,7 +214,8 @@ class PrefixCache:
     def size(self) -> int:
         """Bytes in the store, vocabularies included."""
         own = sum(size for _, size, _ in self._files())
-        return own + (self.vocabularies().size() if self._has_vocabularies() else 0)
+        return (own + (self.vocabularies().size() if self._has_vocabularies() else 0)
+                + (self.prompts().size() if (self.directory / _PROMPTS).is_dir() else 0))
 
     def clear(self, keep_vocabularies: bool = False) -> int:
         """Delete every stored state (and the vocabularies unless kept); the number of files removed."""
@@ -218,9 +225,79 @@ class PrefixCache:
         for path, _, _ in files:
             path.unlink(missing_ok=True)
         self._remove_stale_partials()
+        removed = len(files)
+        if (self.directory / _PROMPTS).is_dir():
+            removed += self.prompts().clear()
         if not keep_vocabularies and self._has_vocabularies():
-            return len(files) + self.vocabularies().clear()
-        return len(files)
+            removed += self.vocabularies().clear()
+        return removed
+
+    def prompts(self) -> PrefixCache:
+        """The sub-store for the states of whole prompts that paid off (:mod:`~hammer_plugins.backends.prompt_states`
+        keeps them in memory; these outlive the process), bounded apart from the tools prefixes: looked up by
+        :meth:`longest`, and a stored prompt removes the ones it extends (:meth:`store_extending`).
+
+        Example:
+            >>> import tempfile
+            >>> prompts = PrefixCache(tempfile.mkdtemp()).prompts()
+            >>> prompts.store_extending("rt", [1, 2, 3], b"kv"); prompts.store_extending("rt", [1, 2, 3, 4], b"kv2")
+            >>> prompts.longest("rt", [1, 2, 3, 4, 5]), prompts.load("rt", [1, 2, 3]) is None   # the shorter went
+            (([1, 2, 3, 4], 4), True)
+        """
+        return PrefixCache(self.directory / _PROMPTS, max_bytes=self.max_bytes)
+
+    def longest(self, runtime: str, tokens: Sequence[int]) -> tuple[list[int], int]:
+        """The stored token sequence under ``runtime`` that shares the most leading tokens with ``tokens``, and
+        how many (``([], 0)``: none shares any). Reads each file's header and token ids, not its state; the state's
+        check is :meth:`load`'s, so a damaged or forged file found here is still a miss there.
+
+        Example:
+            >>> import tempfile
+            >>> cache = PrefixCache(tempfile.mkdtemp())
+            >>> cache.store("rt", [1, 2, 3], b"a"); cache.store("rt", [1, 9], b"b"); cache.store("other", [1, 2, 3, 4], b"c")
+            >>> cache.longest("rt", [1, 2, 7]), cache.longest("rt", [5])
+            (([1, 2, 3], 2), ([], 0))
+        """
+        from hammer_plugins.backends.prompt_states import shared_prefix
+
+        best: tuple[list[int], int] = ([], 0)
+        for path, _, _ in self._files():
+            head = self._head(path)
+            if head is None or head[0] != runtime:
+                continue
+            n = shared_prefix(head[1], tokens)
+            if n > best[1]:
+                best = (head[1], n)
+        return best
+
+    def store_extending(self, runtime: str, tokens: Sequence[int], state: bytes) -> None:
+        """:meth:`store`, then remove the entries under ``runtime`` whose tokens begin ``tokens``: the new state
+        serves every prompt they would (one state per line of a conversation, not one per turn)."""
+        self.store(runtime, tokens, state)
+        for path, _, _ in self._files():
+            head = self._head(path)
+            if head is not None and head[0] == runtime and len(head[1]) < len(tokens) \
+                    and list(tokens[:len(head[1])]) == head[1]:
+                path.unlink(missing_ok=True)
+
+    def _head(self, path: Path) -> tuple[str, list[int]] | None:
+        """An entry's runtime and token ids, read from its header alone (None: not an entry of this format)."""
+        start = self.folder.read(path, limit=4096)
+        if start is None or not start.startswith(_MAGIC) or (end := start.find(b"\n", len(_MAGIC))) < 0:
+            return None
+        try:
+            header = json.loads(start[len(_MAGIC):end])
+        except ValueError:
+            return None
+        n = header.get("n_tokens") if isinstance(header, dict) else None
+        if not isinstance(n, int) or n < 0 or not isinstance(header.get("runtime"), str):
+            return None
+        blob = self.folder.read(path, limit=end + 1 + 4 * n)
+        if blob is None or len(blob) < end + 1 + 4 * n:
+            return None
+        ids = array("i")
+        ids.frombytes(blob[end + 1:])
+        return header["runtime"], ids.tolist()
 
     def _has_vocabularies(self) -> bool:
         return (self.directory / _VOCABULARIES).is_dir()

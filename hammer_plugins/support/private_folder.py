@@ -137,10 +137,10 @@ class PrivateFolder:
             log.warning("not using the cache folder %s: %s; running without it. Fix: point the cache at a folder "
                         "of your own (mode 0700), or remove this one.", self.path, problem)
 
-    def read(self, path: str | Path) -> bytes | None:
-        """The bytes of the regular file ``path`` in this folder, or None: missing, a symlink, a FIFO, a
-        device, a folder, or the folder itself refused. Opened without following a final symlink and without
-        blocking, then checked with ``fstat`` before a byte is read.
+    def read(self, path: str | Path, limit: int = -1) -> bytes | None:
+        """The bytes of the regular file ``path`` in this folder (its first ``limit`` bytes when given), or None:
+        missing, a symlink, a FIFO, a device, a folder, or the folder itself refused. Opened without following a
+        final symlink and without blocking, then checked with ``fstat`` before a byte is read.
 
         Example:
             >>> import tempfile
@@ -161,7 +161,7 @@ class PrivateFolder:
             if not stat.S_ISREG(info.st_mode):
                 return None
             with os.fdopen(fd, "rb", closefd=False) as stream:
-                return stream.read()
+                return stream.read(limit)
         except OSError:
             return None
         finally:

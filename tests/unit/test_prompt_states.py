@@ -83,3 +83,38 @@ def test_health_shows_the_prompt_cache_once_the_model_is_loaded() -> None:
         assert httpx.get(server.url + "/health").json()["prompt_cache"]["hit_rate"] == 0.5
     with BackgroundServer(create_app(HammerEngine(backend=ScriptedBackend(["[]"])), model_name="hammer")) as server:
         assert "prompt_cache" not in httpx.get(server.url + "/health").json()  # no cache in this process
+
+
+# --------------------------------------------------------------- the states of prompts that outlive the process
+def test_stored_prompts_are_found_by_longest_prefix_under_their_runtime_only(tmp_path: Any) -> None:
+    from hammer_plugins.backends.prefix_cache import PrefixCache
+
+    prompts = PrefixCache(tmp_path).prompts()
+    prompts.store_extending("model-a", [1, 2, 3, 4], b"a" * 10)
+    prompts.store_extending("model-a", [1, 2, 9], b"b" * 10)
+    prompts.store_extending("model-b", [1, 2, 3, 4, 5, 6], b"c" * 10)  # another model: never a match for model-a
+    assert prompts.longest("model-a", [1, 2, 3, 4, 5, 6]) == ([1, 2, 3, 4], 4)
+    assert prompts.longest("model-a", [1, 2, 9, 9]) == ([1, 2, 9], 3)
+    assert prompts.longest("model-c", [1, 2, 3]) == ([], 0)
+    prompts.store_extending("model-a", [1, 2, 3, 4, 7], b"d" * 10)  # extends [1, 2, 3, 4]: that one goes
+    assert prompts.load("model-a", [1, 2, 3, 4]) is None and prompts.load("model-a", [1, 2, 9]) == b"b" * 10
+    assert PrefixCache(tmp_path).size() == prompts.size() > 30 and PrefixCache(tmp_path).clear() == 3
+    assert prompts.longest("model-a", [1, 2, 3]) == ([], 0)
+
+
+def test_a_damaged_or_planted_stored_prompt_is_a_miss(tmp_path: Any) -> None:
+    import os
+
+    from hammer_plugins.backends.prefix_cache import PrefixCache
+
+    prompts = PrefixCache(tmp_path).prompts()
+    prompts.store_extending("rt", [1, 2, 3], b"kv" * 50)
+    entry = prompts.path_for("rt", [1, 2, 3])
+    blob = bytearray(entry.read_bytes())
+    blob[-1] ^= 1
+    entry.write_bytes(bytes(blob))
+    assert prompts.longest("rt", [1, 2, 3]) == ([1, 2, 3], 3)  # its header is read; its state is checked on load
+    assert prompts.load("rt", [1, 2, 3]) is None and not entry.exists()
+    os.mkfifo(prompts.path_for("rt", [4, 5]))  # a FIFO where an entry would be: skipped, never a blocked read
+    (tmp_path / "prompts" / "planted.kv").symlink_to(tmp_path / "elsewhere.kv")
+    assert prompts.longest("rt", [4, 5, 6]) == ([], 0)

@@ -99,6 +99,12 @@ class LlamaCppDecoder:
             mask_job = pool.submit(self.vocabulary.token_mask, grammar, settings.loop_guard)
             pool.shutdown(wait=False)  # the job runs on; no other is taken
         from_disk = 0
+        if self.prefix_cache is not None:
+            # A restarted server: the longest stored prompt that begins this one, if it gives more. Else what the
+            # context or a kept state served paid off, and goes to disk for the next process.
+            cached, from_disk = self.prefix.restore_stored(prompt_tokens, cached)
+            if not from_disk:
+                self.prefix.persist(prompt_tokens, cached)
         reused = cached  # what the usage reports: the prompt tokens not evaluated by this call
         if self.prefix_cache is not None and settings.shared_prefix_chars:
             shared = self.prefix.shared_tokens(prompt, prompt_tokens, settings.shared_prefix_chars)

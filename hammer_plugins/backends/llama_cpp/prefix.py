@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from hammer_plugins.backends.llama_cpp.native import import_llama_cpp
@@ -29,6 +30,7 @@ from hammer_plugins.prompt.render import Prompt
 
 if TYPE_CHECKING:
     from hammer_plugins.backends.llama_cpp.model import LlamaCppModel
+    from hammer_plugins.backends.prefix_cache import PrefixCache
 
 # A head shorter than this evaluates in well under a second: not worth a file.
 PREFILL_MIN_TOKENS = 64
@@ -38,6 +40,14 @@ PREFILL_MIN_TOKENS = 64
 KEEP_MIN_TOKENS = 64
 # A kept state is restored only when it saves at least this many tokens over what the context holds.
 RESTORE_MIN_GAIN = 16
+# A prefix that served a request from the context or a kept state goes to disk when it holds at least this many
+# tokens more than the longest stored prompt that begins it: a conversation's next turn that adds a sentence
+# writes nothing, one that adds a tool result writes its line's state again (and the shorter one goes).
+PERSIST_MIN_TOKENS = 256
+
+# Writes a served prefix's state to disk beside the next request (hashing and writing 100 MB take a second of one
+# core); its thread is joined at interpreter exit, so a server stopped with Ctrl-C finishes the write it began.
+_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hammer-kv-store")
 
 
 class LlamaCppPrefix:
@@ -52,6 +62,8 @@ class LlamaCppPrefix:
     def __init__(self, model: LlamaCppModel) -> None:
         self.model = model
         self._runtime: str | None = None  # what the KV state depends on besides the tokens, once known
+        self._prompts: PrefixCache | None = None  # the disk store of prompts that paid off, once asked for
+        self.writing: Future[None] | None = None  # the disk write in progress (one at a time)
 
     def common(self, tokens: list[int]) -> int:
         """How many leading ``tokens`` the context already holds."""
@@ -177,3 +189,49 @@ class LlamaCppPrefix:
         if len(tokens) < PREFILL_MIN_TOKENS or cache.path_for(self._runtime_id(), tokens).exists():
             return
         self.restore_or_store(tokens)
+
+    def _stored_prompts(self) -> PrefixCache | None:
+        """The prefix cache's store of whole prompts that paid off (None: no prefix cache)."""
+        if self._prompts is None and self.model.prefix_cache is not None:
+            self._prompts = self.model.prefix_cache.prompts()
+        return self._prompts
+
+    def restore_stored(self, prompt_tokens: list[int], cached: int) -> tuple[int, int]:
+        """Restore the stored prompt sharing the longest prefix with ``prompt_tokens`` (a restarted server's first
+        requests) when it saves more than the ``cached`` tokens the context holds; (the prompt tokens the context
+        now holds, those restored from disk). A damaged or unreadable file is a miss, and removed."""
+        store = self._stored_prompts()
+        if store is None:
+            return cached, 0
+        runtime = self._runtime_id()
+        tokens, shared = store.longest(runtime, prompt_tokens)
+        if shared < max(cached + RESTORE_MIN_GAIN, PREFILL_MIN_TOKENS):
+            return cached, 0
+        state = store.load(runtime, tokens)  # checked (header, tokens, HMAC): None for a damaged file, removed
+        if state is None:
+            return cached, 0
+        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        if not self._write(tokens, buffer, len(state)):
+            store.discard(runtime, tokens)  # a state this runtime cannot read: the context is empty now
+            return 0, 0
+        return shared, shared
+
+    def persist(self, prompt_tokens: list[int], served: int) -> None:
+        """Write the state of the prompt's first ``served`` tokens to disk: the context holds them because an
+        earlier request left them (in the context or a kept state), so they paid off, and a restarted server
+        finds them (:meth:`restore_stored`). Only when no stored prompt holds nearly as many, and no write is in
+        progress; the context's tokens past them go first (the request rewrites them anyway)."""
+        store = self._stored_prompts()
+        n = min(served, len(prompt_tokens) - 1)
+        if store is None or n < PERSIST_MIN_TOKENS or (self.writing is not None and not self.writing.done()):
+            return
+        runtime = self._runtime_id()
+        head = prompt_tokens[:n]
+        if n - store.longest(runtime, head)[1] < PERSIST_MIN_TOKENS:
+            return
+        llama = self.model.llama
+        llama._ctx.kv_cache_seq_rm(-1, n, -1)
+        llama.n_tokens = n
+        buffer, size = self._read()
+        if size:
+            self.writing = _WRITER.submit(store.store_extending, runtime, head, ctypes.string_at(buffer, size))
