@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hammer_plugins.support import linear_regex
+from hammer_plugins.tools.all_of import merge_all_of
 from hammer_plugins.tools.limits import Budget, SchemaLimits
 from hammer_plugins.tools.limits import budget as conversion_budget
 from hammer_plugins.values.errors import SchemaConversionError, SchemaLimitError
@@ -228,11 +229,9 @@ def _normalize(tool: str, path: str, schema: Any, defs: Mapping[str, Any], seen:
     _check_numbers(tool, path, schema, budget.limits)
     _check_pattern(tool, path, schema)
     if "allOf" in schema:
-        parts = _schema_list(tool, f"{path}.allOf", schema.pop("allOf"))
-        if len(parts) != 1:
-            raise SchemaConversionError(tool, f"{path}.allOf", "allOf with several schemas cannot be rendered",
-                                        "merge the schemas into one object")
-        part = _normalize(tool, path, parts[0], defs, seen, budget, depth)
+        parts = [_normalize(tool, path, p, defs, seen, budget, depth)
+                 for p in _schema_list(tool, f"{path}.allOf", schema.pop("allOf"))]
+        part = parts[0] if len(parts) == 1 else merge_all_of(tool, path, parts)
         done.update(k for k in part if k not in schema)
         schema = {**part, **schema}
     for key in ("anyOf", "oneOf"):
