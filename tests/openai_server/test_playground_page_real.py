@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -174,7 +175,7 @@ def test_an_answer_cut_at_max_tokens_says_so(page: Any) -> None:
     expect(page.locator(".message.assistant .cut")).to_contain_text("Cut at max tokens (4)")
 
 
-def test_copy_as_curl_reproduces_the_call(page: Any) -> None:
+def test_copy_as_curl_reproduces_the_call(page: Any, default_model_path: str) -> None:
     from playwright.sync_api import expect
 
     demo_only(page)
@@ -195,6 +196,10 @@ def test_copy_as_curl_reproduces_the_call(page: Any) -> None:
     [again] = json.loads(ran.stdout)["choices"][0]["message"]["tool_calls"]
     assert again["function"]["name"] == call["name"] == "get_weather"
     assert json.loads(again["function"]["arguments"]) == call["arguments"]
+    # The Python snippet runs the same request in process (ChatHammer, the same model): the same call.
+    ran = subprocess.run([sys.executable, "-c", python], capture_output=True, text=True, timeout=240, check=True,
+                         env={**os.environ, "HAMMER_MODEL_PATH": default_model_path})
+    assert "'name': 'get_weather'" in ran.stdout and "'city': 'Paris'" in ran.stdout, ran.stdout
 
 
 def test_many_tools_search_switch_all_and_remove(page: Any) -> None:
