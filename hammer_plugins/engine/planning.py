@@ -28,6 +28,7 @@ from hammer_plugins.engine.request import EngineRequest, OnMissing
 from hammer_plugins.engine.rules import check_messages, place_tool_error, resolve_tool_choice
 from hammer_plugins.engine.tool_selection import matches_nothing, offer_tools
 from hammer_plugins.grammar.builder import Grammar, build_json_grammar
+from hammer_plugins.output.record import PassRecord
 from hammer_plugins.prompt.render import chat_head_chars, describe_answer, render_chat, render_prompt, system_turns_chars
 from hammer_plugins.tools.limits import schema_limits
 from hammer_plugins.values.agent_loop import after_tool_results, called_tools, tool_rounds
@@ -57,6 +58,8 @@ class Plan:
     # What a call lacking a required value nobody gave becomes (engine/missing.py); None (a plan built by
     # hand): the model's calls as they are, the same as "call".
     on_missing: OnMissing | None = None
+    # Each pass as it ran, when the request asked for the record (record_passes); None: not kept.
+    passes: list[PassRecord] | None = None
 
     @property
     def holds_calls(self) -> bool:
@@ -85,7 +88,8 @@ def make_plan(engine: EngineCore, request: EngineRequest, *, fit: bool = True,
     choice = resolve_tool_choice(request.tool_choice, names)
     forced, offered, widened = offered, None, None
     # Only a user's question is gated: after tool results the turn ends from them, and a forced choice calls.
-    gated = (engine.relevance_gate and choice == "auto" and bool(binding.tools) and not after_tool_results(msgs)
+    gate = engine.relevance_gate if request.relevance_gate is None else request.relevance_gate
+    gated = (gate and choice == "auto" and bool(binding.tools) and not after_tool_results(msgs)
              and matches_nothing(binding, msgs))
     if binding.tools and choice != "none":
         # A large tool set: the prompt offers the tools that best match the conversation (tool_selection).
@@ -145,7 +149,7 @@ def make_plan(engine: EngineCore, request: EngineRequest, *, fit: bool = True,
     return Plan(messages=msgs, binding=binding, tool_choice=choice, prompt=prompt, grammar=grammar,
                 settings=settings, parallel=parallel, fitted=fit, rounds_spent=spent, answer_as=answer_as,
                 answer_grammar=answer_grammar, offered=offered, gated=gated, widen=widen,
-                on_missing=request.on_missing or engine.on_missing)
+                on_missing=request.on_missing or engine.on_missing, passes=[] if request.record_passes else None)
 
 
 def check_budget(value: int) -> int:

@@ -63,6 +63,8 @@ class EngineRequest(BaseModel):
     :class:`~hammer_plugins.slot_filling.filler.SlotFiller` options, or a filler) makes a user turn a
     slot-filling step; ``partial_calls`` lets a call leave out required parameters (one raw snapshot).
     ``on_missing`` overrides the engine's ask-or-call rule for this call (:data:`OnMissing`).
+    ``relevance_gate`` overrides the engine's gate for this call. ``record_passes``: the answer's ``passes`` hold
+    each pass's prompt, offered tools and shown names as it ran (:class:`~hammer_plugins.output.record.PassRecord`).
 
     Example:
         >>> from hammer_plugins import HammerEngine, Message, ScriptedBackend
@@ -88,6 +90,8 @@ class EngineRequest(BaseModel):
     partial_calls: bool = False
     pinned_tools: tuple[str, ...] = ()
     tool_budget: int | None = None
+    relevance_gate: bool | None = None  # None: the engine's setting
+    record_passes: bool = False  # the answer carries what the model read, pass by pass (output/record.py)
     # Sampling for this call (SAMPLING_FIELDS); None: the engine's setting.
     # Integers bounded where C would wrap them (SEED_MAX, TOP_K_MAX, COUNT_MAX): a ValueError naming the field.
     max_tokens: int | None = Field(None, le=COUNT_MAX)

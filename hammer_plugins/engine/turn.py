@@ -38,6 +38,7 @@ from hammer_plugins.output.call_scanner import CallScanner
 from hammer_plugins.output.decoding import Decoding
 from hammer_plugins.output.events import StreamEvent, TextDelta, ToolCallDelta
 from hammer_plugins.output.parsing import items_to_calls, parse_output, parse_stopped_list
+from hammer_plugins.output.record import PassRecord, Stage
 from hammer_plugins.output.response import HammerResponse, Usage
 from hammer_plugins.output.timings import Timings
 from hammer_plugins.prompt.render import chat_head_chars, render_chat
@@ -107,6 +108,8 @@ def run(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> Gener
         shown = plan.widened_to or plan
         if shown.offered is not None:
             response.offered_tools = list(shown.offered)
+        if plan.passes is not None:
+            response.passes = list(plan.passes)
 
     yield from _relay(_passes(engine, plan, on_refusal), offered)
 
@@ -158,6 +161,7 @@ def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> G
             finish = chunk.finish_reason or "stop"
             timings, decoding = chunk.timings.model_copy(), chunk.decoding.model_copy()
         chunk = yield NEXT
+    note(plan, "tools", plan.prompt, usage if not plan.gated else None, finish)
     raw = "".join(raw_parts)
     response = parsed_response(engine, plan, raw, usage, finish, timings, decoding)
     if answered:
@@ -173,6 +177,7 @@ def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> G
     if response.kind == "refusal" and plan.widen is not None and not plan.gated and plan.answer_as is None:
         # [] over a narrowed set: the tools left out get one try (the widened plan has no reserve of its own).
         plan.widened_to = plan.widen()
+        plan.widened_to.passes = plan.passes  # one record: this pass, then the widened one
         yield from _with_usage(_passes(engine, plan.widened_to, on_refusal), usage)
         return
     if response.kind == "refusal" and (ending_turn or plan.answer_as is not None):
@@ -224,6 +229,7 @@ def answer(engine: EngineCore, plan: Plan, base: HammerResponse, started: float,
     settings.max_tokens = yield Fit(prompt, settings.max_tokens)
     parts: list[str] = []
     usage = base.usage
+    spent: Usage | None = None  # this pass's own tokens, for its record
     finish = "stop"
     timings, decoding = base.timings, base.decoding
     pending = ""  # whitespace held back until more text follows, so deltas add up to the stripped text
@@ -239,10 +245,11 @@ def answer(engine: EngineCore, plan: Plan, base: HammerResponse, started: float,
             if body:
                 yield TextDelta(body, channel="prose")
         if chunk.usage is not None:
-            usage = usage + chunk.usage
+            usage, spent = usage + chunk.usage, chunk.usage
             finish = chunk.finish_reason or "stop"
             timings, decoding = overlaid(timings, chunk.timings), overlaid(decoding, chunk.decoding)
         chunk = yield NEXT
+    note(plan, "answer", prompt, spent or Usage(), finish)
     raw = "".join(parts)
     text = raw.strip()
     if base.kind == "refusal" and not text:
@@ -253,6 +260,20 @@ def answer(engine: EngineCore, plan: Plan, base: HammerResponse, started: float,
     if base.kind == "text":
         update["raw"] = raw
     yield base.model_copy(update=update)
+
+
+def note(plan: Plan, stage: Stage, prompt: str, usage: Usage | None, finish: str) -> None:
+    """Record a pass as it ran, when the request asked (``plan.passes``); ``usage`` None: the model did not run."""
+    if plan.passes is None:
+        return
+    tools = plan.binding.tools if stage == "tools" else []
+    shown = dict(zip([t.name for t in plan.binding.tools], [p.name for p in plan.binding.prompt_tools], strict=True))
+    plan.passes.append(PassRecord(
+        stage=stage, prompt=prompt, offered_tools=[t.name for t in tools],
+        shown_names={t.name: shown[t.name] for t in tools}, model_ran=usage is not None,
+        gated=usage is None and plan.gated, prompt_tokens=usage.prompt_tokens if usage is not None else None,
+        completion_tokens=usage.completion_tokens if usage is not None else None,
+        finish_reason=finish if usage is not None else None))
 
 
 def resolve(plan: Plan, call: ToolCall, raw: str) -> ToolCall | InvalidToolCall:

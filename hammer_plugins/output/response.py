@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 
 from hammer_plugins.output.decoding import Decoding
 from hammer_plugins.output.parsing import ParsedOutput
+from hammer_plugins.output.record import PassRecord
 from hammer_plugins.output.timings import Timings
 from hammer_plugins.output.usage import Usage
 from hammer_plugins.output.views import call_text, grid, table
@@ -36,6 +37,8 @@ class HammerResponse(ParsedOutput):
     ``usage`` counts tokens (``usage.cached_prompt_tokens``: those a cache served), ``timings`` the seconds,
     ``decoding`` what the decoder did (the loop guard, the relevance gate). ``timings`` still reads the keys of
     the dict it used to be (``timings["loop_guard_stop"]``), and ``timings=`` still takes such a dict.
+    ``passes``: what the model read for this answer, pass by pass (its prompt, offered tools, shown names, whether
+    it ran), when the request asked for it with ``record_passes=True`` (:mod:`hammer_plugins.output.record`).
     ``pending_calls``: the calls held back because nobody gave some required values (``on_missing="ask"``);
     the answer is then ``kind="text"``, its ``text`` the question asking for them.
     A slot-filling turn (``slot_filling=``) answers with the subclass
@@ -56,6 +59,8 @@ class HammerResponse(ParsedOutput):
     offered_tools: list[str] | None = None
     # The calls an ask holds back (on_missing="ask", engine/missing.py): the next user turn completes them.
     pending_calls: list[PendingCall] = Field(default_factory=list)
+    # What the model read, pass by pass, when the request asked (record_passes=True); None: not asked.
+    passes: list[PassRecord] | None = None
 
     def pending_extension(self) -> dict[str, list[dict[str, Any]]]:
         """The pending calls as every door's extension field, ``{"hammer_pending_calls": [...]}`` (empty: none).
@@ -129,6 +134,11 @@ class HammerResponse(ParsedOutput):
             rows.append(("time to first token", f"{self.timings.time_to_first_token:.2f} s"))
         if self.offered_tools is not None:
             rows.append(("offered tools", ", ".join(self.offered_tools)))
+        for number, done in enumerate(self.passes or [], start=1):
+            ran = (f"{done.prompt_tokens} prompt tokens" if done.model_ran
+                   else "not run: the relevance gate refused (no tool shares a word with the question)")
+            offered = ", ".join(done.offered_tools) or "no tools"
+            rows += [(f"pass {number}: {done.stage}", f"{ran}; offered: {offered}"), (f"pass {number} prompt", done.prompt)]
         calls = grid(["call", "name", "arguments"], [(c.id, c.name, c.arguments) for c in self.tool_calls],
                      "calls") if self.tool_calls else ""
         return table(rows, type(self).__name__) + calls

@@ -9,111 +9,27 @@ not). Screenshots go to docs/images/ when HAMMER_DOCS_SCREENSHOTS=1 (docs/playgr
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from playground_page import (  # noqa: F401 - the fixtures, shared with test_playground_page_real.py
+    KEY,
+    TOKEN,
+    ask,
+    browser_fixture,
+    engine_fixture,
+    mcp_servers_fixture,
+    page_fixture,
+    screenshot,
+    server_fixture,
+)
 from serve_process import hammer_serve
 
-from hammer_plugins import HammerEngine
-from hammer_plugins.http_api import BackgroundServer, create_app
+from hammer_plugins.http_api import BackgroundServer
 from hammer_plugins.http_api.playground.approvals import TOKEN_HEADER
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(300)]
-
-CHROMIUM = "/usr/bin/chromium"
-DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
-KEY = "playground-key"
-TOKEN = "playground-token"
-HOSTILE_OUTPUT = "<img src=x onerror=document.title=2><script>document.title=3</script> Big sale"
-
-
-@pytest.fixture(scope="module")
-def engine(default_model_path: str) -> HammerEngine:
-    return HammerEngine(model_path=default_model_path, n_ctx=4096, max_tokens=160, relevance_gate=True)
-
-
-@pytest.fixture(scope="module")
-def mcp_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Any], dict[str, Any]]]:
-    """The real mcp-server-time (its clock fixed) and a hostile server whose description and output are markup."""
-    import contextlib
-    import sys
-
-    from hammer_plugins.mcp.client import attach_mcp
-
-    hostile = tmp_path_factory.mktemp("mcp") / "hostile_server.py"
-    hostile.write_text(
-        "from mcp.server.fastmcp import FastMCP\n"
-        "server = FastMCP('hostile')\n"
-        "@server.tool(description='Get the banner for a topic. <img src=x onerror=\"document.title=1\">')\n"
-        "def get_banner(topic: str) -> str:\n"
-        "    return '" + HOSTILE_OUTPUT + "'\n"
-        "server.run()\n")
-    clock = Path(__file__).resolve().parents[1] / "mcp" / "fixed_clock_time_server.py"
-    with contextlib.ExitStack() as stack:
-        tools, runners = attach_mcp([f"{sys.executable} {clock} --local-timezone UTC", f"{sys.executable} {hostile}"],
-                                    stack=stack, timeout=60)
-        yield [t.to_openai() for t in tools], runners
-
-
-@pytest.fixture(scope="module")
-def server(engine: HammerEngine, mcp_servers: tuple[list[Any], dict[str, Any]]) -> Iterator[BackgroundServer]:
-    tools, runners = mcp_servers
-    app = create_app(engine, model_name="hammer", api_key=KEY, playground_tools=tools, playground_runners=runners,
-                     playground_token=TOKEN)
-    with BackgroundServer(app) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    assert Path(CHROMIUM).exists(), "Debian's chromium is missing. Fix: bash scripts/install.sh (it installs it)"
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser: Any, server: BackgroundServer) -> Iterator[Any]:
-    """The page, opened as a person would: at the address hammer printed (its token in the fragment); it asks for
-    the key, which is typed in."""
-    from playwright.sync_api import expect
-
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
-    problems: list[str] = []
-    opened.on("pageerror", lambda error: problems.append(str(error)))
-    # An HTTP error is the browser's console line "Failed to load resource" (the page shows the error itself).
-    opened.on("console", lambda m: problems.append(m.text)
-              if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
-    opened.goto(server.url + "/#token=" + TOKEN)
-    expect(opened.locator("#key-box")).to_be_visible()
-    assert "token" not in opened.url  # taken out of the address: not left in the history
-    opened.fill("#key", KEY)
-    opened.press("#key", "Enter")
-    expect(opened.locator("#model")).to_have_text("model: hammer")
-    yield opened
-    assert problems == []
-    context.close()
-
-
-def screenshot(page: Any, name: str) -> None:
-    if os.environ.get("HAMMER_DOCS_SCREENSHOTS") == "1":
-        DOCS_IMAGES.mkdir(exist_ok=True)
-        page.screenshot(path=str(DOCS_IMAGES / f"playground-{name}.png"), full_page=True)
-
-
-def ask(page: Any, question: str) -> None:
-    from playwright.sync_api import expect
-
-    page.fill("#question", question)
-    page.click("#send")
-    expect(page.locator("#send")).to_be_enabled(timeout=120_000)  # the answer, and its prompt panel, are in
 
 
 def test_a_call_card_then_the_result_then_the_prose(page: Any) -> None:
@@ -123,7 +39,7 @@ def test_a_call_card_then_the_result_then_the_prose(page: Any) -> None:
     expect(page.locator(".tool")).to_have_count(6)  # the MCP servers' three and the demo's four, one name shared
     for name in ("convert_time", "get_banner"):  # off: this chat is about the demo tools
         page.uncheck(f"input[data-tool={name}]")
-    assert "≈" in page.inner_text("#budget") and "4 tools" in page.inner_text("#budget")
+    assert "≈" in page.inner_text("#budget") and "On: 4 of 6 tools" in page.inner_text("#budget")
     ask(page, "What's the weather in Paris?")
     card = page.locator(".call")
     expect(card).to_have_count(1)
@@ -173,7 +89,9 @@ def test_a_question_no_tool_fits_is_shown_as_a_refusal(page: Any) -> None:
     ask(page, "Tell me a joke about penguins.")
     refusal = page.locator(".message.refusal")
     expect(refusal).to_have_count(1)
-    assert "refused" in refusal.locator(".who").inner_text() and refusal.locator(".text").inner_text().strip()
+    # The gate refused it (no tool shares a word with the question): said as the gate's, the model did not run.
+    assert "relevance gate" in refusal.locator(".who").inner_text() and refusal.locator(".text").inner_text().strip()
+    assert "the model did not run" in page.inner_text("#passes")
     expect(page.locator(".call")).to_have_count(0)
     screenshot(page, "refusal")
 
@@ -258,7 +176,7 @@ def test_slot_filling_mode_over_three_turns(page: Any) -> None:
     assert page.locator("#chat-error").is_hidden(), page.inner_text("#chat-error")
     expect(cards).to_have_count(3)
     heads = [cards.nth(i).locator(".snapshot-head").inner_text() for i in range(3)]
-    assert heads[0].endswith("(collecting)") and heads[2] == "Snapshot, turn 2: pay_fine (ready)"
+    assert heads[0].endswith("(collecting)") and heads[2] == "Snapshot, turn 3: pay_fine (ready)"
     assert "missing (required)" in cards.nth(0).inner_text()  # nothing said yet: asked, not invented
     assert "Guangzhou" in cards.nth(1).inner_text() and "plate\t\tmissing (required)" in cards.nth(1).inner_text()
     assert json.loads(page.locator(".call-args").last.inner_text()) == {"city": "Guangzhou", "plate": "D456"}
@@ -308,6 +226,6 @@ def test_a_page_opened_without_its_token_asks_for_it(browser: Any, server: Backg
     expect(opened.locator("#tools-error")).to_contain_text("token")
     opened.fill("#token", TOKEN)
     opened.press("#token", "Enter")
-    expect(opened.locator("#model")).to_have_text("model: hammer")
+    expect(opened.locator("#model")).to_contain_text("(served as hammer)")
     expect(opened.locator("#tools-error")).to_be_hidden()
     context.close()

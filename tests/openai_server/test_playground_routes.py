@@ -153,3 +153,32 @@ def test_only_the_given_runners_run_and_a_failing_tool_is_its_own_error() -> Non
         failed = httpx.post(run, headers=AUTH, json=approve["broken"])
         assert failed.status_code == 502 and "the server said no" in failed.json()["error"]["message"]
         assert httpx.post(run, headers=AUTH, json={**approve["clock"], "arguments": [1]}).status_code == 400
+
+
+def test_the_chat_answer_carries_what_the_model_read_and_the_gate_is_the_pages() -> None:
+    """After a result the answer comes from a tool-free prompt: the page's chat says so (``hammer_passes``), where
+    /inspect, planning the request again, shows the tools prompt. The page may set the relevance gate."""
+    backend = ScriptedBackend(["It is 18 C in Paris.", "[]"])
+    app = create_app(HammerEngine(backend=backend, relevance_gate=True), model_name="hammer", api_key=KEY,
+                     playground_token=TOKEN)
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup_order", "arguments": '{"number": "7"}'}}
+    body: dict[str, Any] = {"model": "hammer", "tools": GIVEN, "messages": [
+        {"role": "user", "content": "Where is order 7?"}, {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "shipped"}]}
+    joke = {"model": "hammer", "tools": GIVEN, "messages": [{"role": "user", "content": "Tell me a joke."}]}
+    with BackgroundServer(app) as running:
+        answer = httpx.post(running.url + "/playground/api/chat", json=body, headers=AUTH).json()
+        [done] = answer["hammer_passes"]
+        assert done["stage"] == "answer" and done["offered_tools"] == [] and done["prompt"] == backend.prompts[-1]
+        planned = httpx.post(running.url + "/playground/api/inspect", json=body, headers=AUTH).json()
+        assert planned["prompt"] != done["prompt"]  # why the panel shows the record, not a plan made again
+        gated = httpx.post(running.url + "/playground/api/chat", json=joke, headers=AUTH).json()
+        assert [(p["model_ran"], p["gated"]) for p in gated["hammer_passes"]] == [(False, True)]
+        ungated = httpx.post(running.url + "/playground/api/chat", json={**joke, "relevance_gate": False},
+                             headers=AUTH).json()
+        assert ungated["hammer_passes"][0]["model_ran"] and len(backend.prompts) == 2
+        bad = httpx.post(running.url + "/playground/api/chat", json={**joke, "relevance_gate": "no"}, headers=AUTH)
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == "relevance_gate"
+        config = httpx.get(running.url + "/playground/api/config", headers=AUTH).json()
+        assert config["model_card"]["relevance_gate"] is True and config["model_card"]["stand_in"] is False
+        assert httpx.get(running.url + "/playground/static/snippets.js").status_code == 200

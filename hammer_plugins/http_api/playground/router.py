@@ -8,7 +8,8 @@ its helpers, behind the API key and the page's per-start token, so that the page
 Every ``/playground/api/*`` route needs the token (:data:`~hammer_plugins.http_api.playground.approvals.TOKEN_HEADER`,
 printed on the terminal in the page's address), even with no API key, and only the page's own origin may call
 them (the guard refuses another origin, preflight included, with no CORS grant):
-- ``GET /playground/api/config``: the model's name, the demo tools and the tools given on the command line.
+- ``GET /playground/api/config``: the model's name, its file or preset (and, for the embedded stand-in, what it
+  is and how to get a Hammer model), the demo tools and the tools given on the command line.
 - ``POST /playground/api/tools``: a tool set checked as the APIs check it (the same 400 in OpenAI's error
   JSON) and each tool's estimated cost in the tools block.
 - ``POST /playground/api/inspect``: a Chat Completions body as the model would read it
@@ -24,7 +25,9 @@ them (the guard refuses another origin, preflight included, with no CORS grant):
 - ``POST /playground/api/chat``: ``/v1/chat/completions`` for the page: the same request and answer, and each
   call of an ``--mcp`` server's tool recorded (:class:`~hammer_plugins.http_api.playground.approvals.ApprovalStore`)
   with an approval the answer carries (a last ``{"hammer_approvals": [...]}`` chunk; a field of that name in a
-  whole answer).
+  whole answer), and what the model read, pass by pass (``{"hammer_passes": [...]}``, the same way: each pass's
+  prompt, offered tools, shown names and whether the model ran). The body may set ``relevance_gate`` (true or
+  false) for this request (:mod:`~hammer_plugins.http_api.playground.page_chat`).
 - ``POST /playground/api/run``: ``{"call_id", "approval"}``: one recorded call run through its MCP server, with
   the arguments the model gave it, once, when the person approves it in the page; its result text.
 - ``POST /playground/api/decline``: the same body: the call is forgotten and can no longer run.
@@ -33,7 +36,7 @@ The helpers take a place in the queue and run on the server's request threads, a
 
 Example:
     >>> sorted(PAGE_FILES)
-    ['playground.css', 'playground.js']
+    ['playground.css', 'playground.js', 'snippets.js']
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from hammer_plugins.http_api.door import Door
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.framing import Framing
 from hammer_plugins.http_api.playground.approvals import TOKEN_HEADER, ApprovalStore, RunRequest, token_matches
+from hammer_plugins.http_api.playground.page_chat import model_card, read_page_chat
 from hammer_plugins.http_api.request_checks import FieldNames, engine_request, function_tools, located
 from hammer_plugins.http_api.respond import read_body, respond, run_off_loop, serve_request
 from hammer_plugins.mcp.client import MCPToolError
@@ -72,7 +76,7 @@ STATIC_PATH = "/playground/static/"
 API_PATH = "/playground/api/"
 """Where the page's helpers are: the page's token and its own origin only."""
 
-PAGE_FILES = {"playground.js": "text/javascript", "playground.css": "text/css"}
+PAGE_FILES = {"playground.js": "text/javascript", "playground.css": "text/css", "snippets.js": "text/javascript"}
 
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                            "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -198,6 +202,9 @@ class ApprovalFraming(Framing):
             if offers:
                 framed.append(b"data: " + json.dumps({"hammer_approvals": offers}, ensure_ascii=False).encode()
                               + b"\n\n")
+            if event.passes is not None:  # what the model read for this answer: the prompt panel's
+                framed.append(b"data: " + json.dumps({"hammer_passes": passes_of(event)}, ensure_ascii=False).encode()
+                              + b"\n\n")
         return framed
 
     def error(self, error: APIError) -> bytes:
@@ -207,7 +214,13 @@ class ApprovalFraming(Framing):
         return self.chat.end()
 
     def body(self, final: HammerResponse) -> dict[str, Any]:
-        return {**self.chat.body(final), "hammer_approvals": self.store.record(final.tool_calls, self.runnable)}
+        return {**self.chat.body(final), "hammer_approvals": self.store.record(final.tool_calls, self.runnable),
+                "hammer_passes": passes_of(final)}
+
+
+def passes_of(final: HammerResponse) -> list[dict[str, Any]]:
+    """What the model read for ``final``, pass by pass (empty when the request did not ask)."""
+    return [p.model_dump(mode="json") for p in final.passes or []]
 
 
 def run_tool(function: Callable[..., Any], arguments: dict[str, Any]) -> dict[str, Any]:
@@ -238,7 +251,7 @@ def tool_routes(router: APIRouter, token: list[Any], runners: dict[str, Callable
     @router.post(API_PATH + "chat", dependencies=token)
     async def chat(request: Request) -> Response:
         """``/v1/chat/completions``, with the calls the page may run recorded for their approval."""
-        return await serve_request(request, read_chat, lambda server, body: ApprovalFraming(
+        return await serve_request(request, read_page_chat, lambda server, body: ApprovalFraming(
             ChatFraming(server.model_name, server.engine.refusal_text, body.include_usage), approvals, runners))
 
     @router.post(API_PATH + "run", dependencies=token)
@@ -283,7 +296,8 @@ def playground_door(settings: ServerSettings) -> Door:
     @router.get(API_PATH + "config", dependencies=token)
     async def config(request: Request) -> dict[str, Any]:
         server = server_of(request)
-        return {"model": server.model_name, "demo_tools": demo, "tools": list(settings.playground_tools),
+        return {"model": server.model_name, "model_card": model_card(server.engine), "demo_tools": demo,
+                "tools": list(settings.playground_tools),
                 "tool_budget": server.engine.tool_budget, "runnable": sorted(runners),
                 "errors": list(settings.playground_errors)}
 

@@ -1,16 +1,20 @@
 // The Hammer playground: tools on and off, a streamed chat through /playground/api/chat (Chat Completions), call
-// cards, and what the model read (POST /playground/api/inspect). Every name and text from tools, results and the
-// model is put in the page as text (textContent), never as markup; the Content-Security-Policy forbids inline code
-// besides. Every helper request carries the server's per-start token, which the address hammer printed holds
-// (#token=...: a fragment, never sent to the server); the page keeps it in this tab's session storage, which a
-// page of another origin cannot read.
+// cards, and what the model read for each answer (the record the answer carries, pass by pass: never the request
+// planned again). Every name and text from tools, results and the model is put in the page as text (textContent),
+// never as markup; the Content-Security-Policy forbids inline code besides. Every helper request carries the
+// server's per-start token, which the address hammer printed holds (#token=...: a fragment, never sent to the
+// server); the page keeps it in this tab's session storage, which a page of another origin cannot read.
+//
+// The conversation (state.messages) changes only when an answer has come whole: a send that fails or is stopped
+// leaves it as it was and puts the question back in the box. A call card answers its own call, by its id; the cards
+// of an earlier turn close when a later turn starts.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const TOKEN_HEADER = "x-hammer-playground-token";
 const state = { model: "hammer", tools: [], enabled: new Set(), costs: {}, messages: [], slotHistory: [], busy: false,
                 demo: [], window: 0, budget: 0, key: sessionStorage.getItem("hammer-key") || "",
-                token: takeToken() };
+                token: takeToken(), cards: [], controller: null, passes: [] };
 
 // The token from the address (then taken out of it, so it is not left in the history or a bookmark), else the
 // one this tab kept.
@@ -30,6 +34,13 @@ function el(tag, text, cls) {
   return node;
 }
 
+function button(text, cls, onClick) {
+  const node = el("button", text, cls);
+  node.type = "button";
+  node.addEventListener("click", onClick);
+  return node;
+}
+
 function headers() {
   const h = { "content-type": "application/json" };
   if (state.key) h.authorization = "Bearer " + state.key;
@@ -37,20 +48,35 @@ function headers() {
   return h;
 }
 
-// A failed reply's message; a missing key or token is asked for.
+// A failed reply's message; a missing or wrong key, or a missing token, is asked for.
 async function errorOf(reply) {
-  if (reply.status === 401) askFor("key");
+  let body = null;
+  try { body = await reply.json(); } catch (e) { /* not JSON: the status says it */ }
+  const error = body && body.error;
+  const message = (error && (error.message || error)) || reply.status + " " + reply.statusText;
+  if (reply.status === 401) {
+    askFor("key");
+    return state.key ? "The server refused this API key (" + message + "). Type the key the server was started " +
+                       "with (--api-key, or $HAMMER_SERVER_API_KEY) in the API key box."
+      : "This server needs an API key (" + message + "). Type it in the API key box.";
+  }
+  if (error && error.code === "playground_token_required") askFor("token");
+  return message;
+}
+
+// fetch, with a server that cannot be reached said as such (the browser's own words are "Failed to fetch").
+async function reach(path, options) {
   try {
-    const body = await reply.json();
-    if (body.error && body.error.code === "playground_token_required") askFor("token");
-    return (body.error && (body.error.message || body.error)) || reply.statusText;
+    return await fetch(path, options);
   } catch (e) {
-    return reply.status + " " + reply.statusText;
+    if (e.name === "AbortError") throw e;
+    throw new Error("Could not reach the server at " + location.origin + ": is hammer still running? Nothing was " +
+                    "sent to the model, and what you typed is kept.");
   }
 }
 
 async function post(path, body) {
-  const reply = await fetch(path, { method: "POST", headers: headers(), body: JSON.stringify(body) });
+  const reply = await reach(path, { method: "POST", headers: headers(), body: JSON.stringify(body) });
   if (!reply.ok) throw new Error(await errorOf(reply));
   return reply.json();
 }
@@ -100,36 +126,55 @@ async function addTools(items) {
   }
 }
 
+// The tools the search shows: a name or a description holding the searched text (any case).
+function shownTools() {
+  const wanted = $("tool-search").value.trim().toLowerCase();
+  if (!wanted) return state.tools;
+  return state.tools.filter((t) => nameOf(t).toLowerCase().includes(wanted) ||
+                                   (t.function.description || "").toLowerCase().includes(wanted));
+}
+
+function removeTool(name) {
+  state.tools = state.tools.filter((t) => nameOf(t) !== name);
+  state.enabled.delete(name);
+  delete state.costs[name];
+  renderTools();
+}
+
 function renderTools() {
   const list = $("tools");
   list.replaceChildren();
   let total = 0;
-  for (const tool of state.tools) {
+  for (const tool of state.tools) if (state.enabled.has(nameOf(tool))) total += state.costs[nameOf(tool)] || 0;
+  for (const tool of shownTools()) {
     const name = nameOf(tool);
     const cost = state.costs[name] || 0;
-    const on = state.enabled.has(name);
-    if (on) total += cost;
     const item = el("li", null, "tool");
     const label = el("label");
     const box = el("input");
     box.type = "checkbox";
-    box.checked = on;
+    box.checked = state.enabled.has(name);
     box.dataset.tool = name;
     box.addEventListener("change", () => {
       if (box.checked) state.enabled.add(name); else state.enabled.delete(name);
       renderTools();
     });
     label.append(box, el("span", name, "tool-name"));
+    const remove = button("×", "remove-tool", () => removeTool(name));
+    remove.dataset.tool = name;
+    remove.title = remove.ariaLabel = "Remove " + name;
     const bar = el("span", null, "bar");
     const fill = el("span", null, "fill");
     fill.style.width = state.window ? Math.min(100, (100 * cost) / state.window).toFixed(1) + "%" : "0";
     bar.append(fill);
-    item.append(label, el("span", "≈" + cost + " tokens", "cost"), bar,
+    item.append(remove, label, el("span", "≈" + cost + " tokens", "cost"), bar,
                 el("div", tool.function.description || "", "description"));
     list.append(item);
   }
+  const hidden = state.tools.length - list.children.length;
   const budget = state.budget ? ` (tool budget ${state.budget}: a larger set is narrowed per question)` : "";
-  $("budget").textContent = `On: ${state.enabled.size} tools, ≈${total} tokens of a ${state.window}-token context${budget}`;
+  $("budget").textContent = `On: ${state.enabled.size} of ${state.tools.length} tools, ≈${total} tokens of a ` +
+                            `${state.window}-token context${budget}` + (hidden ? `; ${hidden} hidden by the search` : "");
   const choice = $("tool-choice");
   const current = choice.value;
   choice.replaceChildren(...["auto", "required", "none"].map((v) => el("option", v)));
@@ -137,14 +182,22 @@ function renderTools() {
   choice.value = [...choice.options].some((o) => o.value === current) ? current : "auto";
 }
 
+function switchShown(on) {
+  for (const tool of shownTools()) {
+    if (on) state.enabled.add(nameOf(tool)); else state.enabled.delete(nameOf(tool));
+  }
+  renderTools();
+}
+
 // ------------------------------------------------------------------ chat
 function enabledTools() { return state.tools.filter((t) => state.enabled.has(nameOf(t))); }
 
-function requestBody() {
+function requestBody(messages) {
   const tools = enabledTools();
   const choice = $("tool-choice").value;
-  const body = { model: state.model, messages: state.messages, stream: true, stream_options: { include_usage: true },
+  const body = { model: state.model, messages, stream: true, stream_options: { include_usage: true },
                  mask_names: $("mask").checked, constrained: $("constrained").checked,
+                 relevance_gate: $("gate").checked,
                  temperature: Number($("temperature").value), max_tokens: Number($("max-tokens").value) };
   if (tools.length) {
     body.tools = tools;
@@ -164,56 +217,82 @@ function valid(call) {
   return missing.length ? "missing " + missing.join(", ") : "valid";
 }
 
+// A card for one call of an answer: its result is typed (or its MCP tool run) for this call, by its id, and only
+// while the card is open. The answer is sent once every call of the turn has its result.
 function callCard(call, turn) {
-  const card = el("div", null, "call");
-  card.dataset.call = call.id;
-  card.append(el("div", call.function.name, "call-name"));
+  const card = { call, turn, result: null, closed: false, node: el("div", null, "call") };
+  const node = card.node;
+  node.dataset.call = call.id;
+  node.append(el("div", call.function.name, "call-name"));
   let pretty = call.function.arguments;
   try { pretty = JSON.stringify(JSON.parse(pretty), null, 1); } catch (e) { /* shown as written */ }
-  card.append(el("pre", pretty, "call-args"));
+  node.append(el("pre", pretty, "call-args"));
   const verdict = valid(call);
-  card.append(el("div", verdict, verdict === "valid" ? "validity ok" : "validity bad"));
+  node.append(el("div", verdict, verdict === "valid" ? "validity ok" : "validity bad"));
+  const open = el("div", null, "open");
   const result = el("textarea", null, "result");
   result.rows = 2;
   result.placeholder = "The tool's result";
-  const send = el("button", "Send result", "send-result");
-  send.type = "button";
   const answer = () => {
-    state.messages.push({ role: "tool", tool_call_id: call.id, content: result.value });
-    card.append(el("div", "Result: " + result.value, "result-sent"));
-    for (const node of card.querySelectorAll(".result, button, .approval")) node.remove();
-    const answered = new Set(state.messages.filter((m) => m.role === "tool").map((m) => m.tool_call_id));
-    if (turn.tool_calls.every((c) => answered.has(c.id))) ask();
+    if (card.closed || card.result !== null) return;
+    card.result = result.value;
+    open.hidden = true;
+    card.sent = el("div", "Result: " + result.value, "result-sent");
+    node.append(card.sent);
+    if (turn.cards.every((c) => c.result !== null)) sendResults(turn);
   };
-  send.addEventListener("click", answer);
-  card.append(result, send);
+  open.append(result, button("Send result", "send-result", answer));
   const offer = (turn.approvals || {})[call.id];
-  if (offer) card.append(approval(call, offer, result, answer));
+  if (offer) open.append(approval(call, offer, result, answer, card));
+  node.append(open, copyBar(call, turn.body));
+  card.reopen = () => {  // the results were not sent (an error, or Stop): typed again, or sent again
+    card.result = null;
+    if (card.sent) card.sent.remove();
+    open.hidden = false;
+  };
+  // Closed when a later turn starts; opened again if that turn's request fails; forgotten once it is answered
+  // (the server forgets an MCP call that was never approved, so it can no longer run).
+  const note = el("div", null, "muted closed-note");
+  card.close = (why) => {
+    card.closed = true;
+    open.hidden = true;
+    node.classList.add("closed");
+    note.textContent = why;
+    node.append(note);
+  };
+  card.unclose = () => {
+    card.closed = false;
+    open.hidden = false;
+    node.classList.remove("closed");
+    note.remove();
+  };
+  card.forget = () => {
+    if (offer) post("/playground/api/decline", { call_id: offer.call_id, approval: offer.approval }).catch(() => {});
+  };
   return card;
 }
 
 // An MCP server's tool runs only once the person approves this call, with these arguments: the server runs the
 // call it recorded when the model made it (its id and approval), once, and refuses other arguments.
-function approval(call, offer, result, answer) {
+function approval(call, offer, result, answer, card) {
   const box = el("div", null, "approval");
   box.append(el("span", `Run ${call.function.name} through its MCP server with these arguments?`));
-  const approve = el("button", "Approve and run", "approve");
-  const decline = el("button", "Decline", "decline");
-  approve.type = decline.type = "button";
-  approve.addEventListener("click", async () => {
+  const approve = button("Approve and run", "approve", async () => {
     approve.disabled = decline.disabled = true;
     try {
       let args = {};
       try { args = JSON.parse(call.function.arguments || "{}"); } catch (e) { /* the server says what is wrong */ }
       const ran = await post("/playground/api/run", { call_id: offer.call_id, approval: offer.approval,
                                                         name: call.function.name, arguments: args });
+      if (card.closed) return;
       result.value = ran.result;
+      box.remove();
       answer();
     } catch (e) {
       box.replaceChildren(el("span", "The tool failed: " + e.message, "error"));
     }
   });
-  decline.addEventListener("click", () => {
+  const decline = button("Decline", "decline", () => {
     // The server forgets the call, so it can no longer run; the page goes on whatever it answers.
     post("/playground/api/decline", { call_id: offer.call_id, approval: offer.approval }).catch(() => {});
     box.replaceChildren(el("span", "Not run: type a result, or send this one.", "muted"));
@@ -221,6 +300,26 @@ function approval(call, offer, result, answer) {
   });
   box.append(approve, decline);
   return box;
+}
+
+// The call as JSON, and the request that made it as Python (ChatHammer) and curl: shown as text, copied.
+function copyBar(call, body) {
+  const bar = el("div", null, "copy");
+  const shown = el("pre", null, "snippet");
+  shown.hidden = true;
+  const forms = { JSON: () => callJson(call), Python: () => pythonSnippet(body),
+                  curl: () => curlSnippet(body, Boolean(state.key)) };
+  for (const [name, make] of Object.entries(forms)) {
+    const copy = button("Copy as " + name, "copy-" + name.toLowerCase(), () => {
+      shown.textContent = make();
+      shown.hidden = false;
+      shown.dataset.form = name;
+      if (navigator.clipboard) navigator.clipboard.writeText(shown.textContent).catch(() => {});
+    });
+    bar.append(copy);
+  }
+  bar.append(shown);
+  return bar;
 }
 
 function bubble(role) {
@@ -232,20 +331,54 @@ function bubble(role) {
   return { item, text };
 }
 
-async function ask() {
+function waitingCards() { return state.cards.filter((c) => !c.closed && c.result === null); }
+
+// A later turn starts: the cards still open cannot answer its calls, so they close (and are returned).
+function closeCards(why) {
+  const closed = waitingCards();
+  for (const card of closed) card.close(why);
+  state.cards = [];
+  return closed;
+}
+
+function sendResults(turn) {
+  const results = turn.cards.map((c) => ({ role: "tool", tool_call_id: c.call.id, content: c.result }));
+  ask(results, () => { for (const card of turn.cards) card.reopen(); }, () => {});
+}
+
+// Progress while an answer comes: a spinner, the seconds so far, and Stop (which ends the request: the server
+// stops the generation when its client leaves).
+function progress(on) {
+  clearInterval(state.ticker);
+  $("progress").hidden = !on;
+  $("send").disabled = on;
+  if (!on) return;
+  const started = performance.now();
+  const tick = () => { $("elapsed").textContent = `Answering… ${((performance.now() - started) / 1000).toFixed(1)} s`; };
+  tick();
+  state.ticker = setInterval(tick, 100);
+}
+
+// One request with the committed history plus `extra` (the user's question, or the results of a turn's calls).
+// The history takes both only once the answer is whole (then `done` runs); else `undo` puts back what was typed.
+async function ask(extra, undo, done) {
   if (state.busy) return;
   state.busy = true;
-  $("send").disabled = true;
   show("chat-error", "");
-  const body = requestBody();
+  show("waiting-text", "");
+  $("waiting").hidden = true;
+  const body = requestBody(state.messages.concat(extra));
   const shown = bubble("assistant");
+  state.controller = new AbortController();
+  progress(true);
   const started = performance.now();
   let first = null;
   const calls = [];
   const approvals = {};
-  let content = "", refusal = "", usage = null, finish = null;
+  let content = "", refusal = "", usage = null, finish = null, passes = [];
   try {
-    const reply = await fetch("/playground/api/chat", { method: "POST", headers: headers(), body: JSON.stringify(body) });
+    const reply = await reach("/playground/api/chat", { method: "POST", headers: headers(), body: JSON.stringify(body),
+                                                        signal: state.controller.signal });
     if (!reply.ok) throw new Error(await errorOf(reply));
     const reader = reply.body.getReader();
     const decoder = new TextDecoder();
@@ -261,6 +394,7 @@ async function ask() {
         const chunk = JSON.parse(line.slice(6));
         if (chunk.error) throw new Error(chunk.error.message);
         if (chunk.usage) usage = chunk.usage;
+        if (chunk.hammer_passes) passes = chunk.hammer_passes;
         for (const offer of chunk.hammer_approvals || []) approvals[offer.call_id] = offer;
         for (const choice of chunk.choices || []) {
           const delta = choice.delta || {};
@@ -281,24 +415,40 @@ async function ask() {
     const ended = performance.now();
     const turn = { role: "assistant", content: content || null };
     if (calls.length) turn.tool_calls = calls;
-    state.messages.push(turn);
-    Object.defineProperty(turn, "approvals", { value: approvals });  // the page's alone: not sent back in messages
+    state.messages.push(...extra, turn);  // the answer is whole: now, and only now, the history takes the turn
+    done();
+    // The page's own, not sent back in messages: the approvals, the request (for copy as code) and the cards.
+    Object.defineProperties(turn, { approvals: { value: approvals }, body: { value: body },
+                                    cards: { value: [], writable: true } });
+    const gated = passes.some((p) => p.gated);
     if (refusal) {
       shown.item.classList.add("refusal");
-      shown.item.querySelector(".who").textContent = "Hammer refused (no tool fits: it answered [])";
+      shown.item.querySelector(".who").textContent = gated
+        ? "Refused by the relevance gate (no tool shares a word with the question; the model did not run)"
+        : "Hammer refused (no tool fits: the model answered [])";
       shown.text.textContent = content || refusal;
     }
-    for (const call of calls) shown.item.append(callCard(call, turn));
+    turn.cards = calls.map((call) => callCard(call, turn));
+    for (const card of turn.cards) shown.item.append(card.node);
+    state.cards = turn.cards.slice();
     if (!content && !calls.length && !refusal) shown.text.textContent = "(empty answer, finish: " + finish + ")";
+    if (finish === "length") {
+      shown.item.append(el("div", `Cut at max tokens (${body.max_tokens}): the answer was not finished. Raise ` +
+                                  "Max tokens in the settings for a longer one.", "cut"));
+    }
     // Calls arrive whole once generated, so the rate is over the whole request (prompt evaluation included).
     metrics({ ttft: first === null ? null : (first - started) / 1000, seconds: (ended - started) / 1000, usage, finish });
-    await inspect(body);
+    showPasses(passes);
   } catch (e) {
     shown.item.remove();
-    show("chat-error", e.message);
+    undo();
+    show("chat-error", e.name === "AbortError"
+      ? "Stopped: the request was ended and the server stopped its generation. Nothing was added to the chat."
+      : e.message);
   } finally {
     state.busy = false;
-    $("send").disabled = false;
+    state.controller = null;
+    progress(false);
   }
 }
 
@@ -316,11 +466,32 @@ function metrics(m) {
   for (const [name, value] of rows) list.append(el("dt", name), el("dd", value));
 }
 
-async function inspect(body) {
-  const question = Object.assign({}, body, { stream: false });
-  delete question.stream_options;
-  question.messages = state.messages.slice(0, -1);  // the request the last answer was given to
-  showView(await post("/playground/api/inspect", question));
+const STAGES = { tools: "tools pass: Hammer's prompt with the tools block, answered with a call list",
+                 answer: "answer pass: a prompt without tools, answered in words" };
+
+// What the model read for the last answer, pass by pass, as the engine ran it; the last pass is shown first.
+function showPasses(passes) {
+  state.passes = passes;
+  const list = $("passes");
+  list.replaceChildren();
+  passes.forEach((done, index) => {
+    const tokens = done.model_ran ? `${done.prompt_tokens} prompt tokens` : "the model did not run (0 prompt tokens)";
+    const item = el("li", null, "pass");
+    item.append(button(`Pass ${index + 1} of ${passes.length}: ${STAGES[done.stage] || done.stage}; ${tokens}`,
+                       "pass-button", () => showPass(index)));
+    list.append(item);
+  });
+  if (passes.length) showPass(passes.length - 1); else showView({ prompt: "", offered_tools: [], shown_names: {} });
+}
+
+function showPass(index) {
+  const done = state.passes[index];
+  for (const [i, item] of [...$("passes").children].entries()) item.classList.toggle("current", i === index);
+  $("pass-note").textContent = done.gated
+    ? "The relevance gate refused this question: no tool shares a word with it, so the model did not run. " +
+      "This is the prompt it would have read; turn the gate off in the settings to let the model answer."
+    : done.stage === "answer" && done.offered_tools.length === 0 ? "This pass offered no tools." : "";
+  showView(done);
 }
 
 function showView(view) {
@@ -337,7 +508,8 @@ function showView(view) {
 // ------------------------------------------------------------------ slot filling: one snapshot per user turn
 function snapshotCard(snapshot) {
   const card = el("div", null, "snapshot");
-  card.append(el("div", `Snapshot, turn ${snapshot.turn}: ${snapshot.function || "no function"} (${snapshot.state})`,
+  // The engine counts turns from 0; a person counts from 1.
+  card.append(el("div", `Snapshot, turn ${snapshot.turn + 1}: ${snapshot.function || "no function"} (${snapshot.state})`,
                  "snapshot-head"));
   const changed = Object.fromEntries((snapshot.changed || []).map((c) => [c.name, c]));
   const table = el("table", null, "slots");
@@ -358,15 +530,16 @@ function snapshotCard(snapshot) {
   return card;
 }
 
-async function slotTurn() {
+async function slotTurn(said, undo) {
   state.busy = true;
-  $("send").disabled = true;
+  progress(true);
   show("chat-error", "");
   const shown = bubble("assistant");
   try {
-    const turn = await post("/playground/api/slot_filling", { history: state.slotHistory, tools: enabledTools(),
+    const history = state.slotHistory.concat([said]);
+    const turn = await post("/playground/api/slot_filling", { history, tools: enabledTools(),
                                                              grounding: $("grounding").checked ? "enforce" : "report" });
-    state.slotHistory.push(turn.message);
+    state.slotHistory.push(said, turn.message);  // only once the turn is whole
     shown.text.textContent = turn.text || (turn.action === "execute" ? "" : "(" + turn.action + ")");
     if (turn.snapshot) shown.item.append(snapshotCard(turn.snapshot));
     for (const call of turn.calls) {
@@ -375,6 +548,9 @@ async function slotTurn() {
                   el("div", "complete: ready to run", "validity ok"));
       shown.item.append(card);
     }
+    state.passes = [];
+    $("passes").replaceChildren();
+    $("pass-note").textContent = turn.view ? "The snapshot call's first pass." : "";
     if (turn.view) showView(turn.view);
     const list = $("metrics");
     list.replaceChildren();
@@ -385,33 +561,86 @@ async function slotTurn() {
     }
   } catch (e) {
     shown.item.remove();
-    state.slotHistory.pop();  // the user's turn goes back into the box: nothing typed is lost
-    $("question").value = state.lastQuestion;
+    undo();
     show("chat-error", e.message);
   } finally {
     state.busy = false;
-    $("send").disabled = false;
+    progress(false);
   }
 }
 
-function send(event) {
-  event.preventDefault();
+function send(event, anyway) {
+  if (event) event.preventDefault();
   const text = $("question").value.trim();
   if (!text || state.busy) return;
-  bubble("user").text.textContent = text;
-  $("question").value = "";
-  state.lastQuestion = text;
-  if ($("slot-mode").checked) {
-    state.slotHistory.push({ role: "user", content: text });
-    slotTurn();
+  const waiting = $("slot-mode").checked ? [] : waitingCards();
+  if (waiting.length && !anyway) {
+    // A new question while calls wait for results: the person says what to do with them.
+    show("waiting-text", `${waiting.length} call${waiting.length > 1 ? "s wait" : " waits"} for a result. Sending ` +
+                         "closes them: they are left unanswered.");
+    $("waiting").hidden = false;
     return;
   }
-  state.messages.push({ role: "user", content: text });
-  ask();
+  const mine = bubble("user");
+  mine.text.textContent = text;
+  $("question").value = "";
+  const undo = () => {  // nothing typed is lost: the question goes back in the box
+    mine.item.remove();
+    if (!$("question").value) $("question").value = text;
+  };
+  const said = { role: "user", content: text };
+  if ($("slot-mode").checked) {
+    slotTurn(said, undo);
+    return;
+  }
+  const closed = closeCards("Closed: a later question was sent before this call had its result.");
+  ask([said], () => {
+    undo();
+    for (const card of closed) card.unclose();
+    state.cards = closed;
+  }, () => { for (const card of closed) card.forget(); });
+}
+
+function newChat() {
+  if (state.controller) state.controller.abort();
+  for (const card of closeCards("Closed: a new chat was started.")) card.forget();
+  state.messages = [];
+  state.slotHistory = [];
+  state.passes = [];
+  $("chat").replaceChildren();
+  for (const id of ["metrics", "passes", "offered"]) $(id).replaceChildren();
+  for (const id of ["prompt", "pass-note"]) $(id).textContent = "";
+  show("chat-error", "");
+  $("waiting").hidden = true;
 }
 
 // ------------------------------------------------------------------ start
+function describeModel(config) {
+  const card = config.model_card || {};
+  $("model").textContent = card.file && card.file !== config.model
+    ? `model: ${card.file} (served as ${config.model})` : "model: " + config.model;
+  show("model-note", card.stand_in ? "This is " + card.note : "");
+  if (card.relevance_gate !== undefined && !state.gateSet) $("gate").checked = card.relevance_gate;
+}
+
 async function start() {
+  try {
+    const reply = await reach("/playground/api/config", { headers: headers() });
+    if (!reply.ok) { show("tools-error", await errorOf(reply)); return; }
+    const config = await reply.json();
+    show("tools-error", "");
+    state.model = config.model;
+    state.demo = config.demo_tools;
+    describeModel(config);
+    await setTools(state.tools.length ? state.tools : config.tools, config.tools.map(nameOf));
+    if (config.errors && config.errors.length) show("tools-error", config.errors.join("\n"));
+    $("add-demo").disabled = false;  // once the tools given on the command line are in: nothing races them
+  } catch (e) {
+    show("tools-error", e.message);
+  }
+}
+
+function wire() {
   $("key").value = state.key;
   $("key").addEventListener("change", () => {
     state.key = $("key").value;
@@ -440,26 +669,20 @@ async function start() {
       show("tools-error", `${file.name} is not a JSON tools file: ${e.message}`);
     }
   });
-  $("ask").addEventListener("submit", send);
-  $("clear").addEventListener("click", () => {
-    state.messages = [];
-    state.slotHistory = [];
-    $("chat").replaceChildren();
+  $("tool-search").addEventListener("input", renderTools);
+  $("all-on").addEventListener("click", () => switchShown(true));
+  $("all-off").addEventListener("click", () => switchShown(false));
+  $("gate").addEventListener("change", () => { state.gateSet = true; });
+  $("ask").addEventListener("submit", (event) => send(event, false));
+  $("question").addEventListener("keydown", (event) => {
+    // Enter sends; Shift+Enter is a new line (and Enter while an input method composes a word is its own).
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) send(event, false);
   });
-  try {
-    const reply = await fetch("/playground/api/config", { headers: headers() });
-    if (!reply.ok) { show("tools-error", await errorOf(reply)); return; }
-    const config = await reply.json();
-    show("tools-error", "");
-    state.model = config.model;
-    state.demo = config.demo_tools;
-    $("model").textContent = "model: " + config.model;
-    await setTools(state.tools.length ? state.tools : config.tools, config.tools.map(nameOf));
-    if (config.errors && config.errors.length) show("tools-error", config.errors.join("\n"));
-    $("add-demo").disabled = false;  // once the tools given on the command line are in: nothing races them
-  } catch (e) {
-    show("tools-error", e.message);
-  }
+  $("send-anyway").addEventListener("click", () => send(null, true));
+  $("keep-waiting").addEventListener("click", () => { $("waiting").hidden = true; });
+  $("stop").addEventListener("click", () => { if (state.controller) state.controller.abort(); });
+  $("clear").addEventListener("click", newChat);
+  start();
 }
 
-if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wire); else wire();
