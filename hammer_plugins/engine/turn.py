@@ -30,7 +30,7 @@ from pydantic import BaseModel
 
 from hammer_plugins.backends.base import GenerationSettings
 from hammer_plugins.engine.core import EngineCore, RefusalMode
-from hammer_plugins.engine.missing import ask_or_call, stands
+from hammer_plugins.engine.missing import ask_or_call, carry_pending, stands
 from hammer_plugins.engine.planning import Plan
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.grammar.keyword_check import keyword_violation
@@ -107,6 +107,9 @@ def run(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> Gener
         shown = plan.widened_to or plan
         if shown.offered is not None:
             response.offered_tools = list(shown.offered)
+        # After the results of parallel calls that went out beside held ones: the held ones still wait.
+        carried = carry_pending(plan, response)
+        response.pending_calls, response.text = carried.pending_calls, carried.text
 
     yield from _relay(_passes(engine, plan, on_refusal), offered)
 
