@@ -255,3 +255,13 @@ def test_a_plate_a_tool_result_gives_completes_the_held_call() -> None:
     assert [(c.arguments, c.id) for c in done.tool_calls] == [({"city": "Paris", "plate": "PX-77"},
                                                                first.pending_calls[0].id)]
     assert done.pending_calls == []
+
+
+@pytest.mark.parametrize("choice", ["required", "pay_fine"])
+def test_a_call_the_caller_forced_is_never_held(choice: str) -> None:
+    """tool_choice "required" or a named tool demands a call (structured output, an agent's answer tool): the
+    call goes out as the model wrote it, even under on_missing="ask"."""
+    engine = engine_of(call("pay_fine", city="Guangzhou", plate="ABC123"))
+    out = engine.generate([Message.user("Pay my fine in Guangzhou")], [PAY_FINE], tool_choice=choice)
+    assert [c.arguments for c in out.tool_calls] == [{"city": "Guangzhou", "plate": "ABC123"}]
+    assert out.pending_calls == []
