@@ -1,5 +1,6 @@
 """Compare a rule-off run with its rule-on replay, snapshot by snapshot (the scored ones): how many answers the
-rule turned into asks, and which right answers it made wrong or wrong ones right.
+rule turned into asks, and which right answers it made wrong or wrong ones right; written to ``compare.json`` in
+the rule-on folder.
 
     python docs/benchmarks/ask-or-call/compare.py docs/benchmarks/ask-or-call/ST_Perfect-off \\
         docs/benchmarks/ask-or-call/ST_Perfect-ask
@@ -35,4 +36,6 @@ def compare(off: Path, on: Path) -> dict[str, int]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(compare(Path(sys.argv[1]), Path(sys.argv[2]))))
+    counts = compare(Path(sys.argv[1]), Path(sys.argv[2]))
+    (Path(sys.argv[2]) / "compare.json").write_text(json.dumps(counts, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(counts))
