@@ -232,7 +232,10 @@ def _chat(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
                 # An ask keeps its held-back calls on the message: the user's answer completes them.
                 history.append(Message(role="assistant", content=text, pending_calls=response.pending_calls))
                 break
-            history.append(Message.assistant(tool_calls=response.tool_calls))
+            # Parallel calls, some held back (an ask beside them): the held ones stay on the message, so the answer
+            # after the results asks for them again and the user's next line completes them.
+            history.append(Message(role="assistant", content=response.text if response.pending_calls else "",
+                                   tool_calls=response.tool_calls, pending_calls=response.pending_calls))
             for call in response.tool_calls:
                 print(f"  call {printable(call.name)}({printable_json(json.dumps(call.arguments, ensure_ascii=False))})")
                 function = functions.get(call.name)

@@ -72,20 +72,46 @@ class MissingArgumentsError(HammerError):
 
 
 def previous_pending(messages: Sequence[Message]) -> list[PendingCall]:
-    """The calls the last answer held back, while only user turns followed it (a tool result or a new
-    instruction after it means the ask was settled otherwise).
+    """The calls the last answer held back, while only user turns followed it, or the results of the calls
+    that answer sent beside them (parallel calls, some held: the held ones still wait for their values). A
+    tool result for no call of that answer, or a new instruction, means the ask was settled otherwise.
 
     Example:
         >>> ask = Message.assistant("Which city?").model_copy(update={"pending_calls": [PendingCall(name="f")]})
         >>> [c.name for c in previous_pending([Message.user("go"), ask, Message.user("Paris")])]
         ['f']
+        >>> went = ToolCall(name="g", arguments={}, id="c1")
+        >>> mixed = ask.model_copy(update={"tool_calls": [went]})
+        >>> [c.name for c in previous_pending([Message.user("go"), mixed, Message.tool("ok", tool_call_id="c1")])]
+        ['f']
     """
+    results: set[str | None] = set()
     for message in reversed(messages):
         if message.role == "assistant":
-            return list(message.pending_calls)
-        if message.role != "user":
+            sent = {call.id for call in message.tool_calls}
+            return list(message.pending_calls) if results <= sent else []
+        if message.role == "tool":
+            results.add(message.tool_call_id)
+        elif message.role != "user":
             return []
     return []
+
+
+def carry_pending(plan: Plan, response: HammerResponse) -> HammerResponse:
+    """The answer after the results of calls that went out beside held ones: the held calls it does not settle
+    still wait, so they ride on it and its text ends with the question for them (after the prose, which may
+    have streamed: the question is what is left to show). Without this the next user turn, which answers the
+    question, found no pending call to complete."""
+    if not plan.holds_calls or not plan.messages or plan.messages[-1].role != "tool":
+        return response
+    settled = {c.name for c in response.tool_calls} | {p.name for p in response.pending_calls}
+    waiting = [p for p in previous_pending(plan.messages) if p.name not in settled]
+    if not waiting or response.kind not in ("text", "tool_calls"):
+        return response
+    question = _question(plan, [*response.pending_calls, *waiting])
+    prose = response.text if response.kind == "text" and not response.pending_calls else ""
+    return response.model_copy(update={"pending_calls": [*response.pending_calls, *waiting],
+                                       "text": f"{prose.rstrip()}\n\n{question}" if prose.strip() else question})
 
 
 def hold(plan: Plan, call: ToolCall) -> PendingCall:
@@ -138,9 +164,7 @@ def ask_or_call(plan: Plan, response: HammerResponse) -> HammerResponse:
         raise MissingArgumentsError(f"the model's call lacks required values nobody gave ({missing}). Fix: say "
                                     "them in the question, or use on_missing='ask'", held)
     pending = [p for p in held if p.missing]
-    tools = [(tool, p.missing) for p in pending if (tool := _tool(plan.binding.tools, p.name)) is not None]
-    users = "\n".join(m.content for m in plan.messages if m.role == "user")
-    question = missing_question(tools, language_of(users))
+    question = _question(plan, pending)
     if calls:  # parallel calls, some complete: those go out (they may have streamed already), the rest is asked for
         return response.model_copy(update={"tool_calls": calls, "pending_calls": pending, "text": question})
     return response.model_copy(update={
@@ -148,8 +172,15 @@ def ask_or_call(plan: Plan, response: HammerResponse) -> HammerResponse:
         "finish_reason": "stop" if response.finish_reason == "tool_calls" else response.finish_reason})
 
 
+def _question(plan: Plan, pending: Sequence[PendingCall]) -> str:
+    """The question naming each missing value of ``pending``, in the language of the user's messages."""
+    tools = [(tool, p.missing) for p in pending if (tool := _tool(plan.binding.tools, p.name)) is not None]
+    users = "\n".join(m.content for m in plan.messages if m.role == "user")
+    return missing_question(tools, language_of(users))
+
+
 def _tool(tools: Sequence[Tool], name: str) -> Tool | None:
     return next((t for t in tools if t.name == name), None)
 
 
-__all__ = ["MissingArgumentsError", "ask_or_call", "hold", "previous_pending", "stands"]
+__all__ = ["MissingArgumentsError", "ask_or_call", "carry_pending", "hold", "previous_pending", "stands"]

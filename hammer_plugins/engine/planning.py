@@ -63,8 +63,10 @@ class Plan:
 
     @property
     def holds_calls(self) -> bool:
-        """Whether the ask-or-call rule judges this plan's calls (``on_missing`` "ask" or "error")."""
-        return self.on_missing in ("ask", "error")
+        """Whether the ask-or-call rule judges this plan's calls: ``on_missing`` "ask" or "error", and the model
+        chose to call (``tool_choice="auto"``). A call the caller forced (``"required"``, a named tool: LangChain's
+        structured output and agents' answer tools) is the caller's demand, and a question would break it."""
+        return self.on_missing in ("ask", "error") and self.tool_choice == "auto"
 
 
 def check_rounds(value: int | None) -> int | None:

@@ -30,7 +30,7 @@ from pydantic import BaseModel
 
 from hammer_plugins.backends.base import GenerationSettings
 from hammer_plugins.engine.core import EngineCore, RefusalMode
-from hammer_plugins.engine.missing import ask_or_call, stands
+from hammer_plugins.engine.missing import ask_or_call, carry_pending, stands
 from hammer_plugins.engine.planning import Plan
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.grammar.keyword_check import keyword_violation
@@ -104,14 +104,17 @@ def run(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> Gener
     caller and requests (:class:`Fit`, :class:`Generate`, ``NEXT``) that a driver
     (:mod:`hammer_plugins.engine.drivers`) answers from the backend, so the sync and the async
     paths share every rule. The final response says which tools a selection offered."""
-    def offered(response: HammerResponse) -> None:
+    def finish(response: HammerResponse) -> None:  # what the final response says of the whole turn
         shown = plan.widened_to or plan
         if shown.offered is not None:
             response.offered_tools = list(shown.offered)
         if plan.passes is not None:
             response.passes = list(plan.passes)
+        # After the results of parallel calls that went out beside held ones: the held ones still wait.
+        carried = carry_pending(plan, response)
+        response.pending_calls, response.text = carried.pending_calls, carried.text
 
-    yield from _relay(_passes(engine, plan, on_refusal), offered)
+    yield from _relay(_passes(engine, plan, on_refusal), finish)
 
 
 def _passes(engine: EngineCore, plan: Plan, on_refusal: RefusalMode | None) -> Generator[Any, Any, None]:

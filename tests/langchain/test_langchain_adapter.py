@@ -238,7 +238,7 @@ def test_every_tool_kind_is_shown_to_the_model_and_callable() -> None:
 )
 def test_tool_choice_reaches_the_grammar(tool_choice: Any, mode: str) -> None:
     llm, backend = chat(answer(call("send_email", to="a@b.c", body="hi")))
-    llm.bind_tools([get_weather, send_email], tool_choice=tool_choice).invoke("mail a@b.c")
+    llm.bind_tools([get_weather, send_email], tool_choice=tool_choice).invoke("mail a@b.c: hi")
     engine = HammerEngine(backend=ScriptedBackend())
     # A named choice forces one call of that tool (parallel_tool_calls not set); the others allow several.
     parallel = mode in ("auto", "required")
@@ -354,8 +354,12 @@ def stream_and_invoke(answer_text: str, tools: list[Any] | None = None,
                       **bind: Any) -> tuple[list[AIMessageChunk], AIMessage]:
     llm, _ = chat(answer_text, answer_text)
     runnable = llm.bind_tools(tools, **bind) if tools else llm.bind(**bind)
-    chunks = list(runnable.stream("q"))
-    return chunks, runnable.invoke("q")
+    chunks = list(runnable.stream(GIVEN))
+    return chunks, runnable.invoke(GIVEN)
+
+
+# Every value the scripted calls below send (the ask-or-call rule holds a call whose values nobody gave).
+GIVEN = "Weather in Paris, Rome and 東京? Then mail a@b: hi"
 
 
 @pytest.mark.parametrize(
@@ -385,7 +389,7 @@ def test_each_call_streams_before_the_answer_ends() -> None:
 
 def test_streamed_call_ids_are_the_final_ids() -> None:
     llm, _ = chat(answer(call("get_weather", city="Paris")))
-    chunks = list(llm.bind_tools([get_weather]).stream("q"))
+    chunks = list(llm.bind_tools([get_weather]).stream("Weather in Paris?"))
     early = [c for chunk in chunks[:-1] for c in chunk.tool_call_chunks]
     assert [c["id"] for c in early] == [c["id"] for c in merged(chunks).tool_calls]
 
@@ -470,7 +474,7 @@ def test_max_tool_rounds_reaches_the_engine() -> None:
 
 def test_streaming_flag_routes_invoke_through_stream() -> None:
     llm, _ = chat(answer(call("get_weather", city="Paris")), streaming=True)
-    message = llm.bind_tools([get_weather]).invoke("q")
+    message = llm.bind_tools([get_weather]).invoke("Weather in Paris?")
     assert [c["args"] for c in message.tool_calls] == [{"city": "Paris"}]
 
 

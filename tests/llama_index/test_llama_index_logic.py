@@ -131,7 +131,7 @@ def test_tool_required_forces_a_call_and_explicit_tool_choice_wins() -> None:
     binding = llm.engine.bind([to_engine_tool(t) for t in tools])
     llm.chat_with_tools(tools, user_msg="Oslo?", tool_required=True)
     assert backend.grammars[-1] == binding.grammar("required", False)
-    llm.chat_with_tools(tools, user_msg="mail", tool_required=True, tool_choice="send_email")
+    llm.chat_with_tools(tools, user_msg="mail a@b.c: hi", tool_required=True, tool_choice="send_email")
     assert backend.grammars[-1] == binding.grammar("send_email", False)
     response = llm.chat_with_tools(tools, user_msg="hi", tool_choice="none")
     assert backend.grammars[-1] is None and "AVAILABLE TOOLS" not in backend.prompts[-1]
@@ -148,12 +148,12 @@ def test_parallel_calls_follow_allow_parallel_tool_calls() -> None:
     assert len(block_calls(both)) == 2
     constrained, backend = scripted(two, two, two)
     grammar = constrained.engine.bind([to_engine_tool(WEATHER)]).grammar
-    constrained.chat_with_tools([WEATHER], user_msg="Paris?")
+    constrained.chat_with_tools([WEATHER], user_msg="Paris and Rome?")
     assert backend.grammars[-1] == grammar("auto", False)
-    constrained.chat_with_tools([WEATHER], user_msg="Paris?", allow_parallel_tool_calls=True)
+    constrained.chat_with_tools([WEATHER], user_msg="Paris and Rome?", allow_parallel_tool_calls=True)
     assert backend.grammars[-1] == grammar("auto", True)
     constrained.parallel_tool_calls = False  # the field caps what LlamaIndex allows
-    constrained.chat_with_tools([WEATHER], user_msg="Paris?", allow_parallel_tool_calls=True)
+    constrained.chat_with_tools([WEATHER], user_msg="Paris and Rome?", allow_parallel_tool_calls=True)
     assert backend.grammars[-1] == grammar("auto", False)
 
 
@@ -257,9 +257,10 @@ def test_message_conversion() -> None:
 
 # ---------------------------------------------------------- after tool results
 def _after_result(llm: HammerLLM) -> list[ChatMessage]:
-    first = llm.chat_with_tools([WEATHER], user_msg="Weather in Paris?")
+    # The question names both cities the scripted calls ask about (the ask-or-call rule holds invented values).
+    first = llm.chat_with_tools([WEATHER], user_msg="Weather in Paris and Rome?")
     call = llm.get_tool_calls_from_response(first)[0]
-    return [ChatMessage(role="user", content="Weather in Paris?"), first.message,
+    return [ChatMessage(role="user", content="Weather in Paris and Rome?"), first.message,
             ChatMessage(role="tool", content="Sunny, 21 C", additional_kwargs={"tool_call_id": call.tool_id})]
 
 
@@ -326,7 +327,7 @@ def test_max_tool_rounds_field_and_per_call_reach_the_engine() -> None:
 def test_streamed_chunks_carry_the_calls_so_far_and_end_like_chat() -> None:
     two = calls_text(("get_weather", {"city": "Paris"}), ("send_email", {"to": "bob@x.com", "body": "hi"}))
     llm, _ = scripted(two, two)
-    chunks = list(llm.stream_chat_with_tools([WEATHER, EMAIL], user_msg="Paris weather, and mail bob",
+    chunks = list(llm.stream_chat_with_tools([WEATHER, EMAIL], user_msg="Paris weather, and mail bob@x.com: hi",
                                              allow_parallel_tool_calls=True))
     counts = [len(block_calls(c)) for c in chunks]
     assert counts == sorted(counts) and counts[0] == 0 and 1 in counts and counts[-1] == 2
@@ -335,7 +336,8 @@ def test_streamed_chunks_carry_the_calls_so_far_and_end_like_chat() -> None:
         assert [(b.tool_call_id, b.tool_name, b.tool_kwargs) for b in block_calls(chunk)] == final[: len(block_calls(chunk))]
     assert all(c.delta == "" for c in chunks)  # call syntax is not content
     assert "".join(c.raw["delta"] for c in chunks[:-1] if c.raw) == two
-    whole = llm.chat_with_tools([WEATHER, EMAIL], user_msg="Paris weather, and mail bob", allow_parallel_tool_calls=True)
+    whole = llm.chat_with_tools([WEATHER, EMAIL], user_msg="Paris weather, and mail bob@x.com: hi",
+                                allow_parallel_tool_calls=True)
     assert [(b.tool_name, b.tool_kwargs) for b in block_calls(whole)] == [(n, k) for _, n, k in final]
     assert chunks[-1].raw["usage"] == whole.raw["usage"]
 
@@ -452,7 +454,7 @@ async def test_function_agent_loop_on_scripted_answers() -> None:
     llm = HammerLLM(backend=ScriptedBackend(responder=responder))
     for streaming in (False, True):
         agent = FunctionAgent(tools=[get_weather, send_email], llm=llm, streaming=streaming)
-        handler = agent.run("Check the Paris weather and email bob@x.com about it.")
+        handler = agent.run("Check the Paris weather and email \"sunny\" to bob@x.com.")
         results = [e async for e in handler.stream_events() if type(e).__name__ == "ToolCallResult"]
         output = await handler
         assert sorted((r.tool_name, r.tool_output.content) for r in results) == [
@@ -460,7 +462,8 @@ async def test_function_agent_loop_on_scripted_answers() -> None:
         assert str(output) == "Paris is sunny; I emailed bob."
     workflow = AgentWorkflow.from_tools_or_functions([get_weather, send_email], llm=llm)
     assert isinstance(workflow.agents[workflow.root_agent], FunctionAgent)
-    assert str(await workflow.run("Check the Paris weather and email bob@x.com about it.")) == "Paris is sunny; I emailed bob."
+    answer = await workflow.run("Check the Paris weather and email \"sunny\" to bob@x.com.")
+    assert str(answer) == "Paris is sunny; I emailed bob."
 
 
 @pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20",

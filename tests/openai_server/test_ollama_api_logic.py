@@ -22,6 +22,11 @@ from hammer_plugins.http_api import BackgroundServer, create_app
 from hammer_plugins.http_api.errors import APIError
 from hammer_plugins.http_api.ollama.request import OllamaChatRequest, OllamaGenerateRequest, read_ollama
 
+# The scripted answers here are keyed by codes ("Q-TWO"), not by questions that hold their values: these tests are
+# about the wire format, so the ask-or-call rule is off whatever the default; tests/openai_server/test_ask_or_call_doors.py
+# tests it at each door.
+RULE_OFF = "call"
+
 REFUSAL = "Sorry, no tool is suitable for your request."
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.",
@@ -35,7 +40,7 @@ def backend() -> ScriptedBackend:
 
 @pytest.fixture(scope="module")
 def server(backend: ScriptedBackend) -> Iterator[BackgroundServer]:
-    with BackgroundServer(create_app(HammerEngine(backend=backend), model_name="hammer")) as running:
+    with BackgroundServer(create_app(HammerEngine(backend=backend, on_missing=RULE_OFF), model_name="hammer")) as running:
         yield running
 
 

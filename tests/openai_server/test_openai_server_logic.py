@@ -24,6 +24,11 @@ from hammer_plugins.launch.child import exposure_warning
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 
+# The scripted answers here are keyed by codes ("Q-TWO"), not by questions that hold their values: these tests are
+# about the wire format, so the ask-or-call rule is off whatever the default; tests/openai_server/test_ask_or_call_doors.py
+# tests it at each door.
+RULE_OFF = "call"
+
 KEY = "test-key"
 TOOLS = [t.to_openai() for t in to_tools(DEMO_TOOLS)]
 PARIS_ROME = ('[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
@@ -58,7 +63,8 @@ def backend() -> ScriptedBackend:
 
 @pytest.fixture(scope="module")
 def server(backend: ScriptedBackend) -> Iterator[BackgroundServer]:
-    with BackgroundServer(create_app(HammerEngine(backend=backend), model_name="hammer", api_key=KEY)) as running:
+    with BackgroundServer(create_app(HammerEngine(backend=backend, on_missing=RULE_OFF), model_name="hammer",
+                                     api_key=KEY)) as running:
         yield running
 
 
@@ -344,7 +350,7 @@ class SlowBackend(Backend):
 @pytest.fixture
 def slow() -> Iterator[tuple[SlowBackend, BackgroundServer]]:
     backend = SlowBackend()
-    with BackgroundServer(create_app(HammerEngine(backend=backend))) as running:
+    with BackgroundServer(create_app(HammerEngine(backend=backend, on_missing=RULE_OFF))) as running:
         yield backend, running
 
 

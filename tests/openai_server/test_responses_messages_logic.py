@@ -22,6 +22,11 @@ from pydantic import TypeAdapter
 from hammer_plugins import HammerEngine, ScriptedBackend
 from hammer_plugins.http_api import BackgroundServer, create_app
 
+# The scripted answers here are keyed by codes ("Q-TWO"), not by questions that hold their values: these tests are
+# about the wire format, so the ask-or-call rule is off whatever the default; tests/openai_server/test_ask_or_call_doors.py
+# tests it at each door.
+RULE_OFF = "call"
+
 KEY = "apis-key"
 REFUSAL = "Sorry, no tool is suitable for your request."
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -32,7 +37,7 @@ ANTHROPIC_TOOLS = [{"name": "get_weather", "description": "Weather in a city.", 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[BackgroundServer]:
-    engine = HammerEngine(backend=ScriptedBackend(responder=scripted_answer))
+    engine = HammerEngine(backend=ScriptedBackend(responder=scripted_answer), on_missing=RULE_OFF)
     with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as running:
         yield running
 
@@ -220,7 +225,8 @@ def test_is_error_results_are_marked_for_the_model() -> None:
 def test_a_prompt_over_the_context_is_each_apis_own_error() -> None:
     """A 400 in each API's words (Claude Code reads Anthropic's "prompt is too long" to compact), and a max_tokens
     above the context is capped rather than refused."""
-    engine = HammerEngine(backend=ScriptedBackend(responder=scripted_answer, context_window=400))
+    engine = HammerEngine(backend=ScriptedBackend(responder=scripted_answer, context_window=400),
+                          on_missing=RULE_OFF)
     with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as small:
         oai = openai.OpenAI(base_url=small.base_url, api_key=KEY, max_retries=0)
         claude = anthropic.Anthropic(base_url=small.base_url.removesuffix("/v1"), api_key=KEY, max_retries=0)

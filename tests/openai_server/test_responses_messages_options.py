@@ -30,6 +30,11 @@ from hammer_plugins.backends.base import GenerationChunk, GenerationSettings, Us
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.http_api import BackgroundServer, create_app
 
+# The scripted answers here are keyed by codes ("Q-TWO"), not by questions that hold their values: these tests are
+# about the wire format, so the ask-or-call rule is off whatever the default; tests/openai_server/test_ask_or_call_doors.py
+# tests it at each door.
+RULE_OFF = "call"
+
 KEY = "options-key"
 TOOLS_MARK = "[BEGIN OF AVAILABLE TOOLS]"
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -123,7 +128,8 @@ def backend() -> ObedientBackend:
 
 @pytest.fixture(scope="module")
 def server(backend: ObedientBackend) -> Iterator[BackgroundServer]:
-    with BackgroundServer(create_app(HammerEngine(backend=backend), model_name="hammer", api_key=KEY)) as running:
+    with BackgroundServer(create_app(HammerEngine(backend=backend, on_missing=RULE_OFF), model_name="hammer",
+                                     api_key=KEY)) as running:
         yield running
 
 

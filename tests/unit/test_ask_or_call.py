@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hammer_plugins import HammerEngine, Message, ScriptedBackend, ToolCallDelta
+from hammer_plugins import HammerEngine, Message, ScriptedBackend, TextDelta, ToolCallDelta
 from hammer_plugins.engine.missing import MissingArgumentsError
 from hammer_plugins.slot_filling.questions import language_of, missing_question
 from hammer_plugins.slot_filling.values import ground_call, ungrounded_values
@@ -198,3 +198,70 @@ def test_the_hammerbench_runner_scores_a_held_call_as_its_pending_call() -> None
     assert asked.asked and asked.call == {"name": "pay_fine", "arguments": {"city": "Guangzhou"}}
     plain = predict_turn(engine_of(call("pay_fine", city="Guangzhou", plate="X"), on_missing="call"), turn)
     assert not plain.asked and plain.call == {"name": "pay_fine", "arguments": {"city": "Guangzhou", "plate": "X"}}
+
+
+def _mixed_answer_and_results() -> tuple[HammerEngine, list[Message], PendingCall]:
+    """A parallel answer whose weather call went out while the fine was held; the weather result sent back."""
+    engine = engine_of('[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+                       '{"name": "pay_fine", "arguments": {"city": "Paris", "plate": "Q"}}]',
+                       "It is sunny in Paris.",  # after the result (one round of calls by default): the answer
+                       call("pay_fine", plate="D456"))
+    history = [Message.user("Weather in Paris, and pay my fine there")]
+    first = engine.generate(history, [WEATHER, PAY_FINE])
+    [held] = first.pending_calls
+    [went] = first.tool_calls
+    return engine, [*answered(history, first), Message.tool("sunny, 21 C", tool_call_id=went.id)], held
+
+
+def test_a_held_call_is_still_asked_for_after_the_results_of_the_calls_that_went_out() -> None:
+    engine, history, held = _mixed_answer_and_results()
+    after = engine.generate(history, [WEATHER, PAY_FINE])
+    assert after.text == "It is sunny in Paris.\n\nPlease provide the license plate number."
+    assert after.pending_calls == [held]  # the same call, its id and values
+    done = engine.generate([*answered(history, after), Message.user("D456")], [WEATHER, PAY_FINE])
+    assert [(c.name, c.arguments, c.id) for c in done.tool_calls] == [
+        ("pay_fine", {"city": "Paris", "plate": "D456"}, held.id)]
+
+
+def test_a_held_call_streams_its_question_after_the_prose_answer() -> None:
+    engine, history, held = _mixed_answer_and_results()
+    events = list(engine.stream(history, [WEATHER, PAY_FINE]))
+    prose = "".join(e.text for e in events if isinstance(e, TextDelta) and e.channel == "prose")
+    final = events[-1]
+    assert prose == "It is sunny in Paris." and final.text.startswith(prose) and final.pending_calls == [held]
+
+
+def test_a_held_call_proposed_again_after_the_results_is_still_held_with_its_id() -> None:
+    engine = engine_of('[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+                       '{"name": "pay_fine", "arguments": {"city": "Paris", "plate": "Q"}}]',
+                       call("pay_fine", city="Paris", plate="Z9"))  # a new invention after the result
+    history = [Message.user("Weather in Paris, and pay my fine there")]
+    first = engine.generate(history, [WEATHER, PAY_FINE])
+    history = [*answered(history, first), Message.tool("sunny", tool_call_id=first.tool_calls[0].id)]
+    again = engine.generate(history, [WEATHER, PAY_FINE], max_tool_rounds=None)  # tools offered after results
+    assert again.tool_calls == [] and again.pending_calls == first.pending_calls
+    assert again.text == "Please provide the license plate number."
+
+
+def test_a_plate_a_tool_result_gives_completes_the_held_call() -> None:
+    engine = engine_of('[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+                       '{"name": "pay_fine", "arguments": {"city": "Paris", "plate": "Q"}}]',
+                       call("pay_fine", plate="PX-77"))
+    history = [Message.user("Weather in Paris, and pay my fine there")]
+    first = engine.generate(history, [WEATHER, PAY_FINE])
+    history = [*answered(history, first), Message.tool("sunny; your car PX-77 has a fine",
+                                                       tool_call_id=first.tool_calls[0].id)]
+    done = engine.generate(history, [WEATHER, PAY_FINE], max_tool_rounds=None)
+    assert [(c.arguments, c.id) for c in done.tool_calls] == [({"city": "Paris", "plate": "PX-77"},
+                                                               first.pending_calls[0].id)]
+    assert done.pending_calls == []
+
+
+@pytest.mark.parametrize("choice", ["required", "pay_fine"])
+def test_a_call_the_caller_forced_is_never_held(choice: str) -> None:
+    """tool_choice "required" or a named tool demands a call (structured output, an agent's answer tool): the
+    call goes out as the model wrote it, even under on_missing="ask"."""
+    engine = engine_of(call("pay_fine", city="Guangzhou", plate="ABC123"))
+    out = engine.generate([Message.user("Pay my fine in Guangzhou")], [PAY_FINE], tool_choice=choice)
+    assert [c.arguments for c in out.tool_calls] == [{"city": "Guangzhou", "plate": "ABC123"}]
+    assert out.pending_calls == []

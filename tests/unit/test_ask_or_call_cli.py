@@ -62,3 +62,22 @@ def test_hammer_chat_asks_then_the_answer_completes_the_call(monkeypatch: pytest
     out = capsys.readouterr().out
     assert "hammer> Please provide the license plate number." in out
     assert 'call pay_fine({"city": "Guangzhou", "plate": "D456"})' in out
+
+
+def test_hammer_chat_keeps_a_call_held_beside_one_that_ran(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A parallel answer: the weather call runs, the fine is held; the answer after the result asks for the plate,
+    and the user's next line completes the fine with the city given at first."""
+    tools = tmp_path / "tools.py"
+    tools.write_text('def get_weather(city: str) -> str:\n    """Weather of a city."""\n    return "sunny"\n\n\n'
+                     'def pay_fine(city: str, plate: str) -> str:\n    """Pay a traffic fine."""\n    return "paid"\n',
+                     encoding="utf-8")
+    scripted(monkeypatch, '[{"name": "get_weather", "arguments": {"city": "Guangzhou"}}, '
+                          '{"name": "pay_fine", "arguments": {"city": "Guangzhou", "plate": "ABC123"}}]',
+             "It is sunny.", '[{"name": "pay_fine", "arguments": {"plate": "D456"}}]', "Paid.")
+    lines = iter(["Weather in Guangzhou, and pay my fine there", "D456", ""])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
+    assert cli.main(["chat", "--tools", str(tools), "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "hammer> It is sunny.\n\nPlease provide the plate." in out
+    assert 'call pay_fine({"city": "Guangzhou", "plate": "D456"})' in out and "-> paid" in out

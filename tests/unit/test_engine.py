@@ -306,7 +306,8 @@ def test_stream_announces_each_call_as_it_completes_with_final_ids() -> None:
     answer = ('[{"name": "get_weather", "arguments": {"city": "Pa]ris}"}}, '
               '{"name": "send_email", "arguments": {"to": "a@b.c"}}]')
     engine, _ = engine_with(answer)
-    events = list(engine.stream(USER, tools=TOOLS))
+    # The question gives both calls' values (the ask-or-call rule holds a call whose values nobody gave).
+    events = list(engine.stream([Message.user("Weather in Pa]ris}? Then mail a@b.c")], tools=TOOLS))
     deltas = [(i, e) for i, e in enumerate(events) if isinstance(e, ToolCallDelta)]
     final = events[-1]
     assert isinstance(final, HammerResponse)
@@ -325,7 +326,7 @@ def test_stream_masked_calls_arrive_unmasked() -> None:
         return json.dumps([{"name": block[0]["name"], "arguments": {arg: "Oslo"}}])
 
     engine = HammerEngine(backend=ScriptedBackend(responder=respond), mask_names=True)
-    deltas = [e for e in engine.stream(USER, tools=TOOLS) if isinstance(e, ToolCallDelta)]
+    deltas = [e for e in engine.stream([Message.user("Weather in Oslo?")], tools=TOOLS) if isinstance(e, ToolCallDelta)]
     assert [(d.call.name, d.call.arguments) for d in deltas] == [("get_weather", {"city": "Oslo"})]
 
 
@@ -372,7 +373,8 @@ def test_repeated_answered_calls_are_dropped_new_ones_kept() -> None:
     assert out.kind == "text" and out.text == "Sunny."  # only a repeat: the turn ends with the answer
     both = CALL_JSON[:-1] + ', {"name": "send_email", "arguments": {"to": "a@b.c"}}]'
     engine, _ = engine_with(both)
-    events = list(engine.stream(_after_result(), tools=TOOLS, max_tool_rounds=None))
+    mailed = [Message.user("Weather in Paris? Mail it to a@b.c"), *_after_result()[1:]]  # the new call's value given
+    events = list(engine.stream(mailed, tools=TOOLS, max_tool_rounds=None))
     final = events[-1]
     assert isinstance(final, HammerResponse) and [c.name for c in final.tool_calls] == ["send_email"]
     assert [e.call.name for e in events if isinstance(e, ToolCallDelta)] == ["send_email"]

@@ -391,7 +391,7 @@ def test_a_pattern_the_grammar_cannot_express_still_binds_warns_once_and_is_chec
     out = engine.generate([Message.user("set it")], tools=[tool])
     assert out.kind == "invalid" and not out.tool_calls
     assert "'pattern'" in out.invalid_tool_calls[0].reason and out.invalid_tool_calls[0].name == "boundary"
-    ok = engine.generate([Message.user("set it")], tools=[tool])
+    ok = engine.generate([Message.user("set it to an ok day")], tools=[tool])  # the value given: no ask
     assert ok.kind == "tool_calls" and ok.tool_calls[0].arguments == {"word": "an ok day"}
 
 

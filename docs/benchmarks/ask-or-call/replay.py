@@ -21,19 +21,24 @@ from pathlib import Path
 
 from hammer_evals.datasets import hammerbench_dir
 from hammer_evals.hammerbench.data import load_file
-from hammer_evals.hammerbench.runner import RunnerConfig, predict_turn, record_prediction
+from hammer_evals.hammerbench.runner import RunnerConfig, SnapshotPrediction, predict_turn, record_prediction
 from hammer_plugins import HammerEngine, ScriptedBackend
 
+NOT_RUN = "not run:"  # a snapshot seed_unscored.py marked as done (official mode never scores it): kept as it is
 
-def replay(run: Path, stem: str, limit: int, on_missing: str) -> list[str]:
-    records = {r.index: r for r in load_file(hammerbench_dir(), stem, limit)}
+
+def replay(run: Path, stems: list[str], limit: int, on_missing: str) -> list[str]:
+    records = {(r.file, r.index): r for stem in stems for r in load_file(hammerbench_dir(), stem, limit)}
     config = RunnerConfig(**json.loads((run / "run_settings.json").read_text())["runner"])
     lines = []
     for line in (run / "predictions.jsonl").read_text(encoding="utf-8").splitlines():
         recorded = json.loads(line)
-        record = records[recorded["index"]]
+        record = records[(recorded["file"], recorded["index"])]
         details = []
         for turn, detail in zip(record.turns, recorded["details"], strict=True):
+            if (detail.get("reason") or "").startswith(NOT_RUN):
+                details.append(SnapshotPrediction.model_validate(detail))
+                continue
             engine = HammerEngine(backend=ScriptedBackend([detail["raw"]]), on_missing=on_missing)  # type: ignore[arg-type]
             details.append(predict_turn(engine, turn, config))
         replayed = record_prediction(record, details)
@@ -44,7 +49,8 @@ def replay(run: Path, stem: str, limit: int, on_missing: str) -> list[str]:
 
 
 if __name__ == "__main__":
-    run, stem, limit, on_missing, out = sys.argv[1:6]
-    replay(Path(run), stem, int(limit), "call")  # the check: the replay is faithful
-    Path(out).write_text("\n".join(replay(Path(run), stem, int(limit), on_missing)) + "\n", encoding="utf-8")
+    run, stems, limit, on_missing, out = sys.argv[1:6]  # stems: one or more file stems, comma-separated
+    replay(Path(run), stems.split(","), int(limit), "call")  # the check: the replay is faithful
+    Path(out).write_text("\n".join(replay(Path(run), stems.split(","), int(limit), on_missing)) + "\n",
+                         encoding="utf-8")
     print(f"wrote {out}")

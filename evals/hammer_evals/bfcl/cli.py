@@ -206,7 +206,8 @@ def add_bench_parser(sub: Any) -> None:
     _model_options(multi)
     _question_options(multi, sample=2, seed=False, categories=MULTI_TURN_CATEGORIES)
     _serving_options(multi)
-    multi.add_argument("--runners", default="hammer", help="comma-separated from hammer,hammer-mask,chatllamacpp")
+    multi.add_argument("--runners", default="hammer",
+                       help="comma-separated from hammer,hammer-mask,hammer-call,hammer-ask,chatllamacpp")
     multi.add_argument("--max-steps", type=int, default=20, help="steps per turn before the agent is stopped "
                                                                  "(bfcl-eval's own limit: 20)")
     multi.add_argument("--skip", type=int, default=0, help="leave out the first N entries of each category "

@@ -179,12 +179,18 @@ def replay_agent(entry: Mapping[str, Any]) -> Agent:
 
 
 def chat_hammer_agent(llm: Any) -> Agent:
-    """An agent backed by a LangChain chat model (ChatHammer): tools bound per step, its calls or its text."""
+    """An agent backed by a LangChain chat model (ChatHammer): tools bound per step, its calls or its text.
+
+    An ask (``on_missing="ask"``) is text with the held-back calls in its metadata; the loop keeps only the
+    text, so the agent remembers where each ask landed (the history only grows) and gives its held-back calls
+    back on that message, as a client that keeps the extension field does: the next turn completes them."""
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    asks: dict[int, Any] = {}  # position of an ask in the history -> its hammer_pending_calls
 
     def agent(messages: Sequence[dict[str, Any]], functions: Sequence[dict[str, Any]]) -> list[dict[str, Any]] | str:
         converted: list[Any] = []
-        for m in messages:
+        for position, m in enumerate(messages):
             if m["role"] == "user":
                 converted.append(HumanMessage(m["content"]))
             elif m["role"] == "system":
@@ -192,18 +198,21 @@ def chat_hammer_agent(llm: Any) -> Agent:
             elif m["role"] == "tool":
                 converted.append(ToolMessage(m["content"], tool_call_id=m["tool_call_id"]))
             else:
-                converted.append(AIMessage(m.get("content") or "", tool_calls=[
+                pending = {"hammer_pending_calls": asks[position]} if position in asks else {}
+                converted.append(AIMessage(m.get("content") or "", additional_kwargs=pending, tool_calls=[
                     {"id": c["id"], "name": c["function"]["name"], "args": c["function"]["arguments"]}
                     for c in m.get("tool_calls", [])]))
         message = llm.bind_tools([to_tool_spec(f) for f in functions]).invoke(converted)
         if message.tool_calls:
             return [{"name": c["name"], "arguments": c["args"]} for c in message.tool_calls]
+        if message.additional_kwargs.get("hammer_pending_calls"):
+            asks[len(messages)] = message.additional_kwargs["hammer_pending_calls"]
         return str(message.content)
 
     return agent
 
 
-MULTI_TURN_RUNNERS = ("hammer", "hammer-mask", "chatllamacpp")
+MULTI_TURN_RUNNERS = ("hammer", "hammer-mask", "hammer-call", "hammer-ask", "chatllamacpp")
 """The runners that can drive an agent loop (LangChain chat models with ``bind_tools``)."""
 
 

@@ -109,13 +109,14 @@ class ChatHammerRunner:
     """
 
     def __init__(self, model_path: str, *, constrained: bool = True, mask_names: bool = False,
-                 loop_guard: bool = True, repeat_penalty: float = 1.0,
+                 loop_guard: bool = True, repeat_penalty: float = 1.0, on_missing: str | None = None,
                  max_tokens: int = 256, n_ctx: int = 8192, n_threads: int | None = None,
                  base_url: str | None = None) -> None:
         from langchain_hammer import ChatHammer
 
         variant = "" if loop_guard else ", loop guard off"
         variant += f", repeat penalty {repeat_penalty}" if repeat_penalty != 1.0 else ""
+        variant += f", on_missing={on_missing}" if on_missing else ""
         self.name = (f"ChatHammer (constrained {'on' if constrained else 'off'}, "
                      f"masking {'on' if mask_names else 'off'}{variant})")
         where: dict[str, Any] = {"model_path": model_path, "n_ctx": n_ctx, "n_threads": n_threads}
@@ -123,6 +124,8 @@ class ChatHammerRunner:
             where = {"backend": "server", "base_url": base_url}
         self.concurrent = bool(base_url)
         # Every function the question gives is offered (tool_budget=0): BFCL measures the model on them.
+        if on_missing:  # unset: ChatHammer's own default
+            where["on_missing"] = on_missing
         self.llm = ChatHammer(constrained=constrained, mask_names=mask_names, loop_guard=loop_guard,
                               repeat_penalty=repeat_penalty, max_tokens=max_tokens, temperature=0.0, tool_budget=0,
                               **where)
@@ -202,7 +205,8 @@ def make_runner(kind: str, model_path: str, *, max_tokens: int = 256, n_ctx: int
                 n_threads: int | None = None, base_url: str | None = None) -> Runner:
     """A runner by its short name: ``hammer``, ``hammer-free``, ``hammer-mask``, ``hammer-free-mask``,
     ``chatllamacpp``, ``llamacpp-tools``; and for measuring the loop guard (constrained, masking off),
-    ``hammer-noguard`` (guard off) and ``hammer-penalty`` (guard off, repeat_penalty 1.1).
+    ``hammer-noguard`` (guard off) and ``hammer-penalty`` (guard off, repeat_penalty 1.1); for measuring the
+    ask-or-call rule, ``hammer-call`` and ``hammer-ask`` (``on_missing`` set either way, whatever the default).
     ``base_url``: the ChatHammer runners ask this server instead of loading the model (the others
     still load ``model_path``)."""
     try:
@@ -219,6 +223,8 @@ def _make_runner(kind: str, model_path: str, *, max_tokens: int, n_ctx: int, n_t
         # The loop guard's comparison points: no guard, and the old remedy (a repeat penalty of 1.1).
         return ChatHammerRunner(model_path, loop_guard=False, repeat_penalty=1.1 if kind == "hammer-penalty" else 1.0,
                                 base_url=base_url, **opts)
+    if kind in ("hammer-call", "hammer-ask"):
+        return ChatHammerRunner(model_path, on_missing=kind.removeprefix("hammer-"), base_url=base_url, **opts)
     if kind.startswith("hammer"):
         return ChatHammerRunner(model_path, constrained="free" not in kind, mask_names="mask" in kind,
                                 base_url=base_url, **opts)
@@ -230,5 +236,5 @@ def _make_runner(kind: str, model_path: str, *, max_tokens: int, n_ctx: int, n_t
 
 
 RUNNERS: tuple[str, ...] = ("hammer", "hammer-free", "hammer-mask", "hammer-free-mask", "chatllamacpp", "llamacpp-tools")
-EXTRA_RUNNERS: tuple[str, ...] = ("hammer-noguard", "hammer-penalty")
-"""Runners for one measurement (the loop guard), not part of the default side-by-side set."""
+EXTRA_RUNNERS: tuple[str, ...] = ("hammer-noguard", "hammer-penalty", "hammer-call", "hammer-ask")
+"""Runners for one measurement each (the loop guard; the ask-or-call rule), not part of the default side-by-side set."""

@@ -93,3 +93,25 @@ def test_skip_and_limit_take_a_later_slice_of_each_category(entries: dict[str, l
     for category, rows in entries.items():
         assert [e["id"] for e in load_entries(category, 2, skip=3)] == [e["id"] for e in rows[3:5]]
         assert [e["id"] for e in load_entries(category, None, skip=198)] == [e["id"] for e in rows[198:]]
+
+
+def test_the_chat_hammer_agent_gives_an_ask_s_held_call_back_on_the_next_turn() -> None:
+    """Under on_missing="ask" the agent's answer is text; the loop keeps only the text, so the agent must give
+    the held-back call back on that message for the next user turn to complete it (the city given earlier)."""
+    from langchain_hammer import ChatHammer
+
+    from hammer_evals.bfcl.multi_turn import chat_hammer_agent
+    from hammer_plugins import ScriptedBackend
+
+    functions = [{"name": "pay_fine", "description": "Pay a fine", "parameters": {"type": "dict", "properties": {
+        "city": {"type": "string", "description": "Violating city"},
+        "plate": {"type": "string", "description": "License plate number"}}, "required": ["city", "plate"]}}]
+    llm = ChatHammer(backend=ScriptedBackend(['[{"name": "pay_fine", "arguments": {"city": "Oslo", "plate": "X1"}}]',
+                                              '[{"name": "pay_fine", "arguments": {"plate": "D456"}}]']),
+                     on_missing="ask")
+    agent = chat_hammer_agent(llm)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Pay my fine in Oslo"}]
+    asked = agent(messages, functions)
+    assert asked == "Please provide the license plate number."
+    messages += [{"role": "assistant", "content": asked}, {"role": "user", "content": "D456"}]
+    assert agent(messages, functions) == [{"name": "pay_fine", "arguments": {"city": "Oslo", "plate": "D456"}}]

@@ -149,8 +149,9 @@ def test_ground_values_drops_what_the_user_never_said(hb_data: Path) -> None:
     record = load_file(hb_data, "HammerBench_Based", limit=4)[3]
     invented = [fenced({"name": c["name"], "arguments": {**c["arguments"], "time": "2021-07-09"}}) if c else "[]"
                 for c in label_calls(record)]
-    raw = predict_record(HammerEngine(backend=ScriptedBackend(list(invented))), record)
-    grounded = predict_record(HammerEngine(backend=ScriptedBackend(list(invented))), record,
+    # The post-hoc filter alone: the engine's ask-or-call rule, which would hold the invented time, is off.
+    raw = predict_record(HammerEngine(backend=ScriptedBackend(list(invented)), on_missing="call"), record)
+    grounded = predict_record(HammerEngine(backend=ScriptedBackend(list(invented)), on_missing="call"), record,
                               RunnerConfig(ground_values=True))
     assert [p["arguments"].get("time") for p in raw.predictions] == ["2021-07-09"] * 4
     # The label's own time ("March 15, 2023", said at the last turn) would survive; the invented one does not.
