@@ -15,7 +15,7 @@ token, summed over the session's requests).
 
 Usage (the agent CLIs from scripts/install_agent_clis.sh)::
 
-    flock /work/model.lock .venv/bin/python benchmarks/agent_sessions.py --client claude \\
+    .venv/bin/python benchmarks/agent_sessions.py --client claude \\
         --json docs/benchmarks/agent-prompts/agent_cli_claude_code.json
 """
 
