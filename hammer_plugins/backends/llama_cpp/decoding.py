@@ -106,6 +106,8 @@ class LlamaCppDecoder:
                 from_disk = self.prefix.restore_or_store(shared)
                 # The context was cleared: the prefix came from disk, or was evaluated now and stored.
                 cached, reused = len(shared), from_disk
+            elif shared:
+                self.prefix.reused(shared)
         # Only the fast path waits for the mask after prompt evaluation; the sampled one needs it first.
         mask: TokenMask | Future[TokenMask] | None = mask_job
         if grammar is not None and mask_job is None:
