@@ -21,6 +21,7 @@ from hammer_plugins.backends.llama_cpp.native import abort_callback, import_llam
 from hammer_plugins.backends.llama_cpp.prefix import LlamaCppPrefix
 from hammer_plugins.backends.llama_cpp.vocabulary import LlamaCppVocabulary
 from hammer_plugins.backends.prompt_lookup import PromptLookup
+from hammer_plugins.backends.seeds import LLAMA_CPP_SEEDS, in_range
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.grammar.token_mask import LogitsMask, TokenMask
 from hammer_plugins.output.decoding import Decoding
@@ -154,8 +155,8 @@ class LlamaCppDecoder:
             "stop": [*STOP_SEQUENCES, *settings.stop],
             "stream": True,
         }
-        if settings.seed is not None:
-            kwargs["seed"] = settings.seed
+        if settings.seed is not None:  # llama.cpp's seed is 32 bits: a larger one would keep its low bits alone
+            kwargs["seed"] = in_range(settings.seed, LLAMA_CPP_SEEDS)
         processor: LogitsMask | None = None
         if mask is not None:
             processor = LogitsMask(mask, len(prompt_tokens))
