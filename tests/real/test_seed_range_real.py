@@ -17,10 +17,11 @@ ASK = [Message.user("Write one unusual sentence about a lighthouse keeper and a 
 
 
 def test_seed_2_32_plus_5_is_not_seed_5_on_llama_cpp(default_model_path: str) -> None:
-    engine = HammerEngine(backend=LlamaCppBackend(default_model_path, n_ctx=1024, prefix_cache=None, cache_ram=0),
-                          max_tokens=24, temperature=1.0, top_p=1.0)
-
     def answer(seed: int) -> str:
+        # A context of its own each time: a prompt evaluated again over a kept prefix may differ in the last bits
+        # of its logits, and at temperature 1 that alone can change the sample.
+        backend = LlamaCppBackend(default_model_path, n_ctx=1024, prefix_cache=None, cache_ram=0)
+        engine = HammerEngine(backend=backend, max_tokens=24, temperature=1.0, top_p=1.0)
         return engine.generate(ASK, seed=seed).raw
 
     five = answer(5)
