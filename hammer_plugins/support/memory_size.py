@@ -3,7 +3,9 @@
 The in-memory caches count their entries with it (:mod:`hammer_plugins.support.sized_cache`), so that a bound
 stated in bytes holds whatever the entry is: a converted tool set, a BM25 index, a grammar, a vector matrix.
 An object reached twice counts once; classes, modules and functions are shared by the process and not counted;
-a numpy array counts its buffer (a view counts the array it views).
+a numpy array counts its buffer, and a view the part it views (a cache keeping the rows of one
+batch as views counts each row once, not the batch per row: whoever keeps views should keep copies, since a view
+keeps its whole base alive).
 
 Example:
     >>> deep_size("x" * 1000) >= 1000
@@ -70,9 +72,7 @@ def deep_size(obj: Any) -> int:
         if isinstance(item, _NOT_COUNTED):
             continue
         if ndarray and isinstance(item, ndarray):
-            total += getsizeof(item)  # the buffer too when the array owns it
-            if item.base is not None:
-                stack.append(item.base)
+            total += getsizeof(item) + (0 if item.flags.owndata else item.nbytes)  # a view: the part it views
             if item.dtype.hasobject:
                 stack.extend(item.ravel().tolist())
             continue
