@@ -22,8 +22,11 @@ megabytes. The store keeps one file per (runtime, prefix tokens):
   renamed into place, so a reader sees a whole file or none; a file removed while another process
   reads it stays readable to that reader; a write interrupted (Ctrl-C) removes its temporary file,
   and one a killed process left is removed by a later store after ten minutes;
-- **bounded**: after each store the least recently used files go until the total fits
-  ``max_bytes``.
+- **bounded, and held against churn**: a prefix stored for the first time is *on trial*; it is kept for good
+  once it is used again (loaded, or found in the context by a later request: :meth:`PrefixCache.mark_reused`,
+  remembered in ``reused.json``). States on trial hold at most :data:`TRIAL_SHARE` of ``max_bytes``, the oldest
+  going first, so a flood of one-off system prompts (36.7 MB each for 1.6k tokens) churns only them and never
+  evicts a prefix that was reused; past ``max_bytes`` the oldest on trial go first, then the least recently used.
 
 Beside the states, a sub-store (:meth:`PrefixCache.vocabularies`) keeps what a model needs at every
 start whatever the tools: llguidance's reading of its tokenizer vocabulary, 0.5 s of CPU for a
@@ -70,6 +73,10 @@ DEFAULT_MAX_BYTES = 1 << 30
 _DIGEST_INDEX = "file-digests.json"
 _DIGEST_ENTRIES = 256
 _DIGESTS: dict[str, str] = {}  # this process's memo of file_digest
+_REUSED_INDEX = "reused.json"
+_REUSED_ENTRIES = 4096
+TRIAL_SHARE = 0.25
+"""The share of ``max_bytes`` that states stored once and never reused may hold together."""
 
 # A store takes milliseconds: a temporary file this old belongs to a process killed mid-write (SIGKILL).
 _STALE_PARTIAL_SECONDS = 600
@@ -100,7 +107,7 @@ class PrefixCache:
         >>> import tempfile
         >>> cache = PrefixCache(tempfile.mkdtemp(), max_bytes=10_000)
         >>> cache.store("rt", [5, 6], b"x" * 4000); cache.store("rt", [7], b"y" * 4000)
-        >>> cache.store("rt", [8], b"z" * 4000)   # over the bound: the oldest file goes
+        >>> cache.store("rt", [8], b"z" * 4000)   # never reused, over their share: the oldest went
         >>> cache.load("rt", [5, 6]) is None, cache.load("rt", [8]) is not None
         (True, True)
     """
@@ -109,6 +116,7 @@ class PrefixCache:
         self.directory = Path(directory) if directory is not None else default_prefix_cache_dir()
         self.max_bytes = max_bytes
         self.folder = PrivateFolder(self.directory)
+        self._reused_seen: set[str] = set()  # entries this process marked reused already
 
     @property
     def usable(self) -> bool:
@@ -136,7 +144,35 @@ class PrefixCache:
             os.utime(path)  # recently used: evicted last
         except OSError:
             pass
+        self.mark_reused(runtime, tokens)
         return state
+
+    def mark_reused(self, runtime: str, tokens: Sequence[int]) -> None:
+        """Say that the stored state of ``tokens`` served a second request: it leaves its trial and is evicted only
+        by the bound, least recently used first. Nothing is kept for a state not stored; never raises."""
+        path = self.path_for(runtime, tokens)
+        if path.name in self._reused_seen or not path.is_file():
+            return
+        names = self._reused_names()
+        if path.name not in names:
+            alive = {p.name for p, _, _ in self._files()}
+            kept = [n for n in names if n in alive][-(_REUSED_ENTRIES - 1):]
+            try:
+                fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".partial-", suffix=".json")  # created 0600
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    json.dump([*kept, path.name], out)
+                os.replace(tmp, self.directory / _REUSED_INDEX)
+            except OSError:
+                return
+        self._reused_seen.add(path.name)
+
+    def _reused_names(self) -> list[str]:
+        raw = self.folder.read(self.directory / _REUSED_INDEX)  # a FIFO here is None, never a hang
+        try:
+            names = json.loads(raw.decode("utf-8")) if raw is not None else []
+        except ValueError:
+            return []
+        return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
     def file_digest(self, path: str | Path) -> str:
         """The SHA-256 of the file at ``path``, read once: remembered in this process and in the store by the
@@ -356,9 +392,19 @@ class PrefixCache:
 
     def _evict(self) -> None:
         self._remove_stale_partials()
-        files = sorted(self._files(), key=lambda f: f[2])
+        files = sorted(self._files(), key=lambda f: f[2])  # least recently used first
+        reused = set(self._reused_names())
+        trial = [f for f in files if f[0].name not in reused]
+        kept = [f for f in files if f[0].name in reused]
         total = sum(size for _, size, _ in files)
-        for path, size, _ in files:
+        on_trial = sum(size for _, size, _ in trial)
+        # The newest state on trial stays, whatever its size: it was stored for the next request.
+        for path, size, _ in trial[:-1]:
+            if on_trial <= self.max_bytes * TRIAL_SHARE and total <= self.max_bytes:
+                break
+            path.unlink(missing_ok=True)
+            total, on_trial = total - size, on_trial - size
+        for path, size, _ in [*kept, *trial[-1:]]:
             if total <= self.max_bytes:
                 break
             path.unlink(missing_ok=True)

@@ -29,7 +29,7 @@ Layer 3: the engine.
 from __future__ import annotations
 
 from hammer_plugins.engine.api import DEFAULT_MAX_TOOL_ROUNDS, HammerEngine
-from hammer_plugins.engine.binding import GRAMMAR_CACHE_CHARS, GRAMMAR_CACHE_ENTRIES, ToolBinding
+from hammer_plugins.engine.binding import GRAMMAR_CACHE_BYTES, GRAMMAR_CACHE_CHARS, GRAMMAR_CACHE_ENTRIES, ToolBinding
 from hammer_plugins.engine.core import EngineCore, RefusalMode
 from hammer_plugins.engine.missing import MissingArgumentsError
 from hammer_plugins.engine.shared_backends import model_prompt_format
@@ -37,7 +37,7 @@ from hammer_plugins.engine.turn import RefusalError
 from hammer_plugins.output.events import StreamEvent, TextDelta, ToolCallDelta
 from hammer_plugins.tools.choice import normalize_tool_choice
 
-__all__ = ["DEFAULT_MAX_TOOL_ROUNDS", "GRAMMAR_CACHE_CHARS", "GRAMMAR_CACHE_ENTRIES", "EngineCore", "HammerEngine",
-           "MissingArgumentsError",
+__all__ = ["DEFAULT_MAX_TOOL_ROUNDS", "GRAMMAR_CACHE_BYTES", "GRAMMAR_CACHE_CHARS", "GRAMMAR_CACHE_ENTRIES",
+           "EngineCore", "HammerEngine", "MissingArgumentsError",
            "RefusalError", "RefusalMode", "StreamEvent", "TextDelta", "ToolBinding", "ToolCallDelta", "model_prompt_format",
            "normalize_tool_choice"]

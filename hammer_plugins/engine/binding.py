@@ -57,7 +57,7 @@ class ToolBinding:
         found = _COSTS.get(key)
         if found is None:
             found = tuple(entry_tokens(t) for t in self.prompt_tools)
-            _COSTS.put(key, found, len(found) + sum(map(len, key)) // 8)
+            _COSTS.put(key, found)
         object.__setattr__(self, "_costs", found)
         return found
 
@@ -77,13 +77,16 @@ class ToolBinding:
             return _grammar_cached(tools, shown, parallel)
 
 
-# The grammars of recent tool sets, shared by every engine in the process: bounded by entries and by
-# characters (keys and grammars together), so many large distinct tool sets cannot fill the memory.
+# The grammars of recent tool sets, shared by every engine in the process: bounded by entries and by the
+# bytes keys and grammars hold (and, with every other cache, by CACHE_MEMORY_BYTES), so many large distinct
+# tool sets cannot fill the memory.
 GRAMMAR_CACHE_ENTRIES = 128
-GRAMMAR_CACHE_CHARS = 64_000_000
-_GRAMMARS: SizedCache[tuple[Any, ...], Grammar] = SizedCache(GRAMMAR_CACHE_ENTRIES, GRAMMAR_CACHE_CHARS)
-# Each tool set's estimated costs (tool selection reads them on every call of a large set).
-_COSTS: SizedCache[tuple[str, ...], tuple[int, ...]] = SizedCache(64, 2_000_000)
+GRAMMAR_CACHE_BYTES = 64 * 2**20
+GRAMMAR_CACHE_CHARS = GRAMMAR_CACHE_BYTES  # its name before the caches counted bytes
+_GRAMMARS: SizedCache[tuple[Any, ...], Grammar] = SizedCache(GRAMMAR_CACHE_ENTRIES, GRAMMAR_CACHE_BYTES)
+# Each tool set's estimated costs (tool selection reads them on every call of a large set): 3 MiB for a
+# 9,000-tool set, its fingerprints included.
+_COSTS: SizedCache[tuple[str, ...], tuple[int, ...]] = SizedCache(64, 16 * 2**20)
 
 
 def _grammar_cached(tools: tuple[Tool, ...], tool_choice: str, parallel: bool) -> Grammar:
@@ -93,14 +96,14 @@ def _grammar_cached(tools: tuple[Tool, ...], tool_choice: str, parallel: bool) -
     if found is not None:
         return found
     grammar = build_grammar(list(tools), tool_choice, parallel)
-    _GRAMMARS.put(key, grammar, sum(map(len, prints)) + len(grammar.gbnf) + len(grammar.lark))
+    _GRAMMARS.put(key, grammar)
     return grammar
 
 
 def new_binding_cache() -> SizedCache[tuple[Any, ...], ToolBinding]:
-    """An engine's cache of the tool sets it bound recently: by entries and by characters (their
-    fingerprints and prompt prefix)."""
-    return SizedCache(32, 32_000_000)
+    """An engine's cache of the tool sets it bound recently: by entries and by bytes (10 MiB for a
+    9,000-tool set)."""
+    return SizedCache(32, 32 * 2**20)
 
 
 def bind_tools(tools: Sequence[Any], masked: bool, prompt_format: str,
@@ -118,5 +121,5 @@ def bind_tools(tools: Sequence[Any], masked: bool, prompt_format: str,
                           prefix=render_prefix(prompt_tools, prompt_format), prompt_format=prompt_format,
                           limits=current_limits())
     if cache is not None:
-        cache.put(key, binding, sum(map(len, prints)) + len(binding.prefix))
+        cache.put(key, binding)
     return binding

@@ -52,7 +52,8 @@ _SHORT_QUERY_WORDS = 3
 # Characters of a tool result the selector reads: where a next step is named, it is named early.
 _RESULT_CHARS = 1000
 
-_RANKINGS: SizedCache[tuple[str, ...], ToolRanking] = SizedCache(32, 2_000_000)
+# BM25 indexes of recent tool sets, in bytes: 6.6 MiB for a 9,000-tool set, its fingerprints included.
+_RANKINGS: SizedCache[tuple[str, ...], ToolRanking] = SizedCache(32, 16 * 2**20)
 
 
 class ConversationOffers:
@@ -102,7 +103,7 @@ def _ranking(tools: Sequence[Tool]) -> ToolRanking:
     found = _RANKINGS.get(key)
     if found is None:
         found = ToolRanking(tools)
-        _RANKINGS.put(key, found, sum(map(len, key)) // 8)
+        _RANKINGS.put(key, found)
     return found
 
 

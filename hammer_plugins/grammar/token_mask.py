@@ -60,9 +60,9 @@ def import_llguidance() -> Any:
     return llguidance
 
 
-# Compiled grammars of recent tool sets: bounded by entries and by characters (Lark text and compiled
-# grammar together), so many large distinct grammars cannot fill the memory.
-_COMPILED: SizedCache[str, str] = SizedCache(256, 64_000_000)
+# Compiled grammars of recent tool sets: bounded by entries and by bytes (Lark text and compiled grammar
+# together), so many large distinct grammars cannot fill the memory.
+_COMPILED: SizedCache[str, str] = SizedCache(256, 64 * 2**20)
 
 
 def _compiled(lark: str) -> str:
@@ -71,7 +71,7 @@ def _compiled(lark: str) -> str:
     if found is None:
         llguidance = import_llguidance()
         found = str(llguidance.grammar_from("lark", lark))
-        _COMPILED.put(lark, found, len(lark) + len(found))
+        _COMPILED.put(lark, found)
     return found
 
 

@@ -29,12 +29,13 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable
 from typing import Any
 
 import re2
+
+from hammer_plugins.support.sized_cache import SizedCache
 
 try:  # Python's regex parser (3.11+: re._parser; 3.10: sre_parse)
     from re import _parser as _sre  # type: ignore[attr-defined]
@@ -193,16 +194,25 @@ def _options() -> re2.Options:
     return options
 
 
-@functools.lru_cache(maxsize=512)
+# Compiled programs of recent patterns. Each counts as MAX_MEM: RE2 grows a program's DFA as it searches, up
+# to that budget, and its memory is invisible to Python (512 entries held up to 2 GiB before).
+_PROGRAMS: SizedCache[str, Any] = SizedCache(512, 64 * 2**20)
+
+
 def compile_pattern(pattern: str) -> Any:
     """The compiled RE2 program of ``pattern`` (cached: the same tools come with every request)."""
+    found = _PROGRAMS.get(pattern)
+    if found is not None:
+        return found
     translated = to_re2(pattern)
     try:
-        return re2.compile(translated, _options())
+        found = re2.compile(translated, _options())
     except re2.error as exc:
         why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise UnsupportedPattern(f"a pattern the linear-time engine refuses ({why}); RE2 allows repetition "
                                  f"counts up to 1000 and about {MAX_MEM >> 20} MiB of program") from None
+    _PROGRAMS.put(pattern, found, MAX_MEM + len(pattern))
+    return found
 
 
 def _utf8(text: str) -> bytes:

@@ -83,3 +83,27 @@ def test_the_engine_request_holds_the_same_bounds() -> None:
         with pytest.raises(ValueError, match=field):
             EngineRequest.of([Message.user("hi")], **{field: value})
     assert EngineRequest.of([Message.user("hi")], seed=SEED_MAX).seed == SEED_MAX
+
+
+@pytest.mark.parametrize(("kind", "sent"), [("llama_server", "hashed"), ("llama_cpp_python", "hashed"),
+                                            ("vllm", "as is"), ("openai", "as is")])
+def test_a_seed_beyond_the_backends_range_is_hashed_into_it(kind: str, sent: str) -> None:
+    """llama.cpp keeps a seed's low 32 bits (2**32 + 5 sampled as 5): a llama.cpp server is sent a hash of it
+    instead, vLLM (signed 64 bits) a hash of a seed from 2**63; a server of unknown range gets the seed as it is."""
+    from hammer_plugins.backends.base import GenerationSettings
+    from hammer_plugins.backends.remote import OpenAICompatibleBackend
+    from hammer_plugins.backends.seeds import LLAMA_CPP_SEEDS, VLLM_SEEDS
+
+    backend = OpenAICompatibleBackend("http://127.0.0.1:9", model="m", server_kind=kind, token_counting="estimate")
+
+    def seed_sent(seed: int) -> int:
+        return backend._completion_body("p", GenerationSettings(seed=seed), {})["seed"]
+
+    assert seed_sent(5) == 5
+    if sent == "as is":
+        assert seed_sent(2**32 + 5) == 2**32 + 5
+    else:
+        assert seed_sent(2**32 + 5) not in (5, 2**32 + 5) and seed_sent(2**32 + 5) < LLAMA_CPP_SEEDS
+        assert seed_sent(2**32 - 1) < LLAMA_CPP_SEEDS  # never llama.cpp's "random seed"
+    if kind == "vllm":
+        assert seed_sent(2**64 - 1) < VLLM_SEEDS and seed_sent(2**63 - 1) == 2**63 - 1

@@ -180,3 +180,31 @@ def test_a_file_whose_vocabulary_cannot_load_alone_gets_the_tokenizer_of_the_loa
     mask = backend.vocabulary.token_mask(build_json_grammar(None), loop_guard=False)
     assert backend.vocabulary.tokenizer.vocab_size == backend.llama.n_vocab()
     assert mask.allowed(backend.llama.n_vocab())[backend.tokenize("{")[0]]  # a JSON answer may open with {
+
+
+def _one_off_tools(i: int) -> list[dict[str, Any]]:
+    return [{"name": f"record_{i}_{k}", "description": f"Look up entry {k} of archive {i} by its catalogue number.",
+             "parameters": {"type": "object", "properties": {"number": {"type": "integer"}}, "required": ["number"]}}
+            for k in range(6)]
+
+
+def test_one_off_tool_sets_never_evict_a_reused_prefix(default_model_path: str, demo_tools: list[Any],
+                                                        tmp_path: Path) -> None:
+    """Issue 60's disk-cache churn on the real model: each request with a new system text stored its state, and
+    enough of them flushed every prefix. A prefix a second request used stays; the one-offs churn their share."""
+    directory = tmp_path / "kv"
+    engine = HammerEngine(backend=LlamaCppBackend(default_model_path, n_ctx=4096, prefix_cache=directory,
+                                                  cache_ram=0), max_tokens=8)
+    for _ in range(2):  # the second request finds the tools prefix in the context: it is reused
+        engine.generate([Message.user(QUESTIONS[0])], tools=demo_tools)
+    kept = max(Path(directory).glob("*.kv"), key=lambda p: p.stat().st_size)
+    bound = 3 * kept.stat().st_size + 4096  # three such states
+    flood = HammerEngine(backend=LlamaCppBackend(default_model_path, n_ctx=4096, cache_ram=0,
+                                                 prefix_cache=PrefixCache(directory, max_bytes=bound)), max_tokens=8)
+    for i in range(6):
+        flood.generate([Message.user("Find entry 42.")], tools=_one_off_tools(i))
+    assert PrefixCache(directory).size() - PrefixCache(directory).vocabularies().size() <= bound
+    assert kept.exists()
+    later = HammerEngine(backend=LlamaCppBackend(default_model_path, n_ctx=4096, prefix_cache=directory, cache_ram=0),
+                         max_tokens=8)
+    assert later.generate([Message.user(QUESTIONS[0])], tools=demo_tools).usage.disk_cached_prompt_tokens > 500

@@ -4,6 +4,7 @@ leave a torn file."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import time
@@ -98,6 +99,7 @@ def test_the_store_stays_under_its_bound_and_keeps_the_recently_used(tmp_path: P
     cache = PrefixCache(tmp_path, max_bytes=3 * 1200)  # a file is the state and a header of ~120 bytes
     for i in range(3):
         cache.store("rt", [i], bytes(1000))
+        assert cache.load("rt", [i]) is not None  # used again: kept for good
     assert cache.size() <= cache.max_bytes
     old = time.time() - 100
     for i in range(3):
@@ -107,6 +109,34 @@ def test_the_store_stays_under_its_bound_and_keeps_the_recently_used(tmp_path: P
     assert cache.size() <= cache.max_bytes
     assert cache.load("rt", [0]) is not None and cache.load("rt", [1]) is None
     assert cache.clear() == 3 and cache.size() == 0
+
+
+def test_a_flood_of_one_off_prefixes_never_evicts_a_reused_one(tmp_path: Path) -> None:
+    """The red team's churn: each request with a new system prompt stored its state, and about 28 of them
+    flushed every prefix under the 1 GiB bound. Now states stored once hold at most TRIAL_SHARE of the bound."""
+    from hammer_plugins.backends.prefix_cache import TRIAL_SHARE
+
+    cache = PrefixCache(tmp_path, max_bytes=12 * 1200)
+    cache.store("rt", [1, 2, 3], bytes(1000))
+    cache.mark_reused("rt", [1, 2, 3])  # a later request found it in the context
+    for i in range(40):
+        cache.store("rt", [100 + i], bytes(1000))
+        trial = sum(p.stat().st_size for p in tmp_path.glob("*.kv") if p != cache.path_for("rt", [1, 2, 3]))
+        assert trial <= max(cache.max_bytes * TRIAL_SHARE, 1200)
+    assert cache.load("rt", [1, 2, 3]) == bytes(1000)
+    assert cache.load("rt", [139]) == bytes(1000)  # the newest one-off stays for its next request
+    assert cache.size() <= cache.max_bytes
+
+
+def test_a_state_loaded_again_is_reused_and_the_index_survives_damage(tmp_path: Path) -> None:
+    cache = PrefixCache(tmp_path, max_bytes=4 * 1200)
+    cache.store("rt", [7], bytes(1000))
+    assert PrefixCache(tmp_path).load("rt", [7]) is not None  # another process's load: reused
+    (tmp_path / "reused.json").write_text("{not json")
+    cache.store("rt", [8], bytes(1000))  # a damaged index counts nothing as reused, and is no error
+    assert cache.load("rt", [8]) is not None
+    cache.mark_reused("rt", [99])  # never stored: nothing to keep
+    assert json.loads((tmp_path / "reused.json").read_text()) == [cache.path_for("rt", [8]).name]
 
 
 def test_vocabularies_outlive_the_states_they_sit_beside(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from hammer_plugins.backends.llama_cpp.native import abort_callback, import_llam
 from hammer_plugins.backends.llama_cpp.prefix import LlamaCppPrefix
 from hammer_plugins.backends.llama_cpp.vocabulary import LlamaCppVocabulary
 from hammer_plugins.backends.prompt_lookup import PromptLookup
+from hammer_plugins.backends.seeds import LLAMA_CPP_SEEDS, in_range
 from hammer_plugins.grammar.builder import Grammar
 from hammer_plugins.grammar.token_mask import LogitsMask, TokenMask
 from hammer_plugins.output.decoding import Decoding
@@ -112,6 +113,8 @@ class LlamaCppDecoder:
                 from_disk = self.prefix.restore_or_store(shared)
                 # The context was cleared: the prefix came from disk, or was evaluated now and stored.
                 cached, reused = len(shared), from_disk
+            elif shared:
+                self.prefix.reused(shared)
         # Only the fast path waits for the mask after prompt evaluation; the sampled one needs it first.
         mask: TokenMask | Future[TokenMask] | None = mask_job
         if grammar is not None and mask_job is None:
@@ -158,8 +161,8 @@ class LlamaCppDecoder:
             "stop": [*STOP_SEQUENCES, *settings.stop],
             "stream": True,
         }
-        if settings.seed is not None:
-            kwargs["seed"] = settings.seed
+        if settings.seed is not None:  # llama.cpp's seed is 32 bits: a larger one would keep its low bits alone
+            kwargs["seed"] = in_range(settings.seed, LLAMA_CPP_SEEDS)
         processor: LogitsMask | None = None
         if mask is not None:
             processor = LogitsMask(mask, len(prompt_tokens))

@@ -157,6 +157,12 @@ class LlamaCppPrefix:
         states.touch(state)
         return shared, True
 
+    def reused(self, shared: list[int]) -> None:
+        """The context already holds ``shared``: a second request used its stored state, which leaves its trial
+        on disk (:meth:`~hammer_plugins.backends.prefix_cache.PrefixCache.mark_reused`)."""
+        if self.model.prefix_cache is not None:
+            self.model.prefix_cache.mark_reused(self._runtime_id(), shared)
+
     def restore_or_store(self, shared: list[int]) -> int:
         """Put the state of ``shared`` in the context, from disk when stored; the tokens it saved from evaluation.
 

@@ -237,7 +237,7 @@ class OpenAICompatibleBackend(BackendInterface):
         if self.facts.model is not None:
             body["model"] = self.facts.model
         if settings.seed is not None:
-            body["seed"] = settings.seed
+            body["seed"] = self.facts.dialect.seed(settings.seed)
         body.update(self.facts.dialect.sampling_fields(settings))
         return {**body, **grammar_fields, **self.settings.extra_body}
 

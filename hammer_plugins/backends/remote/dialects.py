@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from hammer_plugins.backends.base import GenerationSettings
 from hammer_plugins.backends.remote.settings import GrammarProtocol, ServerKind
+from hammer_plugins.backends.seeds import LLAMA_CPP_SEEDS, VLLM_SEEDS, in_range
 
 
 class ServerDialect:
@@ -33,6 +34,17 @@ class ServerDialect:
     needs_props: ClassVar[bool] = False
     """Its context window is in ``/props`` (llama-server), read once at discovery."""
     stream_break_cause: ClassVar[str] = "The server stopped or a proxy cut the connection"
+    seeds: ClassVar[int | None] = None
+    """How many seeds the server tells apart (None: not known, a seed is sent as it is)."""
+
+    def seed(self, seed: int) -> int:
+        """The request's seed as sent: hashed into the server's range when beyond it (:mod:`~hammer_plugins.backends.seeds`).
+
+        Example:
+            >>> dialect_for("llama_server").seed(2**32 + 5) != 5, dialect_for("vllm").seed(2**63) < 2**63
+            (True, True)
+        """
+        return seed if self.seeds is None else in_range(seed, self.seeds)
 
     def tokenize_extra(self, model: str | None) -> dict[str, Any]:
         """The tokenize request's fields besides the text."""
@@ -60,6 +72,7 @@ class LlamaCppPythonDialect(ServerDialect):
 
     kind = "llama_cpp_python"
     tokenize_path = "/extras/tokenize/count"
+    seeds = LLAMA_CPP_SEEDS
     grammar_protocols = ("llama_cpp",)
     stream_break_cause = AutoDialect.stream_break_cause
 
@@ -73,6 +86,7 @@ class LlamaServerDialect(ServerDialect):
 
     kind = "llama_server"
     tokenize_path = "/tokenize"
+    seeds = LLAMA_CPP_SEEDS
     tokenize_text_key = "content"
     grammar_protocols = ("llama_cpp",)
     needs_props = True
@@ -95,6 +109,7 @@ class VllmDialect(ServerDialect):
 
     kind = "vllm"
     tokenize_path = "/tokenize"
+    seeds = VLLM_SEEDS
     tokenize_text_key = "prompt"
     grammar_protocols = ("vllm", "vllm_guided")
 

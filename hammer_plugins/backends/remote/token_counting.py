@@ -41,15 +41,15 @@ class ServerTokenCounter:
         self.facts = facts
         self.connection = connection
         self.load = load
-        # Token counts of recent texts (whole prompts): bounded by entries and by characters.
-        self.cache: SizedCache[str, int] = SizedCache(256, 16_000_000)
+        # Token counts of recent texts (whole prompts): bounded by entries and by bytes.
+        self.cache: SizedCache[str, int] = SizedCache(256, 16 * 2**20)
 
     def cached(self, text: str) -> int | None:
         """The count of ``text`` (as sent) if it was counted recently, else ``None``."""
         return self.cache.get(text)
 
     def _remember(self, text: str, n: int) -> int:
-        self.cache.put(text, n, len(text))
+        self.cache.put(text, n)
         return n
 
     def _route(self) -> tuple[str, dict[str, Any]] | None:
