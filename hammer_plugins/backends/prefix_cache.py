@@ -63,6 +63,7 @@ from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
+from hammer_plugins.backends.file_digests import file_digest
 from hammer_plugins.support.cache_location import cache_dir
 from hammer_plugins.support.private_folder import PrivateFolder
 
@@ -70,9 +71,6 @@ _MAGIC = b"HAMMER-KV 2\n"  # 2: an HMAC under the folder's key (1's plain SHA-25
 _VOCABULARIES = "vocabularies"
 _PROMPTS = "prompts"
 DEFAULT_MAX_BYTES = 1 << 30
-_DIGEST_INDEX = "file-digests.json"
-_DIGEST_ENTRIES = 256
-_DIGESTS: dict[str, str] = {}  # this process's memo of file_digest
 _REUSED_INDEX = "reused.json"
 _REUSED_ENTRIES = 4096
 TRIAL_SHARE = 0.25
@@ -175,41 +173,9 @@ class PrefixCache:
         return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
     def file_digest(self, path: str | Path) -> str:
-        """The SHA-256 of the file at ``path``, read once: remembered in this process and in the store by the
-        file's device, inode, size and modification time (a file written again gets a new entry). Half a
-        second for a 0.5 GB model, once per machine; never raises for a full or read-only disk."""
-        stat = Path(path).stat()
-        # ctime too: setting a file's time back (utime) changes it, so rewriting a model in place and restoring
-        # its modification time is still a new entry.
-        where = f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
-        if (known := _DIGESTS.get(where)) is not None:
-            return known
-        index_path = self.directory / _DIGEST_INDEX
-        raw = self.folder.read(index_path)  # a FIFO planted here would block read_text() for ever
-        try:
-            index = json.loads(raw.decode("utf-8")) if raw is not None else {}
-        except ValueError:
-            index = {}
-        index = index if isinstance(index, dict) else {}  # a damaged index is rebuilt
-        digest = index.get(where)
-        if not (isinstance(digest, str) and len(digest) == 64):
-            sha = hashlib.sha256()
-            with open(path, "rb") as stream:
-                while chunk := stream.read(1 << 20):
-                    sha.update(chunk)
-            digest = sha.hexdigest()
-            index = {**{k: v for k, v in list(index.items())[-(_DIGEST_ENTRIES - 1):]}, where: digest}
-            try:
-                if not self.usable:
-                    raise OSError("the cache folder is refused")
-                fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".partial-", suffix=".json")  # created 0600
-                with os.fdopen(fd, "w", encoding="utf-8") as out:
-                    json.dump(index, out)
-                os.replace(tmp, index_path)
-            except OSError:
-                pass
-        _DIGESTS[where] = digest
-        return digest
+        """The SHA-256 of the file at ``path``, read once (:func:`~hammer_plugins.backends.file_digests.file_digest`:
+        remembered in this process and in this folder)."""
+        return file_digest(self.folder, self.directory, self.usable, path)
 
     def discard(self, runtime: str, tokens: Sequence[int]) -> None:
         """Remove what is kept for ``tokens`` (a state its reader found unusable); never raises."""

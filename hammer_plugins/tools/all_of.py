@@ -1,4 +1,4 @@
-"""``allOf`` of several schemas as one schema: what Hammer's prompt and the grammar can show.
+r"""``allOf`` of several schemas as one schema: what Hammer's prompt and the grammar can show.
 
 Schema generators write ``allOf`` for a value that meets several schemas at once: zod's ``.and()`` and refinements,
 pydantic's ``Annotated`` constraints on a reference, TypeScript intersections. Claude Code's own tools carry one
@@ -6,7 +6,8 @@ pydantic's ``Annotated`` constraints on a reference, TypeScript intersections. C
 
 - equal values stay; ``required`` lists join; ``properties`` merge, a property in several parts merging in turn;
 - lower bounds take the largest, upper bounds the smallest; ``type`` and ``enum`` keep what every part allows;
-- descriptions (and titles) are joined;
+- descriptions (and titles) are joined; a pattern that only bounds the length (``^[\s\S]{0,300}$``) becomes
+  ``maxLength``/``minLength``, so it meets another part's pattern;
 - anything else the parts disagree on, an empty intersection, or a part closed with
   ``additionalProperties: false`` while another adds properties (JSON Schema would then refuse those) is not
   merged: :class:`~hammer_plugins.values.errors.SchemaConversionError` names the keyword.
@@ -21,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +36,7 @@ _TEXT = frozenset({"description", "title"})
 def merge_all_of(tool: str, path: str, parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One schema meeting every normalized schema of ``parts`` (see the module)."""
     merged: dict[str, Any] = {}
-    for part in parts:
+    for part in map(_lengths_as_bounds, parts):
         for key, value in part.items():
             merged[key] = value if key not in merged else _merge_key(tool, path, key, merged[key], value)
     _check_closed(tool, path, parts, merged)
@@ -80,6 +82,29 @@ def _check_closed(tool: str, path: str, parts: Sequence[dict[str, Any]], merged:
             raise SchemaConversionError(tool, f"{path}.allOf", "an allOf part with additionalProperties false "
                                         "refuses the properties another part adds",
                                         "merge the schemas into one object")
+
+
+# A pattern that only bounds the length: any character ([\s\S], as zod writes .max(300) on a string), a count.
+_LENGTH_ONLY = re.compile(r"\^\[(?:\\s\\S|\\S\\s)\](?:\{(\d+)(?:(,)(\d*))?\}|(\*)|(\+))\$")
+
+
+def _lengths_as_bounds(part: dict[str, Any]) -> dict[str, Any]:
+    r"""``part`` with a pattern that only bounds the length written as ``minLength``/``maxLength`` (the same values
+    match), so that it merges with another part's pattern: Claude Code's ``SendMessage.to`` holds
+    ``^[^\n\r]*$`` and ``^[\s\S]{0,300}$``."""
+    found = _LENGTH_ONLY.fullmatch(part["pattern"]) if isinstance(part.get("pattern"), str) else None
+    if found is None:
+        return part
+    low, comma, high, star, plus = found.groups()
+    bounds = {"minLength": 1} if plus else {} if star else {"minLength": int(low)}
+    if not (star or plus) and (not comma or high):
+        bounds["maxLength"] = int(high) if comma else int(low)
+    kept = {k: v for k, v in part.items() if k != "pattern"}
+    for key, value in bounds.items():
+        kept[key] = value if key not in kept else _merge_key("", "", key, kept[key], value)
+    if kept.get("minLength") == 0:
+        kept.pop("minLength")
+    return kept
 
 
 def _listed(value: Any) -> list[Any]:

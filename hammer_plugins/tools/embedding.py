@@ -238,7 +238,9 @@ class ToolVectors:
     def __init__(self, embedder: Embedder, store: VectorStore | None) -> None:
         self.embedder = embedder
         self.store = store
-        self._memory: SizedCache[str, np.ndarray] = SizedCache(50_000, 50_000 * 512 * 4)
+        # Recent vectors (a tool set's index holds its own matrix; this serves the sets that share tools): 16 MiB
+        # in the process's one memory total, the disk store behind it.
+        self._memory: SizedCache[str, np.ndarray] = SizedCache(50_000, 16 * 2**20)
 
     def key(self, text: str) -> str:
         return hashlib.sha256(f"{self.embedder.identity}\x00{text[:MAX_TEXT_CHARS]}".encode()).hexdigest()
@@ -262,7 +264,7 @@ class ToolVectors:
             computed = self.embedder.passages(list(todo.values()))
             fresh = dict(zip(todo, computed, strict=True))
             for key, vector in fresh.items():
-                found[key] = vector
+                found[key] = vector = vector.copy()  # a row of its own: a view would keep the whole batch alive
                 self._memory.put(key, vector, vector.nbytes)
             if self.store is not None:
                 self.store.put(fresh)

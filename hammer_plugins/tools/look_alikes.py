@@ -26,8 +26,9 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Iterable, Sequence
+
+import numpy as np
 
 from hammer_plugins.tools.definition import Tool
 from hammer_plugins.tools.ranking import words
@@ -36,6 +37,11 @@ LOOK_ALIKE_SHARE = 0.9
 """The share of an earlier description's word pairs a later description must hold to be its look-alike."""
 MIN_PAIRS = 3
 """A description of fewer word pairs ("Ping a host.") is too short to tell a copy from a coincidence."""
+
+
+def _hashed(text: str) -> np.ndarray:
+    """The distinct word pairs of ``text`` as integers (Python's string hash: stable within the process)."""
+    return np.unique(np.fromiter((hash(p) for p in word_pairs(text)), dtype=np.int64))
 
 
 def word_pairs(text: str) -> frozenset[tuple[str, str]]:
@@ -52,6 +58,9 @@ def word_pairs(text: str) -> frozenset[tuple[str, str]]:
 class LookAlikes:
     """Which tools of a set copy an earlier tool's description (see the module); built once per tool set.
 
+    Kept compact, since a process may hold the index of several sets of thousands of tools: each tool's word
+    pairs as hashed integers in one sorted array, with the tool each belongs to.
+
     Example:
         >>> from hammer_plugins.tools import to_tool
         >>> tools = [to_tool({"name": "a", "description": "Convert Celsius to Fahrenheit for a reading."}),
@@ -61,26 +70,29 @@ class LookAlikes:
     """
 
     def __init__(self, tools: Sequence[Tool]) -> None:
-        self._pairs = [word_pairs(t.description) for t in tools]
-        # Which tools hold each word pair: a tool's possible originals are found without comparing every tool.
-        self._holders: dict[tuple[str, str], list[int]] = {}
-        for i, pairs in enumerate(self._pairs):
-            for pair in pairs:
-                self._holders.setdefault(pair, []).append(i)
+        self._descriptions = [t.description for t in tools]
+        pairs = [_hashed(t.description) for t in tools]
+        self._sizes = np.array([len(p) for p in pairs], dtype=np.int64)
+        every = np.concatenate(pairs) if pairs else np.zeros(0, dtype=np.int64)
+        owners = np.repeat(np.arange(len(pairs), dtype=np.int64), self._sizes)
+        order = np.argsort(every, kind="stable")  # stable: each pair's holders stay in the tool set's order
+        self._pairs, self._owners = every[order], owners[order]
 
     def original(self, i: int) -> int | None:
         """The earliest tool that tool ``i`` copies, or ``None`` when it copies none."""
-        shared: Counter[int] = Counter()
-        for pair in self._pairs[i]:
-            for j in self._holders[pair]:
-                if j >= i:
-                    break  # holders are in the tool set's order: only earlier tools can be copied
-                shared[j] += 1
-        for j in sorted(shared):
-            size = len(self._pairs[j])
-            if size >= MIN_PAIRS and shared[j] >= LOOK_ALIKE_SHARE * size:
-                return j
-        return None
+        mine = _hashed(self._descriptions[i])
+        if not len(mine):
+            return None
+        low = np.searchsorted(self._pairs, mine, "left")
+        high = np.searchsorted(self._pairs, mine, "right")
+        holders = np.concatenate([self._owners[a:b] for a, b in zip(low, high, strict=True)])
+        holders = holders[holders < i]  # only earlier tools can be copied
+        if not len(holders):
+            return None
+        shared = np.bincount(holders, minlength=i)
+        sizes = self._sizes[:i]
+        copied = np.flatnonzero((sizes >= MIN_PAIRS) & (shared >= LOOK_ALIKE_SHARE * sizes))
+        return int(copied[0]) if len(copied) else None
 
     def skip(self, order: Iterable[int], count: int) -> tuple[list[int], list[int]]:
         """The first ``count`` tools of a ranking (``order``, best first) that copy no earlier tool; and the copies

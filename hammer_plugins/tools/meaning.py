@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -145,12 +143,11 @@ class MeaningSelector:
         # The tool sets asked about last, by identity: the engine passes its bound tool set's own tuple on every
         # call, and fingerprinting 1,000 tools again would cost more than the whole selection (the references
         # held here keep those ids from being reused).
-        self._recent: OrderedDict[int, tuple[Sequence[Tool], _Index]] = OrderedDict()
-        self._lock = threading.Lock()
+        # (In the process's one memory total: the tool sets and their indexes are counted.)
+        self._recent: SizedCache[int, tuple[Sequence[Tool], _Index]] = SizedCache(8, 64 * 2**20)
 
     def _index(self, tools: Sequence[Tool]) -> _Index:
-        with self._lock:
-            recent = self._recent.get(id(tools))
+        recent = self._recent.get(id(tools))
         if recent is not None and recent[0] is tools and isinstance(tools, tuple):
             return recent[1]
         if self._vectors is None:
@@ -161,10 +158,7 @@ class MeaningSelector:
             found = _Index(tools, self._vectors)
             _RANKINGS.put(key, found, found.matrix.nbytes + sum(map(len, key)))
         if isinstance(tools, tuple):  # immutable: the same object is the same tool set
-            with self._lock:
-                self._recent[id(tools)] = (tools, found)
-                while len(self._recent) > 8:
-                    self._recent.popitem(last=False)
+            self._recent.put(id(tools), (tools, found))
         return found
 
     def scores(self, text: str, tools: Sequence[Tool]) -> np.ndarray:
@@ -250,7 +244,7 @@ class LexicalSelector:
                          reserve=tuple(tools[i].name for i in reserve), needed=(tools[ranked[0]].name,))
 
 
-_LEXICAL: SizedCache[tuple[str, ...], tuple[ToolRanking, LookAlikes]] = SizedCache(32, 4_000_000)
+_LEXICAL: SizedCache[tuple[str, ...], tuple[ToolRanking, LookAlikes]] = SizedCache(32, 16 * 2**20)
 
 
 SELECTOR_NAMES = ("meaning", "bm25")

@@ -13,7 +13,10 @@ from hammer_plugins.tools import to_tool
 from hammer_plugins.tools.all_of import merge_all_of
 from hammer_plugins.values.errors import SchemaConversionError
 
-STRINGS = ["", "a", "bb", "ccc", "dddd", "eeeee", "ffffffff"]
+STRINGS = ["", "a", "bb", "ccc", "dddd", "eeeee", "ffffffff", "a\nb", "x\ry\nzz"]
+# Length-only patterns (zod writes .max(300) so) and one that refuses line breaks, as Claude Code's SendMessage.
+# (No value ends in a line break: Python's $, which jsonschema uses, matches before one, ECMA's does not.)
+PATTERNS = ["^[\\s\\S]{0,3}$", "^[\\s\\S]{2,}$", "^[\\S\\s]{1,5}$", "^[\\s\\S]+$", "^[^\\n\\r]*$", "^[a-e]*$"]
 NUMBERS = [-3, 0, 1, 2.5, 4, 7, 10]
 
 
@@ -21,6 +24,7 @@ def string_part() -> st.SearchStrategy[dict]:
     return st.fixed_dictionaries({"type": st.just("string")}, optional={
         "minLength": st.integers(0, 5), "maxLength": st.integers(2, 8),
         "enum": st.lists(st.sampled_from(STRINGS), min_size=1, max_size=4, unique=True),
+        "pattern": st.sampled_from(PATTERNS),
         "description": st.sampled_from(["A name.", "Who gets it."])})
 
 
@@ -62,6 +66,10 @@ def test_a_tool_whose_parameter_is_an_allof_of_several_schemas_converts() -> Non
             "to": {"allOf": [{"type": "string", "description": "The teammate's name."}, {"minLength": 1}]},
             "message": {"type": "string"}}}})
     assert tool.properties["to"] == {"type": "string", "description": "The teammate's name.", "minLength": 1}
+    # Claude Code 2.1.332's SendMessage.to: two patterns, one of them a length bound.
+    claude = to_tool({"name": "SendMessage", "parameters": {"type": "object", "properties": {"to": {"allOf": [
+        {"type": "string", "pattern": "^[^\\n\\r]*$"}, {"type": "string", "pattern": "^[\\s\\S]{0,300}$"}]}}}})
+    assert claude.properties["to"] == {"type": "string", "pattern": "^[^\\n\\r]*$", "maxLength": 300}
 
 
 def test_parts_that_cannot_be_one_schema_are_refused_naming_the_keyword() -> None:
