@@ -49,7 +49,7 @@ reserve together)."""
 
 # A query word list this short says little on its own ("yes", "do it"): the user's earlier words join it.
 _SHORT_QUERY_WORDS = 3
-# Characters of a tool result the selector reads: where a next step is named, it is named early.
+# Characters of each tool result a caller's selector is given (SelectionQuery.results; the built-ins do not read them).
 _RESULT_CHARS = 1000
 
 # BM25 indexes of recent tool sets, in bytes: 6.6 MiB for a 9,000-tool set, its fingerprints included.
