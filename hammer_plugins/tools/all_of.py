@@ -93,8 +93,8 @@ def _lengths_as_bounds(part: dict[str, Any]) -> dict[str, Any]:
     match), so that it merges with another part's pattern: Claude Code's ``SendMessage.to`` holds
     ``^[^\n\r]*$`` and ``^[\s\S]{0,300}$``."""
     found = _LENGTH_ONLY.fullmatch(part["pattern"]) if isinstance(part.get("pattern"), str) else None
-    if found is None:
-        return part
+    if found is None or any(len(n or "") > 9 for n in (found.group(1), found.group(3))):
+        return part  # (a count of ten digits or more stays a pattern: the schema limits check what it states)
     low, comma, high, star, plus = found.groups()
     bounds = {"minLength": 1} if plus else {} if star else {"minLength": int(low)}
     if not (star or plus) and (not comma or high):

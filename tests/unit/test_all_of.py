@@ -80,3 +80,10 @@ def test_parts_that_cannot_be_one_schema_are_refused_naming_the_keyword() -> Non
         merge_all_of("t", "p", [{"type": "object", "properties": {"a": {"type": "string"}},
                                  "additionalProperties": False},
                                 {"type": "object", "properties": {"b": {"type": "string"}}}])
+
+
+def test_a_huge_count_in_a_length_pattern_stays_a_pattern_and_never_raises_from_int() -> None:
+    digits = "9" * 5000  # int() refuses more than 4,300 digits
+    merged = merge_all_of("t", "p", [{"type": "string", "pattern": "^[\\s\\S]{0," + digits + "}$"},
+                                     {"type": "string", "pattern": "^[\\s\\S]{0," + digits + "}$"}])
+    assert merged["pattern"].endswith(digits + "}$")
