@@ -49,6 +49,12 @@ class Framing:
         """What a stream sends when the engine fails after the headers went out."""
         raise NotImplementedError
 
+    def heartbeat(self) -> list[bytes]:
+        """What a stream sends when it has been quiet a while (a long prompt evaluation), for clients that time out
+        between events, not bytes: Codex gives up after 300 s without an event and SSE comments are not events to
+        it. None by default (comment pings keep proxies open)."""
+        return []
+
     def end(self) -> list[bytes]:
         return []
 
@@ -64,6 +70,8 @@ class Writer(Protocol):
     def feed(self, event: StreamEvent) -> list[dict[str, Any]]: ...
 
     def error(self, error: APIError) -> dict[str, Any]: ...
+
+    def heartbeat(self) -> list[dict[str, Any]]: ...
 
     @property
     def whole(self) -> dict[str, Any]: ...
@@ -98,6 +106,9 @@ class WriterFraming(Framing):
 
     def error(self, error: APIError) -> bytes:
         return self.encode(self.writer.error(error))
+
+    def heartbeat(self) -> list[bytes]:
+        return [self.encode(e) for e in self.writer.heartbeat()]
 
     def body(self, final: HammerResponse) -> dict[str, Any]:
         self.writer.feed(final)

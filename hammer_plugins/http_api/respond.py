@@ -43,7 +43,8 @@ from hammer_plugins.http_api.worker import Place
 from hammer_plugins.output.response import HammerResponse
 
 PING_SECONDS = 15
-"""A comment line this often on a quiet event stream (as llama-cpp-python's server does)."""
+"""A comment line this often on a quiet event stream (as llama-cpp-python's server does); and the door's own
+heartbeat event (:meth:`Framing.heartbeat`) when no event went out for this long."""
 
 SEND_TIMEOUT_SECONDS = 30.0
 """Longest one send of a streamed response may wait for the client to read: then the response is given
@@ -220,7 +221,11 @@ async def _framed(framing: Framing, events: Any, stream: AsyncIterator[Any], par
     try:
         for data in framing.start():
             yield data
-        async for event in stream:
+        async for event in _quiet_marked(stream, PING_SECONDS):
+            if event is None:  # quiet for a while (a long prompt evaluation): a sign of life in the API's own terms
+                for data in framing.heartbeat():
+                    yield data
+                continue
             if record is not None:
                 record.saw(event)
             for data in framing.event(event):
@@ -234,6 +239,31 @@ async def _framed(framing: Framing, events: Any, stream: AsyncIterator[Any], par
         await events.__aexit__(None, None, None)
     for data in framing.end():
         yield data
+
+
+async def _quiet_marked(stream: AsyncIterator[Any], seconds: float) -> AsyncIterator[Any]:
+    """``stream``'s items, and None each time ``seconds`` pass without one; the item being waited for is not
+    cancelled by a None, only when this generator is closed."""
+    pending: asyncio.Future[Any] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(stream))
+            done, _ = await asyncio.wait({pending}, timeout=seconds)
+            if not done:
+                yield None
+                continue
+            finished, pending = pending, None
+            try:
+                item = finished.result()
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        if pending is not None:  # closed while waiting (the client left): the stream's read ends with it
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
 
 
 async def _done_before_disconnect(request: Request, task: asyncio.Future[Any]) -> bool:

@@ -31,12 +31,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hammer_plugins import HammerEngine
+import hammer_plugins.http_api.respond as respond_module
+from hammer_plugins import HammerEngine, ScriptedBackend
 from hammer_plugins.http_api import BackgroundServer, create_app
 from hammer_plugins.support.cache_location import cache_dir
 
@@ -79,11 +81,41 @@ def test_codex_exec_completes_a_turn(in_process: BackgroundServer, tmp_path: Pat
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     kinds = [e.get("type") for e in events]
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
-    assert "turn.completed" in kinds and "turn.failed" not in kinds and "error" not in kinds, kinds
+    assert "turn.completed" in kinds and "turn.failed" not in kinds and "error" not in kinds, [
+        e for e in events if e.get("type") in ("error", "turn.failed")] or kinds
     messages = [e["item"].get("text", "") for e in events
                 if e.get("type") == "item.completed" and e["item"].get("type") == "agent_message"]
     assert messages and messages[-1].strip(), events
     print(f"\ncodex: {len(events)} events, last agent message {messages[-1]!r}")
+
+
+def test_codex_waits_through_a_long_prompt_evaluation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Codex gives up on a stream after ``stream_idle_timeout_ms`` (300 s by default) without an event, and SSE
+    comment pings are not events to it: in CI, a first prompt that took longer on 2 shared cores came back as
+    "Reconnecting... 1/5 (stream disconnected before completion: idle timeout waiting for SSE)". The Responses door
+    repeats ``response.in_progress`` while a stream is quiet. Time scaled down here: a scripted model quiet for 4 s,
+    Codex's idle timeout 2 s, a heartbeat every 0.5 s, no retry."""
+    monkeypatch.setattr(respond_module, "PING_SECONDS", 0.5)
+
+    def slow(prompt: str) -> str:
+        time.sleep(4.0)
+        return "Hello there."
+
+    (tmp_path / "codex").mkdir()
+    engine = HammerEngine(backend=ScriptedBackend(responder=slow), on_missing="call")
+    with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as server:
+        provider = (f'model_providers.hammer={{name="hammer", base_url="{server.base_url}", wire_api="responses", '
+                    'env_key="HAMMER_KEY", stream_idle_timeout_ms=2000, stream_max_retries=0}')
+        done = subprocess.run(
+            [npm_binary("codex"), "exec", "--skip-git-repo-check", "--json", "-c", provider, "-c",
+             "model_provider=hammer", "-m", "hammer", "Say hello in one short sentence."],
+            cwd=tmp_path, env=client_env(tmp_path, CODEX_HOME=str(tmp_path / "codex"), HAMMER_KEY=KEY),
+            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    errors = [e for e in events if e.get("type") in ("error", "turn.failed")]
+    assert done.returncode == 0 and not errors, (errors, done.stderr[-3000:])
+    assert [e["item"]["text"] for e in events if e.get("type") == "item.completed"
+            and e["item"].get("type") == "agent_message"] == ["Hello there."], events
 
 
 def test_claude_code_print_completes_a_turn(in_process: BackgroundServer, tmp_path: Path) -> None:

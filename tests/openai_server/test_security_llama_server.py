@@ -431,10 +431,10 @@ def test_large_bodies_from_clients_that_leave_starve_neither_health_nor_a_small_
     """Six 2.3 MiB Responses bodies (25,000 tools each) whose clients hang up after 5 s: their parsing and
     planning run on the server's own bounded threads, so /health answers 200 throughout (within 5 s; about a
     second at worst on 2 cores while six bodies are read and parsed) and a small request beside them gets its
-    answer within 5 s. When this was reported, /health went 503 and the small request got no answer in 120 s;
-    since parsing is linear and a large tool set is narrowed before its grammar is built, the case holds even on
-    one shared executor (checked), so the pools' own test is test_security_apis.py's
-    test_health_checks_and_large_bodies_run_on_the_servers_own_threads. The default queue, as
+    answer within 20 s (about 2 s alone; 7 s in CI, beside the other worker's model). When this was reported,
+    /health went 503 and the small request got no answer in 120 s; since parsing is linear and a large tool set is
+    narrowed before its grammar is built, the case holds even on one shared executor (checked), so the pools' own
+    test is test_security_apis.py's test_health_checks_and_large_bodies_run_on_the_servers_own_threads. The default queue, as
     `hammer serve --openai --backend llama-server` has."""
     app = create_app(HammerEngine(backend=backend), model_name="hammer", api_key=KEY, slots=SLOTS, time_limit=300,
                      health_checks=[llama.health_problem])
@@ -473,7 +473,9 @@ def test_large_bodies_from_clients_that_leave_starve_neither_health_nor_a_small_
             poll()
             time.sleep(0.05)
         assert reply.status_code == 200, reply.text
-        assert answered < 5.0, f"the small request took {answered:.2f} s"
+        # The reported failure was no answer in 120 s; 7.2 s was seen in CI with the other worker's model on the same
+        # 2 cores, so the bound is one that starving breaks and contention does not.
+        assert answered < 20.0, f"the small request took {answered:.2f} s"
         assert set(statuses) == {200}, statuses
         assert worst < 5.0, f"/health took {worst:.2f} s"
         print(f"\nllama-server backend: six 2.3 MiB bodies whose clients left; a small request answered in {answered:.2f} s, "

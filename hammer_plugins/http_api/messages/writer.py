@@ -86,6 +86,11 @@ class MessagesWriter(StreamEncoder[dict[str, Any]]):
     def start(self) -> list[dict[str, Any]]:
         return [{"type": "message_start", "message": json.loads(json.dumps(self.message))}]
 
+    @staticmethod
+    def heartbeat() -> list[dict[str, Any]]:
+        """Anthropic's own ``ping`` event, on a stream quiet for a while (its clients skip it)."""
+        return [{"type": "ping"}]
+
     def on_prose(self, text: str) -> list[dict[str, Any]]:
         return self._text(text) if text else []
 

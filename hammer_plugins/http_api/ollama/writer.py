@@ -66,6 +66,10 @@ class OllamaWriter(StreamEncoder[dict[str, Any]]):
     def start(self) -> list[dict[str, Any]]:
         return []  # Ollama's stream opens with the first piece of the answer
 
+    @staticmethod
+    def heartbeat() -> list[dict[str, Any]]:
+        return []  # every NDJSON line is a piece of the answer to its clients, and Ollama sends none while it evaluates
+
     def _piece(self, content: str, calls: list[dict[str, Any]] | None = None, *, done: bool = False) -> dict[str, Any]:
         piece: dict[str, Any] = {"model": self.model, "created_at": created_at()}
         if self.generate:

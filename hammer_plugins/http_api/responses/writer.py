@@ -77,6 +77,11 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
         return [self._event("response.created", response=self._snapshot()),
                 self._event("response.in_progress", response=self._snapshot())]
 
+    def heartbeat(self) -> list[dict[str, Any]]:
+        """``response.in_progress`` again, on a stream quiet for a while: the API has no ping, and clients that time
+        out between events (Codex: 300 s) read any event as a sign of life."""
+        return [self._event("response.in_progress", response=self._snapshot())]
+
     def on_prose(self, text: str) -> list[dict[str, Any]]:
         return self._text(text) if text else []
 
