@@ -69,13 +69,22 @@ def client_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def test_codex_exec_completes_a_turn(in_process: BackgroundServer, tmp_path: Path) -> None:
+    """Codex's own tools and client, the default model's answer. Its instructions are a short file of ours
+    (``model_instructions_file``, Codex's setting): its default ones are thousands of tokens, evaluated twice at
+    first contact (the calls pass and the answer pass), 300 s of this suite's one CPU, and prove nothing here that
+    the short ones do not; the default request (every instruction and tool) meets the server in
+    test_codex_waits_through_a_long_prompt_evaluation, and its first contact on the model is a benchmark
+    (docs/benchmarks/agent-prompts/agent_cli_codex.json)."""
     server = in_process
     (tmp_path / "codex").mkdir()  # Codex refuses a CODEX_HOME that does not exist
+    instructions = tmp_path / "instructions.md"
+    instructions.write_text("You are Codex, a coding agent in a terminal. Answer briefly; use a tool only when the "
+                            "task needs one.\n", encoding="utf-8")
     provider = (f'model_providers.hammer={{name="hammer", base_url="{server.base_url}", wire_api="responses", '
                 'env_key="HAMMER_KEY"}')
     done = subprocess.run(
         [npm_binary("codex"), "exec", "--skip-git-repo-check", "--json", "-c", provider, "-c", "model_provider=hammer",
-         "-m", "hammer", "Say hello in one short sentence."],
+         "-c", f'model_instructions_file="{instructions}"', "-m", "hammer", "Say hello in one short sentence."],
         cwd=tmp_path, env=client_env(tmp_path, CODEX_HOME=str(tmp_path / "codex"), HAMMER_KEY=KEY),
         capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

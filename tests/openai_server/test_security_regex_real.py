@@ -104,7 +104,10 @@ def test_a_crafted_pattern_and_value_do_not_freeze_the_server(serve: tuple[subpr
           f"/health {len(health)} times, slowest {max(health, default=0) * 1000:.0f} ms")
     assert reply.status_code == 200, body
     assert out["seconds"] < TIME_LIMIT + 1.0
-    assert health and max(health) < 1.0
+    # The freeze this guards against held the GIL 21 s at 27 a's, doubling with each further a (hours at 40). /health
+    # answers in about 0.1 s alone; 4.5 s was seen once on llama-server, whose decode threads shared the worker's
+    # one CPU with this server's Python while the other worker ran a model.
+    assert health and max(health) < 10.0
     # what made re backtrack, checked after decoding: a long run of a's not followed by b, then a match
     assert value is not None and "ab" in value and value.startswith("a" * 20) and "c" in value, value
 
