@@ -21,6 +21,7 @@ from hammer_plugins.engine.core import EngineCore
 from hammer_plugins.engine.planning import Plan, make_plan
 from hammer_plugins.engine.request import EngineRequest
 from hammer_plugins.engine.turn import response_of, run
+from hammer_plugins.output.record import PassRecord
 from hammer_plugins.output.response import HammerResponse, Usage
 from hammer_plugins.slot_filling.filler import SlotFiller, SnapshotEngine, SnapshotRequest
 from hammer_plugins.tools.choice import normalize_tool_choice
@@ -66,10 +67,11 @@ def snapshot_plan(engine: EngineCore, snapshot: SnapshotRequest, filler: SlotFil
                   fit: bool) -> Plan:
     """One snapshot call of ``request``'s turn: the engine's prompt; one call at most, ``[]`` allowed, partial
     calls allowed (the filler's own rules judge them: the engine's ask-or-call rule is off); ``request``'s
-    sampling and ``constrained``."""
+    sampling, ``constrained``, ``relevance_gate`` and ``record_passes``."""
     convo, shown = snapshot
     call = EngineRequest.of(convo, shown, "auto", mask_names=filler.mask_names, constrained=request.constrained,
                             parallel_tool_calls=False, partial_calls=filler.relax_required, on_missing="call",
+                            relevance_gate=request.relevance_gate, record_passes=request.record_passes,
                             **request.sampling())
     return make_plan(engine, call, fit=fit)
 
@@ -77,14 +79,19 @@ def snapshot_plan(engine: EngineCore, snapshot: SnapshotRequest, filler: SlotFil
 def fill_slots(engine: EngineCore, filler: SlotFiller, steps: Generator[SnapshotRequest, HammerResponse, Any],
                plan: Plan, request: EngineRequest, fit: bool) -> Generator[Any, Any, None]:
     """A slot-filling turn, free of I/O like :func:`~hammer_plugins.engine.turn.run`: each snapshot call the
-    filler asks for runs through it; the turn's answer (question, call, or refusal) is the only event."""
+    filler asks for runs through it; the turn's answer (question, call, or refusal) is the only event. With
+    ``record_passes`` it carries every snapshot call's passes in the order they ran (a focused call, then the
+    one with every tool when the focused one answered ``[]``)."""
     usage = Usage()
+    passes: list[PassRecord] | None = [] if request.record_passes else None
     while True:
         response = yield from response_of(run(engine, plan, "message"))
         usage = usage + response.usage
+        if passes is not None:
+            passes += response.passes or []
         try:
             plan = snapshot_plan(engine, steps.send(response), filler, request, fit)
         except StopIteration as done:
             snapshot, last = done.value
             break
-    yield filler.decide(snapshot, last.model_copy(update={"usage": usage}))
+    yield filler.decide(snapshot, last.model_copy(update={"usage": usage, "passes": passes}))

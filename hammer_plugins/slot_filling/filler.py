@@ -245,17 +245,21 @@ class SlotFiller:
         return state
 
     # ------------------------------------------------------------- one turn
-    def step(self, history: Sequence[Message | Mapping[str, Any]]) -> SlotFillingStep:
+    def step(self, history: Sequence[Message | Mapping[str, Any]], *, record_passes: bool = False) -> SlotFillingStep:
         """Take the snapshot for the latest user turn and decide: ask, execute, terminate or none.
 
         The snapshot call goes through the engine's one pipeline (prompt, grammar, context check,
-        masking, parsing), as every model call does.
+        masking, parsing), as every model call does. ``record_passes=True``: ``step.response.passes`` holds what
+        the model read for each snapshot call that ran (:mod:`hammer_plugins.output.record`).
         """
-        return self.step_from(self.engine.generate(history, self.tools, slot_filling=self))
+        return self.step_from(self.engine.generate(history, self.tools, slot_filling=self,
+                                                   record_passes=record_passes))
 
-    async def astep(self, history: Sequence[Message | Mapping[str, Any]]) -> SlotFillingStep:
+    async def astep(self, history: Sequence[Message | Mapping[str, Any]], *,
+                    record_passes: bool = False) -> SlotFillingStep:
         """Async :meth:`step`: native on async backends (a server), else in a worker thread."""
-        return self.step_from(await self.engine.agenerate(history, self.tools, slot_filling=self))
+        return self.step_from(await self.engine.agenerate(history, self.tools, slot_filling=self,
+                                                          record_passes=record_passes))
 
     def steps(self, history: Sequence[Message | Mapping[str, Any]]) -> Generator[SnapshotRequest, HammerResponse,
                                                                                  tuple[Snapshot, HammerResponse]]:

@@ -308,6 +308,24 @@ def test_refusal_answer_mode_runs_a_second_pass_without_tools() -> None:
     assert message.usage_metadata["output_tokens"] > 1  # both passes counted
 
 
+def test_record_passes_puts_what_the_model_read_in_response_metadata() -> None:
+    """``record_passes=True`` (bound or per call): ``response_metadata["passes"]``, each pass as the backend read it,
+    as JSON (what LangSmith and message stores keep); invoked and streamed alike, absent when not asked."""
+    weather, joke = answer(call("get_weather", city="Paris")), "Why did the cat sit on the computer?"
+    llm, backend = chat(weather, "[]", joke, "[]", joke, weather, on_refusal="answer")
+    asked = llm.bind_tools([get_weather, send_email], record_passes=True, mask_names=True)
+    [done] = asked.invoke("Weather in Paris?").response_metadata["passes"]
+    assert done["prompt"] == backend.prompts[-1] and done["offered_tools"] == ["get_weather", "send_email"]
+    assert done["shown_names"]["get_weather"] in done["prompt"] and "get_weather" not in done["prompt"]
+    refused = asked.invoke("Tell me a joke").response_metadata["passes"]
+    assert [(p["stage"], p["offered_tools"]) for p in refused] == [("tools", ["get_weather", "send_email"]),
+                                                                   ("answer", [])]
+    assert [p["prompt"] for p in refused] == backend.prompts[1:3] and json.loads(json.dumps(refused)) == refused
+    streamed = merged(list(asked.stream("Tell me a joke"))).response_metadata["passes"]
+    assert [p["prompt"] for p in streamed] == backend.prompts[3:5]  # the last chunk's, once
+    assert "passes" not in llm.bind_tools([get_weather]).invoke("Weather in Paris?").response_metadata
+
+
 def test_usage_metadata_says_how_many_prompt_tokens_the_cache_served() -> None:
     """LangChain's convention: ``input_tokens`` the whole prompt, ``input_token_details["cache_read"]`` the
     part a cache served; invoked and streamed alike."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
 from langchain_hammer import ChatHammer
 from pydantic import BaseModel
 
@@ -58,6 +58,22 @@ def test_parallel_calls_stream_and_merge_into_the_invoked_calls(llm: ChatHammer)
     # The same prompt a second time: the cache serves at least what it served the first time.
     cached = [m.usage_metadata.get("input_token_details", {}).get("cache_read", 0) for m in (invoked, full)]
     assert cached[0] <= cached[1] and 0 < cached[1] < full.usage_metadata["input_tokens"], cached
+
+
+def test_record_passes_shows_the_prompt_the_model_read_for_each_answer(llm: ChatHammer) -> None:
+    """``record_passes=True``: the call's pass is Hammer's tools prompt, counted as the model's tokenizer counts it;
+    the answer after the result is a tool-free pass holding the result (what planning the request again hides)."""
+    bound = llm.bind_tools([get_weather, send_email], record_passes=True)
+    question = HumanMessage("What's the weather in Paris?")
+    asked = bound.invoke([question])
+    [tools_pass] = asked.response_metadata["passes"]
+    assert tools_pass["stage"] == "tools" and tools_pass["offered_tools"] == ["get_weather", "send_email"]
+    assert tools_pass["prompt_tokens"] == asked.usage_metadata["input_tokens"] == llm.get_num_tokens(tools_pass["prompt"])
+    result = ToolMessage("18 C and sunny", tool_call_id=asked.tool_calls[0]["id"])
+    answered = bound.invoke([question, asked, result], max_tokens=40)
+    [answer_pass] = answered.response_metadata["passes"]
+    assert answer_pass["stage"] == "answer" and answer_pass["offered_tools"] == [] and answer_pass["model_ran"]
+    assert "18 C and sunny" in answer_pass["prompt"] and "[BEGIN OF AVAILABLE TOOLS]" not in answer_pass["prompt"]
 
 
 def test_no_suitable_tool_is_a_refusal_or_a_plain_answer(llm: ChatHammer) -> None:

@@ -124,6 +124,26 @@ def test_the_prompt_tokens_a_cache_served_are_in_additional_kwargs_and_raw() -> 
     assert warm.raw["usage"]["cached_prompt_tokens"] == cached
 
 
+def test_record_passes_puts_what_the_model_read_in_additional_kwargs_and_raw() -> None:
+    """``record_passes=True`` on a call: the response's ``additional_kwargs["passes"]`` (beside the token counts and
+    ``offered_tools``) and ``raw["passes"]``, each pass as the backend read it; streamed alike, absent when not
+    asked."""
+    weather, joke = calls_text(("get_weather", {"city": "Paris"})), "Why did the chicken cross the road?"
+    llm, backend = scripted(weather, "[]", joke, "[]", joke, weather, on_refusal="answer")
+    [done] = llm.chat_with_tools([WEATHER, EMAIL], user_msg="Weather in Paris?", record_passes=True,
+                                 mask_names=True).additional_kwargs["passes"]
+    assert done["prompt"] == backend.prompts[-1] and done["offered_tools"] == ["get_weather", "send_email"]
+    assert done["shown_names"]["get_weather"] in done["prompt"] and "get_weather" not in done["prompt"]
+    refused = llm.chat_with_tools([WEATHER], user_msg="Tell me a joke", record_passes=True)
+    assert [(p["stage"], p["offered_tools"]) for p in refused.additional_kwargs["passes"]] == [
+        ("tools", ["get_weather"]), ("answer", [])]
+    assert [p["prompt"] for p in refused.additional_kwargs["passes"]] == backend.prompts[1:3]
+    assert refused.raw["passes"] == refused.additional_kwargs["passes"]
+    *_, last = llm.stream_chat_with_tools([WEATHER], user_msg="Tell me a joke", record_passes=True)
+    assert [p["prompt"] for p in last.additional_kwargs["passes"]] == backend.prompts[3:5]
+    assert "passes" not in llm.chat_with_tools([WEATHER], user_msg="Weather in Paris?").additional_kwargs
+
+
 def test_tool_required_forces_a_call_and_explicit_tool_choice_wins() -> None:
     llm, backend = scripted(calls_text(("get_weather", {"city": "Oslo"})),
                             calls_text(("send_email", {"to": "a@b.c", "body": "hi"})), "Hello there")

@@ -75,6 +75,24 @@ def test_chat_and_stream_chat_with_tools_agree(hammer_llm: HammerLLM) -> None:
                                                                if isinstance(b, ToolCallBlock)})
 
 
+def test_record_passes_shows_the_prompt_the_model_read_for_each_answer(hammer_llm: HammerLLM) -> None:
+    """``record_passes=True``: the call's pass is Hammer's tools prompt, counted as the model's tokenizer counts it;
+    the answer after the result is a tool-free pass holding the result (what planning the request again hides)."""
+    question = ChatMessage(role="user", content="What's the weather in Paris?")
+    asked = hammer_llm.chat_with_tools(TOOLS, chat_history=[question], record_passes=True)
+    [tools_pass] = asked.additional_kwargs["passes"]
+    assert tools_pass["stage"] == "tools" and tools_pass["offered_tools"] == ["get_weather", "multiply"]
+    assert tools_pass["prompt_tokens"] == asked.additional_kwargs["prompt_tokens"] == hammer_llm.get_num_tokens(
+        tools_pass["prompt"])
+    [selection] = hammer_llm.get_tool_calls_from_response(asked)
+    result = ChatMessage(role="tool", content="18 C and sunny", additional_kwargs={"tool_call_id": selection.tool_id})
+    answered = hammer_llm.chat_with_tools(TOOLS, chat_history=[question, asked.message, result], record_passes=True,
+                                          max_tokens=40)
+    [answer_pass] = answered.additional_kwargs["passes"]
+    assert answer_pass["stage"] == "answer" and answer_pass["offered_tools"] == [] and answer_pass["model_ran"]
+    assert "18 C and sunny" in answer_pass["prompt"] and "[BEGIN OF AVAILABLE TOOLS]" not in answer_pass["prompt"]
+
+
 def test_parallel_calls_when_the_question_asks_for_several(hammer_llm: HammerLLM) -> None:
     parallel = HammerLLM(model_path=hammer_llm.model_path, n_ctx=4096, max_tokens=96)
     response = parallel.chat_with_tools(TOOLS, user_msg="What's the weather in Paris and in Rome?",

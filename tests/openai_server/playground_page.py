@@ -24,7 +24,9 @@ HOSTILE_OUTPUT = "<img src=x onerror=document.title=2><script>document.title=3</
 
 @pytest.fixture(scope="module", name="engine")
 def engine_fixture(default_model_path: str) -> HammerEngine:
-    return HammerEngine(model_path=default_model_path, n_ctx=4096, max_tokens=160, relevance_gate=True)
+    # Loaded now: a test run alone would otherwise load the model inside its first page action (the tool set's
+    # costs count tokens), past the 5 s a Playwright expectation waits.
+    return HammerEngine(model_path=default_model_path, n_ctx=4096, max_tokens=160, relevance_gate=True).load()
 
 
 @pytest.fixture(scope="module", name="mcp_servers")
@@ -92,6 +94,22 @@ def page_fixture(browser: Any, server: BackgroundServer) -> Iterator[Any]:
     yield opened
     assert problems == []
     context.close()
+
+
+@pytest.fixture(name="prompts_run")
+def prompts_run_fixture(engine: HammerEngine, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every prompt the server's backend is given from now on: what the engine ran, to hold the prompt panel
+    against."""
+    ran: list[str] = []
+    backend = engine.backend
+    original = backend._stream
+
+    def stream(prompt: str, settings: Any, grammar: Any) -> Iterator[Any]:
+        ran.append(prompt)
+        return original(prompt, settings, grammar)
+
+    monkeypatch.setattr(backend, "_stream", stream)
+    return ran
 
 
 def screenshot(page: Any, name: str) -> None:

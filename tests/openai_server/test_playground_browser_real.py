@@ -21,6 +21,7 @@ from playground_page import (  # noqa: F401 - the fixtures, shared with test_pla
     engine_fixture,
     mcp_servers_fixture,
     page_fixture,
+    prompts_run_fixture,
     screenshot,
     server_fixture,
 )
@@ -158,7 +159,19 @@ def test_hammer_playground_serves_the_page_with_the_tools_file(tmp_path: Path, d
     assert run.code == 0 and f"The playground, in a browser: {root}/#token={token}" in printed
 
 
-def test_slot_filling_mode_over_three_turns(page: Any) -> None:
+def panel_passes(page: Any) -> list[tuple[str, str]]:
+    """The prompt panel's passes, each as its button reads and the prompt it shows when clicked."""
+    shown = []
+    for index in range(page.locator("#passes .pass").count()):
+        button = page.locator("#passes .pass-button").nth(index)
+        button.click()
+        shown.append((button.inner_text(), page.text_content("#prompt")))
+    return shown
+
+
+def test_slot_filling_mode_over_three_turns(page: Any, prompts_run: list[str]) -> None:
+    """Three turns fill the call, each snapshot shown; the prompt panel shows each snapshot call the server's backend
+    read, pass by pass, and a question the relevance gate refuses as a prompt the model did not run."""
     from playwright.sync_api import expect
 
     tool = {"name": "pay_fine", "description": "Pay a traffic fine.", "parameters": {"type": "object", "properties": {
@@ -166,12 +179,19 @@ def test_slot_filling_mode_over_three_turns(page: Any) -> None:
         "plate": {"type": "string", "description": "The car's license plate number."}}, "required": ["city", "plate"]}}
     page.fill("#paste", json.dumps(tool))
     page.click("#add-pasted")
-    expect(page.locator(".tool")).to_have_count(4)
+    # The first tool check of a fresh server pays one-time costs (the grammar's tokenizer): run alone, this test
+    # meets them here.
+    expect(page.locator(".tool")).to_have_count(4, timeout=60_000)
     for name in ("get_current_time", "convert_time", "get_banner"):  # the MCP servers' tools: off here
         page.uncheck(f"input[data-tool={name}]")
     page.check("#slot-mode")
     for said in ("I want to pay a traffic fine.", "It was in Guangzhou.", "The plate is D456."):
+        before = len(prompts_run)
         ask(page, said)
+        # The panel's passes are the prompts the backend read for this turn, in order (a focused snapshot call
+        # that answers [] is asked again with every tool: two passes), never a prompt planned again.
+        ran = prompts_run[before:]
+        assert [prompt for _, prompt in panel_passes(page)] == ran and ran and said in ran[-1]
     cards = page.locator(".snapshot")
     assert page.locator("#chat-error").is_hidden(), page.inner_text("#chat-error")
     expect(cards).to_have_count(3)
@@ -183,6 +203,12 @@ def test_slot_filling_mode_over_three_turns(page: Any) -> None:
     assert "The plate is D456." in page.inner_text("#prompt") and page.inner_text("#offered") == "pay_fine"
     assert "collecting" in page.inner_text("#metrics") or "ready" in page.inner_text("#metrics")
     screenshot(page, "slot-filling")
+    before = len(prompts_run)
+    ask(page, "Tell me a joke about penguins.")  # no word shared with pay_fine: the gate refuses, nothing runs
+    assert prompts_run[before:] == []
+    [(label, prompt)] = panel_passes(page)
+    assert "the model did not run" in label and "Tell me a joke about penguins." in prompt
+    assert "relevance gate refused" in page.inner_text("#pass-note")
 
 
 def test_an_mcp_tool_runs_once_approved_and_its_output_is_text(page: Any) -> None:

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -24,31 +23,16 @@ from playground_page import (  # noqa: F401 - the fixtures, shared with test_pla
     engine_fixture,
     mcp_servers_fixture,
     page_fixture,
+    prompts_run_fixture,
     screenshot,
     server_fixture,
 )
 
-from hammer_plugins import HammerEngine
 from hammer_plugins.http_api import BackgroundServer
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(300)]
 
 MCP_TOOLS = ("get_current_time", "convert_time", "get_banner")
-
-
-@pytest.fixture
-def prompts_run(engine: HammerEngine, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every prompt the backend is given from now on: what the engine ran, to hold the prompt panel against."""
-    ran: list[str] = []
-    backend = engine.backend
-    original = backend._stream
-
-    def stream(prompt: str, settings: Any, grammar: Any) -> Iterator[Any]:
-        ran.append(prompt)
-        return original(prompt, settings, grammar)
-
-    monkeypatch.setattr(backend, "_stream", stream)
-    return ran
 
 
 def demo_only(page: Any) -> None:

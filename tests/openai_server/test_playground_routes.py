@@ -103,25 +103,48 @@ def test_slot_filling_turns_carry_their_snapshots_through_the_history() -> None:
         "city": {"type": "string"}, "plate": {"type": "string"}}, "required": ["city", "plate"]}}}
     answers = ['[{"name": "pay_fine", "arguments": {"city": "Guangzhou"}}]',
                '[{"name": "pay_fine", "arguments": {"city": "Guangzhou", "plate": "D456"}}]']
-    app = create_app(HammerEngine(backend=ScriptedBackend(answers)), model_name="hammer", api_key=KEY,
-                     playground_token=TOKEN)
+    backend = ScriptedBackend(answers)
+    app = create_app(HammerEngine(backend=backend), model_name="hammer", api_key=KEY, playground_token=TOKEN)
     with BackgroundServer(app) as server:
         history: list[Any] = [{"role": "user", "content": "Pay my fine in Guangzhou"}]
         first = httpx.post(server.url + "/playground/api/slot_filling", headers=AUTH,
                            json={"history": history, "tools": [tool]}).json()
         assert (first["action"], first["snapshot"]["missing_required"]) == ("ask", ["plate"])
         assert first["message"]["metadata"]["hammer_snapshot"]["state"] == "collecting"
-        assert "pay_fine" in first["view"]["prompt"] and first["view"]["offered_tools"] == ["pay_fine"]
-        assert "Pay my fine in Guangzhou" in first["view"]["prompt"]  # the snapshot call's own prompt
+        [done] = first["passes"]  # the snapshot call as it ran: the prompt the backend read
+        assert done["prompt"] == backend.prompts[-1] and done["offered_tools"] == ["pay_fine"] and done["model_ran"]
+        assert "Pay my fine in Guangzhou" in done["prompt"]
         history += [first["message"], {"role": "user", "content": "The plate is D456"}]
         second = httpx.post(server.url + "/playground/api/slot_filling", headers=AUTH,
                             json={"history": history, "tools": [tool]}).json()
         assert second["action"] == "execute" and second["calls"][0]["arguments"] == {"city": "Guangzhou", "plate": "D456"}
         assert second["snapshot"]["added"] == ["plate"]  # against the snapshot the history carried back
         for body in ({"history": [], "tools": [tool]}, {"history": [{"role": 5}], "tools": [tool]},
-                     {"history": history, "tools": []}, {"history": history, "tools": [tool], "grounding": "x"}):
+                     {"history": history, "tools": []}, {"history": history, "tools": [tool], "grounding": "x"},
+                     {"history": history, "tools": [tool], "relevance_gate": "yes"}):
             reply = httpx.post(server.url + "/playground/api/slot_filling", headers=AUTH, json=body)
-            assert reply.status_code == 400 and reply.json()["error"]["param"] in ("history", "tools", "grounding")
+            assert reply.status_code == 400 and reply.json()["error"]["param"] in (
+                "history", "tools", "grounding", "relevance_gate")
+        no_question = httpx.post(server.url + "/playground/api/slot_filling", headers=AUTH,
+                                 json={"history": [{"role": "assistant", "content": "Hi"}], "tools": [tool]})
+        assert no_question.status_code == 400 and "no user message" in no_question.json()["error"]["message"]
+
+
+def test_a_slot_filling_turn_shows_the_gate_as_the_page_set_it() -> None:
+    """The page's gate setting holds in slot-filling mode: on, a question no tool shares a word with is refused
+    without running the model, and the record says so; off, the model runs."""
+    tool = {"type": "function", "function": {"name": "pay_fine", "description": "Pay a traffic fine.",
+                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    backend = ScriptedBackend(["[]"])
+    app = create_app(HammerEngine(backend=backend), model_name="hammer", api_key=KEY, playground_token=TOKEN)
+    with BackgroundServer(app) as server:
+        body: dict[str, Any] = {"history": [{"role": "user", "content": "Tell me a joke about penguins."}],
+                                "tools": [tool], "relevance_gate": True}
+        gated = httpx.post(server.url + "/playground/api/slot_filling", headers=AUTH, json=body).json()
+        assert [(p["model_ran"], p["gated"]) for p in gated["passes"]] == [(False, True)] and backend.prompts == []
+        ran = httpx.post(server.url + "/playground/api/slot_filling", headers=AUTH,
+                         json={**body, "relevance_gate": False}).json()
+        assert [p["prompt"] for p in ran["passes"]] == backend.prompts and ran["action"] == "none"
 
 
 def test_only_the_given_runners_run_and_a_failing_tool_is_its_own_error() -> None:

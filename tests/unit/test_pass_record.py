@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hammer_plugins import HammerEngine, Message, ScriptedBackend
+from hammer_plugins import HammerEngine, Message, ScriptedBackend, SlotFiller
 from hammer_plugins.engine.inspection import inspect_request
 
 WEATHER = {"name": "get_weather", "description": "Current weather in a city.",
@@ -71,3 +71,39 @@ def test_a_refusal_answered_in_words_records_both_passes() -> None:
     answer = engine.generate([Message.user("Tell me a joke.")], tools=[WEATHER], record_passes=True)
     assert [p.stage for p in answer.passes or []] == ["tools", "answer"]
     assert [p.prompt for p in answer.passes or []] == backend.prompts
+
+
+FINE = {"name": "pay_fine", "description": "Pay a traffic fine.", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}, "plate": {"type": "string"}}, "required": ["city", "plate"]}}
+
+
+def test_a_slot_filling_turn_records_each_snapshot_call_as_it_ran() -> None:
+    """The playground's slot-filling panel (issue 61): a focused snapshot call that answers ``[]`` is asked again with
+    every tool; the record holds both, as the backend read them, where planning the turn again shows the first."""
+    weather = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+    backend = ScriptedBackend(['[{"name": "pay_fine", "arguments": {"city": "Paris"}}]', "[]", weather, "[]", weather])
+    engine = HammerEngine(backend=backend)
+    filler = SlotFiller(engine, [FINE, WEATHER])
+    first = filler.step([Message.user("Pay my traffic fine from Paris.")], record_passes=True)
+    assert [p.prompt for p in first.response.passes or []] == backend.prompts  # one call: every tool shown
+    history = [Message.user("Pay my traffic fine from Paris."), first.message,
+               Message.user("Actually, what's the weather in Paris?")]
+    answer = engine.generate(history, [FINE, WEATHER], slot_filling=filler, record_passes=True)
+    focused, widened = answer.passes or []
+    assert [focused.prompt, widened.prompt] == backend.prompts[1:3]
+    assert focused.offered_tools == ["pay_fine"] and widened.offered_tools == ["pay_fine", "get_weather"]
+    assert answer.slot_filling_action == "execute" and answer.tool_calls[0].name == "get_weather"
+    assert engine.generate(history, [FINE, WEATHER], slot_filling=filler).passes is None  # not asked: none kept
+
+
+def test_a_slot_filling_turn_takes_the_gate_of_its_request() -> None:
+    """The page's gate setting holds in slot-filling mode too: the engine's gate refuses unrun, the request's off
+    lets the model answer."""
+    backend = ScriptedBackend(['[{"name": "pay_fine", "arguments": {}}]'])
+    engine = HammerEngine(backend=backend, relevance_gate=True)
+    gated = engine.generate([Message.user("Tell me a joke about penguins.")], [FINE], slot_filling=True,
+                            record_passes=True)
+    assert [(p.model_ran, p.gated) for p in gated.passes or []] == [(False, True)] and backend.prompts == []
+    ran = engine.generate([Message.user("Tell me a joke about penguins.")], [FINE], slot_filling=True,
+                          record_passes=True, relevance_gate=False)
+    assert [(p.model_ran, p.gated) for p in ran.passes or []] == [(True, False)] and len(backend.prompts) == 1

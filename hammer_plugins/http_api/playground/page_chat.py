@@ -30,12 +30,19 @@ PULL_COMMAND = "hammer pull hammer2.1-1.5b"
 
 def read_page_chat(body: Any, served: list[str]) -> tuple[ChatRequest, EngineRequest]:
     """The page's chat body: Chat Completions' (the same 400s), recorded pass by pass, the gate as the page set it."""
+    gate = page_gate(body)
+    chat, call = read_chat(body, served)
+    return chat, call.model_copy(update={"record_passes": True, "relevance_gate": gate})
+
+
+def page_gate(body: Any) -> bool | None:
+    """The relevance gate as a page's body sets it (its chat and its slot-filling turns): true, false, or None
+    (left out: the server's setting); anything else is a 400 naming ``relevance_gate``."""
     gate = body.get("relevance_gate") if isinstance(body, dict) else None
     if gate is not None and not isinstance(gate, bool):
         raise APIError(400, "relevance_gate must be true or false, or left out for the server's setting.",
                        param="relevance_gate", code="invalid_value")
-    chat, call = read_chat(body, served)
-    return chat, call.model_copy(update={"record_passes": True, "relevance_gate": gate})
+    return gate
 
 
 def model_card(engine: Any) -> dict[str, Any]:

@@ -16,11 +16,12 @@ them (the guard refuses another origin, preflight included, with no CORS grant):
   (:func:`~hammer_plugins.engine.inspection.inspect_request`): the prompt, the offered tools, the names
   the model reads. Nothing runs.
 - ``POST /playground/api/slot_filling``: one slot-filling turn (``{"history": [...], "tools": [...], "grounding":
-  "report" | "enforce" | "off"}``, the
+  "report" | "enforce" | "off", "relevance_gate": true | false}``, the gate left out: the server's setting; the
   history as :func:`~hammer_plugins.slot_filling.snapshots.dump_history` writes it, snapshots included):
   the engine's slot-filling call through the app's one route body (queue, time limit, a client that
-  leaves), answered with the decision, the turn's snapshot, the assistant message to append and what the
-  snapshot call read (its prompt and offered tools).
+  leaves), answered with the decision, the turn's snapshot, the assistant message to append and what the model
+  read, pass by pass (``passes``: each snapshot call as the engine took it, a gate refusal marked as not run; as
+  ``hammer_passes`` below).
 
 - ``POST /playground/api/chat``: ``/v1/chat/completions`` for the page: the same request and answer, and each
   call of an ``--mcp`` server's tool recorded (:class:`~hammer_plugins.http_api.playground.approvals.ApprovalStore`)
@@ -59,12 +60,11 @@ from hammer_plugins.http_api.door import Door
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.framing import Framing
 from hammer_plugins.http_api.playground.approvals import TOKEN_HEADER, ApprovalStore, RunRequest, token_matches
-from hammer_plugins.http_api.playground.page_chat import model_card, read_page_chat
+from hammer_plugins.http_api.playground.page_chat import model_card, page_gate, read_page_chat
 from hammer_plugins.http_api.request_checks import FieldNames, engine_request, function_tools, located
 from hammer_plugins.http_api.respond import read_body, respond, run_off_loop, serve_request
 from hammer_plugins.mcp.client import MCPToolError
 from hammer_plugins.output.response import HammerResponse
-from hammer_plugins.slot_filling.filler import SlotFiller
 from hammer_plugins.slot_filling.snapshots import SnapshotMessage, dump_history, load_history
 from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
@@ -93,10 +93,8 @@ def _static(name: str) -> bytes:
 
 class SlotFillingFraming(Framing):
     """A slot-filling turn's answer for the page: the decision, the snapshot, the message to append, and what the
-    snapshot call read (``view``: its prompt and offered tools; never streamed)."""
-
-    def __init__(self, view: dict[str, Any] | None = None) -> None:
-        self.view = view
+    model read (``passes``: each snapshot call as it ran, recorded by the engine, never planned again; a focused
+    call that answered ``[]`` is followed by the one with every tool). Never streamed."""
 
     def body(self, final: HammerResponse) -> dict[str, Any]:
         snapshot = getattr(final, "snapshot", None)
@@ -106,7 +104,7 @@ class SlotFillingFraming(Framing):
                 "calls": [c.model_dump(mode="json") for c in calls],
                 "snapshot": snapshot.model_dump(mode="json") if snapshot is not None else None,
                 "message": dump_history([message])[0],
-                "usage": final.usage.model_dump(mode="json"), "view": self.view}
+                "usage": final.usage.model_dump(mode="json"), "passes": passes_of(final)}
 
     def error(self, error: APIError) -> bytes:  # never streamed
         raise NotImplementedError
@@ -140,7 +138,8 @@ def tool_set(body: Any) -> EngineRequest:
 
 def slot_filling_call(body: Any) -> EngineRequest:
     """A slot-filling turn's body as an engine request (a 400 naming what is wrong), with ``slot_filling`` set to
-    the filler's settings."""
+    the filler's settings, each snapshot call recorded as it runs (``record_passes``: the page's prompt panel), and
+    the relevance gate as the page set it."""
     if not isinstance(body, dict) or not isinstance(body.get("history"), list) or not body["history"]:
         raise APIError(400, "The body must be {\"history\": [...], \"tools\": [...]}, with at least the user's message.",
                        param="history", code="invalid_value")
@@ -154,7 +153,8 @@ def slot_filling_call(body: Any) -> EngineRequest:
     grounding = body.get("grounding", "report")
     if grounding not in ("report", "enforce", "off"):
         raise APIError(400, "grounding must be report, enforce or off.", param="grounding", code="invalid_value")
-    return engine_request(_ToolSet(tools, history, slot_filling={"grounding": grounding}))
+    return engine_request(_ToolSet(tools, history, slot_filling={"grounding": grounding}, record_passes=True,
+                                   relevance_gate=page_gate(body)))
 
 
 def tool_costs(server: ServerContext, checked: EngineRequest) -> dict[str, Any]:
@@ -163,15 +163,6 @@ def tool_costs(server: ServerContext, checked: EngineRequest) -> dict[str, Any]:
     return {"tools": [{"name": name, "cost": view.tool_costs[name]} for name in view.tools],
             "total": sum(view.tool_costs.values()), "context_window": server.engine.backend.context_window,
             "tool_budget": server.engine.tool_budget}
-
-
-def slot_turn(server: ServerContext, body: Any) -> tuple[EngineRequest, dict[str, Any]]:
-    """The request, and what its snapshot call reads (the filler's first pass, planned as the engine plans it)."""
-    call = slot_filling_call(body)
-    assert isinstance(call.slot_filling, dict)
-    filler = SlotFiller(server.engine, call.tools, **call.slot_filling)
-    messages, shown = next(filler.steps(call.messages))
-    return call, inspect_request(server.engine, messages, shown).to_dict()
 
 
 class ApprovalFraming(Framing):
@@ -317,9 +308,8 @@ def playground_door(settings: ServerSettings) -> Door:
 
     @router.post(API_PATH + "slot_filling", dependencies=token)
     async def slot_filling(request: Request) -> Response:
-        server = server_of(request)
-        place, (call, view) = await read_body(request, api_errors_only(lambda body: slot_turn(server, body)))
-        return await respond(request, place, call, SlotFillingFraming(view), stream=False)
+        place, call = await read_body(request, api_errors_only(slot_filling_call))
+        return await respond(request, place, call, SlotFillingFraming(), stream=False)
 
     return Door("playground", router, public_paths=("/",), public_prefixes=(STATIC_PATH,),
                 same_origin_prefixes=(API_PATH,))

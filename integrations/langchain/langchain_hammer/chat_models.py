@@ -299,7 +299,9 @@ class ChatHammer(BaseChatModel, EngineSettings):
             kwargs: more arguments for the call (e.g. ``mask_names``, ``on_refusal``, ``max_tool_rounds``,
                 ``max_tokens``). ``pinned_tools=[names]``: tools always offered when a large tool set is
                 narrowed to those that best match the conversation (``tool_budget``; the tools offered are in
-                ``response_metadata["offered_tools"]``). ``slot_filling=True`` (or a dict of
+                ``response_metadata["offered_tools"]``). ``record_passes=True``: what the model read for the
+                answer, pass by pass (prompt, offered tools, shown names, whether it ran), in
+                ``response_metadata["passes"]``. ``slot_filling=True`` (or a dict of
                 :class:`~hammer_plugins.slot_filling.filler.SlotFiller` options such as ``{"ask": "all"}``) turns
                 each user turn into a slot-filling step: the reply is the follow-up question or the
                 complete call, with the snapshot in ``response_metadata["hammer_snapshot"]``; after
@@ -515,6 +517,8 @@ def _metadata(response: HammerResponse, model_name: str) -> dict[str, Any]:
         metadata["raw_output"] = response.raw  # what the model wrote, when the content is not it
     if response.offered_tools is not None:  # a large tool set narrowed to its best matches (tool_budget)
         metadata["offered_tools"] = response.offered_tools
+    if response.passes is not None:  # asked for (record_passes=True): what the model read, pass by pass, as JSON
+        metadata["passes"] = [p.model_dump(mode="json") for p in response.passes]
     metadata.update(response.pending_extension())  # an ask (on_missing="ask"): the calls it held back
     if isinstance(response, SlotFillingResponse) and response.snapshot is not None:  # the state travels with it
         metadata.update(response.snapshot.to_metadata())

@@ -538,7 +538,8 @@ async function slotTurn(said, undo) {
   try {
     const history = state.slotHistory.concat([said]);
     const turn = await post("/playground/api/slot_filling", { history, tools: enabledTools(),
-                                                             grounding: $("grounding").checked ? "enforce" : "report" });
+                                                             grounding: $("grounding").checked ? "enforce" : "report",
+                                                             relevance_gate: $("gate").checked });
     state.slotHistory.push(said, turn.message);  // only once the turn is whole
     shown.text.textContent = turn.text || (turn.action === "execute" ? "" : "(" + turn.action + ")");
     if (turn.snapshot) shown.item.append(snapshotCard(turn.snapshot));
@@ -548,10 +549,7 @@ async function slotTurn(said, undo) {
                   el("div", "complete: ready to run", "validity ok"));
       shown.item.append(card);
     }
-    state.passes = [];
-    $("passes").replaceChildren();
-    $("pass-note").textContent = turn.view ? "The snapshot call's first pass." : "";
-    if (turn.view) showView(turn.view);
+    showPasses(turn.passes);  // each snapshot call as it ran, never planned again
     const list = $("metrics");
     list.replaceChildren();
     for (const [name, value] of [["decision", turn.action], ["state", turn.snapshot ? turn.snapshot.state : "-"],

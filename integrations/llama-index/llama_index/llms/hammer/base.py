@@ -84,6 +84,8 @@ class HammerLLM(FunctionCallingLLM, EngineSettings):
     ``raw`` is the engine's full answer (``raw["kind"]``, ``raw["usage"]``, ``raw["raw"]``).
     With ``on_missing="ask"`` a call whose required values nobody gave is held back: the message asks for them
     and keeps the call in ``additional_kwargs["hammer_pending_calls"]``, which the next turn completes.
+    ``chat(..., record_passes=True)`` (or ``chat_with_tools``): the response's ``additional_kwargs["passes"]`` holds
+    what the model read, pass by pass (prompt, offered tools, shown names, whether it ran).
 
     Every engine setting is a field (:class:`hammer_plugins.engine.settings.EngineSettings`, shared with
     LangChain's ``ChatHammer``: model, ``backend`` with the server options, Hammer behaviour, sampling,
@@ -458,13 +460,16 @@ class _ChatResponseWriter(StreamEncoder[ChatResponse]):
         if isinstance(response, SlotFillingResponse) and response.snapshot is not None:  # the state travels with it
             message.additional_kwargs.update({**response.snapshot.to_metadata(),
                                               SLOT_FILLING_ACTION_KEY: response.slot_filling_action})
+        raw = response.model_dump(mode="json")
         return [ChatResponse(
             message=message,
             delta=text,
-            raw=response.model_dump(mode="json"),
+            raw=raw,
             additional_kwargs={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                                "total_tokens": usage.total_tokens, "cached_prompt_tokens": usage.cached_prompt_tokens,
                                # which tools a large tool set was narrowed to (the engine's tool_budget)
                                **({"offered_tools": response.offered_tools} if response.offered_tools is not None
-                                  else {})},
+                                  else {}),
+                               # asked for (record_passes=True): what the model read, pass by pass (raw["passes"] too)
+                               **({"passes": raw["passes"]} if response.passes is not None else {})},
         )]
