@@ -32,10 +32,11 @@ from hammer_plugins.output.response import DEFAULT_REFUSAL_TEXT
 # stand-in default model chains spurious calls on results when allowed more (measured).
 DEFAULT_MAX_TOOL_ROUNDS = 1
 _DEFAULTS = GenerationSettings()
-# Measured on HammerBench and BFCL (docs/slot_filling.md, "The default"): asking gains where a value was left out
-# (ST_Imperfect 0 -> 43.33) and cost 1 right call of 100 on ST_Perfect (1 point, the most allowed: a rating the
-# model rightly derived from "perfect score"), so a call with a value nobody gave is asked for.
-DEFAULT_ON_MISSING = "ask"
+# Measured on HammerBench and BFCL (docs/slot_filling.md, "The default"): asking gains where a value was left out,
+# and cost 1 right call of 100 on ST_Perfect (1 point: a rating the model rightly derived from "perfect score"),
+# the most allowed; the engine still calls by default until every door's real-model tests and the documented
+# benchmark commands (which take this default) are checked under "ask". hammer call and hammer chat ask.
+DEFAULT_ON_MISSING = "call"
 
 
 class EngineFields(BaseModel):

@@ -25,7 +25,7 @@ from hammer_plugins.tools.definition import to_tools
 from hammer_plugins.tools.demo import DEMO_TOOLS
 
 # The scripted answers here are keyed by codes ("Q-TWO"), not by questions that hold their values: these tests are
-# about the wire format, so the ask-or-call rule (on by default) is off; tests/openai_server/test_ask_or_call_doors.py
+# about the wire format, so the ask-or-call rule is off whatever the default; tests/openai_server/test_ask_or_call_doors.py
 # tests it at each door.
 RULE_OFF = "call"
 

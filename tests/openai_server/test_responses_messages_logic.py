@@ -23,7 +23,7 @@ from hammer_plugins import HammerEngine, ScriptedBackend
 from hammer_plugins.http_api import BackgroundServer, create_app
 
 # The scripted answers here are keyed by codes ("Q-TWO"), not by questions that hold their values: these tests are
-# about the wire format, so the ask-or-call rule (on by default) is off; tests/openai_server/test_ask_or_call_doors.py
+# about the wire format, so the ask-or-call rule is off whatever the default; tests/openai_server/test_ask_or_call_doors.py
 # tests it at each door.
 RULE_OFF = "call"
 

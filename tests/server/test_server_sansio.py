@@ -22,7 +22,7 @@ from hammer_plugins.backends.remote.sansio import _Read, _Send, _Sleep
 from hammer_plugins.values.errors import ServerAuthenticationError, ServerStreamError, ServerUnavailableError
 
 # The scripted bodies send calls no question gave values for: these tests are about decoding over the server,
-# so the ask-or-call rule (on by default) is off; tests/unit/test_ask_or_call.py tests it.
+# so the ask-or-call rule is off whatever the default; tests/unit/test_ask_or_call.py tests it.
 RULE_OFF = "call"
 
 EVENTS = [b'data: {"choices": [{"index": 0, "text": "Hel", "finish_reason": null}]}\n\n',
