@@ -296,16 +296,13 @@ class ChatHammer(BaseChatModel, EngineSettings):
                 ``tool_choice``, which forces one call of that tool).
             strict: accepted for OpenAI compatibility; constrained decoding already keeps every call
                 within its schema (``constrained=True``).
-            kwargs: more arguments for the call (e.g. ``mask_names``, ``on_refusal``, ``max_tool_rounds``,
-                ``max_tokens``). ``pinned_tools=[names]``: tools always offered when a large tool set is
-                narrowed to those that best match the conversation (``tool_budget``; the tools offered are in
-                ``response_metadata["offered_tools"]``). ``record_passes=True``: what the model read for the
-                answer, pass by pass (prompt, offered tools, shown names, whether it ran), in
-                ``response_metadata["passes"]``. ``slot_filling=True`` (or a dict of
-                :class:`~hammer_plugins.slot_filling.filler.SlotFiller` options such as ``{"ask": "all"}``) turns
-                each user turn into a slot-filling step: the reply is the follow-up question or the
-                complete call, with the snapshot in ``response_metadata["hammer_snapshot"]``; after
-                tool results the model answers from them as usual (see docs/langchain.md, Slot filling).
+            kwargs: more arguments for the call (``mask_names``, ``on_refusal``, ``max_tool_rounds``, ``max_tokens``,
+                ...). ``pinned_tools=[names]``: always offered when a large tool set is narrowed (``tool_budget``;
+                the tools offered are in ``response_metadata["offered_tools"]``). ``record_passes=True``: what the
+                model read, pass by pass, in ``response_metadata["passes"]``. ``slot_filling=True`` (or a dict of
+                :class:`~hammer_plugins.slot_filling.filler.SlotFiller` options such as ``{"ask": "all"}``): each
+                user turn is a slot-filling step, the reply the follow-up question or the complete call, the snapshot
+                in ``response_metadata["hammer_snapshot"]`` (docs/langchain.md, Slot filling).
 
         Example:
             >>> from langchain_hammer import ChatHammer
