@@ -5,6 +5,8 @@ drops it; corrections replace; "call" and "error"; streaming; the shared groundi
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hammer_plugins import HammerEngine, Message, ScriptedBackend, TextDelta, ToolCallDelta
 from hammer_plugins.engine.missing import MissingArgumentsError
@@ -265,3 +267,41 @@ def test_a_call_the_caller_forced_is_never_held(choice: str) -> None:
     out = engine.generate([Message.user("Pay my fine in Guangzhou")], [PAY_FINE], tool_choice=choice)
     assert [c.arguments for c in out.tool_calls] == [{"city": "Guangzhou", "plate": "ABC123"}]
     assert out.pending_calls == []
+
+
+# Chinese writes no spaces: the grounding check reads a run of Chinese characters as its character pairs, so a
+# value said in slightly other words is given, as it is in English (HammerBench's Chinese answer keys: 6 of 100
+# ST_External and 1 of 100 ST_Perfect right calls were held before, benchmarks/ask_or_call_gold.py).
+@pytest.mark.parametrize(("value", "said"), [
+    ("停车计时器未开启", "帮我处理一下违章申诉，因为停车计时器没开。"),
+    ("校园东侧图书馆", "位于校园东侧的图书馆有一楼的自习室"),
+    ("老家村口", "我在老家的村口遇到了小时候的玩伴"),
+    ("广州-纽约", "我想查一下CZ330航班，就是广州到纽约的那个"),
+])
+def test_a_chinese_value_said_in_other_words_is_given(value: str, said: str) -> None:
+    assert ungrounded_values({"v": value}, said) == []
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("粤C99999", "帮我交一下广州的违章罚款"),
+    ("张三", "帮我订一张去北京的火车票"),
+    ("上海", "我明天要去上班"),
+    ("東京タワー", "大阪に行きたい"),
+])
+def test_a_chinese_or_japanese_value_nobody_said_is_not_given(value: str, said: str) -> None:
+    assert ungrounded_values({"v": value}, said) == ["v"]
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x4FFF), min_size=1, max_size=12),
+       st.text(alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF), max_size=30),
+       st.text(alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF), max_size=30))
+@settings(max_examples=200, deadline=None)
+def test_a_chinese_value_the_user_wrote_is_always_given(value: str, before: str, after: str) -> None:
+    assert ungrounded_values({"v": value}, before + value + after) == []
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x4FFF), min_size=2, max_size=12),
+       st.text(alphabet=st.characters(min_codepoint=0x5000, max_codepoint=0x9FFF), max_size=40))
+@settings(max_examples=200, deadline=None)
+def test_a_chinese_value_sharing_no_character_with_the_user_is_never_given(value: str, said: str) -> None:
+    assert ungrounded_values({"v": value}, said) == ["v"]
