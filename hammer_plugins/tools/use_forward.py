@@ -114,9 +114,9 @@ def encode_tokens(backend: Any, token_lists: Sequence[Sequence[int]]) -> np.ndar
     return out
 
 
-def _unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The first token of each distinct row of ``keys``, and each token's distinct row."""
-    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+def _distinct(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first token of each distinct code, and each token's distinct code (0, 1, ...)."""
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
 
 
@@ -137,6 +137,24 @@ class _Group:
         inside = base >= np.repeat(self.starts, self.lens)[:, None]
         inside &= base < np.repeat(self.starts + self.lens, self.lens)[:, None]
         self.keys = np.where(inside, self.flat[np.clip(base, 0, self.n - 1)], -1)
+        self._windows: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def _window(self, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each distinct window of offsets ``low..high`` around a token: its first token, and each token's window.
+
+        A window is its two halves' distinct numbers paired in one integer (both under 2**17: a piece id, or a
+        count of distinct windows in a group), which sorts faster than rows of piece ids.
+        """
+        found = self._windows.get((low, high))
+        if found is None:
+            if low == high:
+                codes = self.keys[:, self.left + low] + 1
+            else:
+                middle = (low + high) // 2
+                head, tail = self._window(low, middle)[1], self._window(middle + 1, high)[1]
+                codes = head * (int(tail.max()) + 1) + tail
+            found = self._windows[(low, high)] = _distinct(codes)
+        return found
 
     def _slots(self, tokens: np.ndarray, left: int, n: int, row_of: np.ndarray, missing: int) -> np.ndarray:
         """For each token, the rows its window of ``n`` positions (``left`` before it) reads; ``missing`` outside."""
@@ -182,10 +200,10 @@ class _Group:
         branches = []  # per branch: the second layer's distinct rows, and each token's row
         for i, (n, left) in enumerate(pk._ORDERS):
             xs = np.concatenate([x[:, i * cnn:(i + 1) * cnn], zero])
-            first, h_of = _unique_rows(self.keys[:, self.left - left:self.left + n - left])
+            first, h_of = self._window(-left, n - 1 - left)
             h = np.concatenate([self._layer(xs, self._slots(first, left, n, piece_of, len(pieces)), left,
                                             be.w1[i], be.b1[i]), zero])
-            second, c_of = _unique_rows(self.keys[:, self.left - 2 * left:self.left + 2 * (n - 1 - left) + 1])
+            second, c_of = self._window(-2 * left, 2 * (n - 1 - left))
             branches.append((self._layer(h, self._slots(second, left, n, h_of, len(h) - 1), left, be.w2[i],
                                          be.b2[i]), c_of))
         summed = np.empty((len(self.lens), pk._EMB_DIM + len(pk._ORDERS) * cnn), dtype=np.float32)
