@@ -46,6 +46,7 @@ from record import run_facts, write_record  # noqa: E402
 
 from hammer_evals.bfcl.bfcl import BfclEntry, load_category, score, to_bfcl_output, to_tool_spec  # noqa: E402
 from hammer_plugins import HammerEngine, Message  # noqa: E402
+from hammer_plugins.engine.tool_selection import ConversationOffers  # noqa: E402
 from hammer_plugins.tools import meaning  # noqa: E402
 from hammer_plugins.tools.meaning import as_selector  # noqa: E402
 from hammer_plugins.values.errors import ContextWindowExceededError  # noqa: E402
@@ -96,6 +97,10 @@ def pool_for(entry: BfclEntry, others: list[dict[str, Any]], size: int, seed: in
 
 def ask(engine: HammerEngine, entry: BfclEntry, functions: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
     engine.backend.llama.reset()  # type: ignore[attr-defined]
+    # A new conversation each call: the engine keeps a conversation's offered tools while they hold what a later
+    # turn needs, and the same question over the same pool is one conversation to it, so the setting asked first
+    # would decide what every later setting offers.
+    engine.offer_memory = ConversationOffers()
     messages = [Message(role=m["role"], content=m["content"]) for m in entry.question]
     tools = [to_tool_spec(f) for f in functions]
     right = {next(iter(g)) for g in entry.ground_truth}
