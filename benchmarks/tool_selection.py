@@ -241,6 +241,9 @@ def main() -> int:
                          "Fix: the same options as that run, or another --json")
         rows, runs = earlier["rows"], earlier.get("runs", [])
     done = {row["id"] for row in rows["own"]}
+    if done >= set(plan["ids"]):
+        print(f"{args.json}: every question done; nothing to resume", flush=True)
+        return 0
     functions = all_functions()
     others = list(functions.values())
     # Each call starts from the same cold context (no prefix kept from the call before, none on disk), so
