@@ -46,6 +46,8 @@ from record import run_facts, write_record  # noqa: E402
 
 from hammer_evals.bfcl.bfcl import BfclEntry, load_category, score, to_bfcl_output, to_tool_spec  # noqa: E402
 from hammer_plugins import HammerEngine, Message  # noqa: E402
+from hammer_plugins.engine.planning import make_plan  # noqa: E402
+from hammer_plugins.engine.request import EngineRequest  # noqa: E402
 from hammer_plugins.engine.tool_selection import ConversationOffers  # noqa: E402
 from hammer_plugins.tools import meaning  # noqa: E402
 from hammer_plugins.tools.meaning import as_selector  # noqa: E402
@@ -165,6 +167,14 @@ def parse_avoid(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"--avoid {text!r}: not SEED:N (e.g. 1:24)") from None
 
 
+def index_pool(engine: HammerEngine, entry: BfclEntry, pool: list[dict[str, Any]]) -> None:
+    """Plan the question over ``pool`` once, untimed, so that no setting's time holds the pool's indexing (an agent
+    indexes its tool set once, not every call); without this the setting asked first paid it alone."""
+    messages = [Message(role=m["role"], content=m["content"]) for m in entry.question]
+    engine.tool_selector = as_selector("meaning")
+    make_plan(engine, EngineRequest.of(messages, [to_tool_spec(f) for f in pool]), fit=False)
+
+
 def ask_all(engine: HammerEngine, entry: BfclEntry, others: list[dict[str, Any]], sizes: list[int],
             variants: list[tuple[str, dict[str, Any]]], rows: dict[str, list[dict[str, Any]]]) -> None:
     """One question with its own functions, then in each pool under each variant; the rows join ``rows``."""
@@ -172,6 +182,7 @@ def ask_all(engine: HammerEngine, entry: BfclEntry, others: list[dict[str, Any]]
     rows.setdefault("own", []).append(ask(engine, entry, entry.functions))
     for size in sizes:
         pool = pool_for(entry, others, size, seed=0)
+        index_pool(engine, entry, pool)
         for label, settings in variants:
             options = {name: value for name, value in settings.items() if name in ("tool_budget", "tool_selector")}
             for name, value in settings.items():
