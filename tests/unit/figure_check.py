@@ -56,7 +56,12 @@ UNIT_KIND = {"seconds": "s", "second": "s", "minutes": "min", "minute": "min", "
 
 
 def key_unit(key: str) -> str | None:
-    """The unit a record's JSON key names, if any: ``wall_s`` s, ``median_ms`` ms, ``seconds_pytest`` s, ``percent`` %."""
+    """The unit a record's JSON key names, if any: ``wall_s`` s, ``median_ms`` ms, ``seconds_pytest`` s, ``percent`` %.
+
+    A key with ``=`` in it labels settings (``pool1000 MIN_SHARE_OF_BEST=0.5``), not a measure: it names no unit.
+    """
+    if "=" in key:
+        return None
     words = re.split(r"[_\W]+", key.lower())
     if "ms" in words or "milliseconds" in words:
         return "ms"

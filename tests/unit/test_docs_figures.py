@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from figure_check import figures, in_records, named_records, prose_lines, sections
+from figure_check import figures, in_records, key_unit, named_records, prose_lines, sections
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD_DIRS = [REPO / "docs" / "benchmarks", REPO / "docs" / "hammerbench"]
@@ -494,3 +494,9 @@ def test_a_planted_figure_is_checked_against_its_sections_record(line: str, hold
     named = [in_records(files, figure, unit) for section, figure, unit, files in cited if section == 1]
     assert all(named) is holds, cited
     assert not any(in_records(files, figure, unit) for section, figure, unit, files in cited if section == 2)
+
+
+def test_a_key_that_labels_settings_names_no_unit() -> None:
+    """``MIN_SHARE_OF_BEST=0.5`` holds the word ``min`` but is a setting, not minutes: its numbers read as written."""
+    assert key_unit("pool1000 tool_budget=1024,MIN_SHARE_OF_BEST=0.5") is None
+    assert key_unit("ttft_min") == "min" and key_unit("wall_s") == "s"
