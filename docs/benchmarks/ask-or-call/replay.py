@@ -11,6 +11,9 @@ which this script checks.
         docs/benchmarks/ask-or-call/ST_Imperfect-off ST_Imperfect 25 ask /tmp/ask.jsonl
     hammer eval hammerbench --predictions /tmp/ask.jsonl --files ST_Imperfect --limit 25 \\
         --output docs/benchmarks/ask-or-call/ST_Imperfect-ask --name "default, on_missing=ask"
+
+``--data DIR`` (last) reads the records from the folder the run was given with ``hammer eval hammerbench --data``
+(the Chinese files: the dataset's ``zh`` folder); without it, the English copy shipped in the package.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from hammer_plugins import HammerEngine, ScriptedBackend
 NOT_RUN = "not run:"  # a snapshot seed_unscored.py marked as done (official mode never scores it): kept as it is
 
 
-def replay(run: Path, stems: list[str], limit: int, on_missing: str) -> list[str]:
-    records = {(r.file, r.index): r for stem in stems for r in load_file(hammerbench_dir(), stem, limit)}
+def replay(run: Path, stems: list[str], limit: int, on_missing: str, data: Path | None = None) -> list[str]:
+    records = {(r.file, r.index): r for stem in stems for r in load_file(data or hammerbench_dir(), stem, limit)}
     config = RunnerConfig(**json.loads((run / "run_settings.json").read_text())["runner"])
     lines = []
     for line in (run / "predictions.jsonl").read_text(encoding="utf-8").splitlines():
@@ -49,8 +52,11 @@ def replay(run: Path, stems: list[str], limit: int, on_missing: str) -> list[str
 
 
 if __name__ == "__main__":
-    run, stems, limit, on_missing, out = sys.argv[1:6]  # stems: one or more file stems, comma-separated
-    replay(Path(run), stems.split(","), int(limit), "call")  # the check: the replay is faithful
-    Path(out).write_text("\n".join(replay(Path(run), stems.split(","), int(limit), on_missing)) + "\n",
+    args = sys.argv[1:]
+    data = Path(args.pop(args.index("--data") + 1)) if "--data" in args[:-1] else None
+    args = [a for a in args if a != "--data"]
+    run, stems, limit, on_missing, out = args[:5]  # stems: one or more file stems, comma-separated
+    replay(Path(run), stems.split(","), int(limit), "call", data)  # the check: the replay is faithful
+    Path(out).write_text("\n".join(replay(Path(run), stems.split(","), int(limit), on_missing, data)) + "\n",
                          encoding="utf-8")
     print(f"wrote {out}")
