@@ -250,7 +250,11 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # "\s+ e.g." is tried only where a run of whitespace starts (or after a comma): tried at every space of
 # a run, it made a description with a long run quadratic (20 kB: 21 s); inside a run it would
 # fail just as it failed at the run's start.
-_CLAUSE_END = re.compile(r"(?<=[.;!?])\s|\n|\(|:|(?:,|(?<!\s))\s+(?:e\.g\.?|i\.e\.?|for example)(?=\W|$)"
+# Chinese descriptions end a clause at full-width punctuation, or an ASCII comma before a Chinese character,
+# with no space after it ("价格，单位(元)", "期望的配送时间，格式为 HH:mm", "起始地点,默认当前位置"): the first
+# clause is the name, the rest a unit, a format or a default.
+_CLAUSE_END = re.compile(r"(?<=[.;!?])\s|\n|\(|:|[，。；：（]|,(?=[\u3400-\u9fff])"
+                         r"|(?:,|(?<!\s))\s+(?:e\.g\.?|i\.e\.?|for example)(?=\W|$)"
                          r"|,\s*(?:such as|like|default)\b", re.IGNORECASE)
 
 

@@ -190,6 +190,18 @@ def test_language_detection_and_question_wording() -> None:
     assert missing_question([(tool, ["city", "plate"])]) == "Please provide the violating city and the license plate number."
 
 
+def test_a_chinese_user_is_asked_in_chinese_naming_each_value_by_its_first_clause() -> None:
+    # A HammerBench zh tool (ST_Perfect): its descriptions end the name at a full-width comma, no space after it.
+    order = {"name": "orderFood", "parameters": {"type": "object", "required": ["dish", "time", "start"], "properties": {
+        "dish": {"type": "string", "description": "菜品名称"},
+        "time": {"type": "string", "description": "期望的配送时间，格式为 HH:mm"},
+        "start": {"type": "string", "description": "起始地点,默认当前位置"}}}}
+    engine = engine_of(call("orderFood", dish="宫保鸡丁", time="12:00", start="北京"))
+    asked = engine.generate([Message.user("帮我点一份宫保鸡丁")], [order])
+    assert asked.text == "请提供：期望的配送时间和起始地点。" and asked.tool_calls == []
+    assert asked.pending_calls[0].arguments == {"dish": "宫保鸡丁"}
+
+
 def test_the_hammerbench_runner_scores_a_held_call_as_its_pending_call() -> None:
     from hammer_evals.hammerbench.data import BenchTurn, LabelCall
     from hammer_evals.hammerbench.runner import predict_turn

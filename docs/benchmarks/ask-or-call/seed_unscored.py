@@ -9,6 +9,10 @@ mode never reads it (``--mode all`` would: do not use these records for it).
 
     PYTHONPATH=.:evals python docs/benchmarks/ask-or-call/seed_unscored.py OUT HammerBench_IS 6
     hammer eval hammerbench --resume --output OUT --files HammerBench_IS --limit 6 ...
+
+``--data DIR`` (last) reads the records from the folder the run is given with ``hammer eval hammerbench --data``
+(the Chinese files: the dataset's ``zh`` folder, whose ``multi-turn/snapshot_id/`` lists the scored snapshots);
+without it, the English copy shipped in the package.
 """
 
 from __future__ import annotations
@@ -23,12 +27,12 @@ from hammer_evals.hammerbench.runner import JournalEntry, SnapshotPrediction, wr
 NOT_RUN = "not run: the official mode does not score this snapshot"
 
 
-def seed(out: Path, stems: list[str], limit: int) -> int:
+def seed(out: Path, stems: list[str], limit: int, data: Path | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     seeded = 0
     with (out / "snapshots.jsonl").open("a", encoding="utf-8") as stream:
         for stem in stems:
-            for record in load_file(hammerbench_dir(), stem, limit):
+            for record in load_file(data or hammerbench_dir(), stem, limit):
                 for turn in range(record.n_snapshots):
                     if turn == 0 or turn in record.scored:
                         continue
@@ -39,5 +43,7 @@ def seed(out: Path, stems: list[str], limit: int) -> int:
 
 
 if __name__ == "__main__":
-    out, *stems, limit = sys.argv[1:]
-    print(f"{seed(Path(out), stems, int(limit))} unscored snapshots marked as done in {out}/snapshots.jsonl")
+    args = sys.argv[1:]
+    data = Path(args.pop(args.index("--data") + 1)) if "--data" in args[:-1] else None
+    out, *stems, limit = [a for a in args if a != "--data"]
+    print(f"{seed(Path(out), stems, int(limit), data)} unscored snapshots marked as done in {out}/snapshots.jsonl")

@@ -1,0 +1,10 @@
+# How this folder was made: from the repository root, PYTHONPATH=.:evals, no model. The rule-off run's raw
+# answers (../zh-ST_External-off) replayed through the engine with on_missing="ask" (replay.py first checks that
+# the replay with the rule off gives the recorded predictions exactly), scored, and compared snapshot by
+# snapshot (compare.json). ZH: the data/zh folder of github.com/MadeAgents/HammerBench at commit cdbe885.
+python docs/benchmarks/ask-or-call/replay.py docs/benchmarks/ask-or-call/zh-ST_External-off ST_External 20 ask \
+    docs/benchmarks/ask-or-call/zh-ST_External-ask/predictions.jsonl --data "$ZH"
+hammer eval hammerbench --predictions docs/benchmarks/ask-or-call/zh-ST_External-ask/predictions.jsonl --data "$ZH" --language zh \
+    --files ST_External --limit 20 --output docs/benchmarks/ask-or-call/zh-ST_External-ask --name "default, on_missing=ask"
+python docs/benchmarks/ask-or-call/compare.py docs/benchmarks/ask-or-call/zh-ST_External-off \
+    docs/benchmarks/ask-or-call/zh-ST_External-ask
