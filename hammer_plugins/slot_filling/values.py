@@ -46,40 +46,19 @@ def clean_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# A run of Chinese or Japanese characters (no spaces) is one "word", so there a value must be written as the user
+# wrote it. Reading runs as character pairs spared right values said in other words ("停车计时器未开启" for
+# "停车计时器没开": 6 more of HammerBench's 200 Chinese answer keys kept) but let invented ones through ("公交1" for
+# "公交"): on the stand-in's Chinese ST_Imperfect answers the rule then fixed 18 instead of 26 of 40 (65.00 -> 45.00).
+# A held right value costs the user one answer; an invented one that passes runs a wrong call.
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-# Chinese and Japanese write no spaces: a run of their characters is a sentence, not a word, so it is read as
-# overlapping character pairs, as CJK search engines index it (Lucene's CJK bigrams). "停车计时器未开启" then
-# shares 4 of its 7 pairs with "停车计时器没开", as "parking meter not on" shares words with "meter was off".
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\W_\u3040-\u30ff\u3400-\u4dbf"
-                      r"\u4e00-\u9fff\uf900-\ufaff]+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-
-
-def value_words(text: str) -> list[str]:
-    """The words a value is matched by: words, and each run of Chinese or Japanese characters as its pairs.
-
-    Example:
-        >>> value_words("Yue B88888"), value_words("粤B12345"), value_words("停车计时器")
-        (['Yue', 'B88888'], ['粤', 'B12345'], ['停车', '车计', '计时', '时器'])
-    """
-    words: list[str] = []
-    for word in _WORD.findall(text):
-        for part in _CJK_RUN.findall(word):
-            if len(part) > 1 and _CJK.match(part):
-                words.extend(part[i:i + 2] for i in range(len(part) - 1))
-            else:
-                words.append(part)
-    return words
 
 
 def is_grounded(value: Any, said: str) -> bool:
-    """Whether a slot value is supported by what the user said: a substring, or half its words
-    (:func:`value_words`: character pairs in Chinese and Japanese).
+    """Whether a slot value is supported by what the user said: a substring, or half its words.
 
     Booleans always count as grounded (users rarely say "true"). Example:
         >>> is_grounded("Yue B88888", "My plate number is yue b88888."), is_grounded("1234567890", "Pay my fine")
-        (True, False)
-        >>> is_grounded("校园东侧图书馆", "位于校园东侧的图书馆"), is_grounded("粤C99999", "帮我交罚款")
         (True, False)
     """
     if isinstance(value, bool) or value is None:
@@ -88,10 +67,10 @@ def is_grounded(value: Any, said: str) -> bool:
     haystack = said.casefold()
     if not text or text in haystack:
         return True
-    words = value_words(text)
+    words = _WORD.findall(text)
     if not words:
         return True
-    spoken = set(value_words(haystack))
+    spoken = set(_WORD.findall(haystack))
     return sum(w in spoken for w in words) * 2 >= len(words)
 
 

@@ -281,17 +281,14 @@ def test_a_call_the_caller_forced_is_never_held(choice: str) -> None:
     assert out.pending_calls == []
 
 
-# Chinese writes no spaces: the grounding check reads a run of Chinese characters as its character pairs, so a
-# value said in slightly other words is given, as it is in English (HammerBench's Chinese answer keys: 6 of 100
-# ST_External and 1 of 100 ST_Perfect right calls were held before, benchmarks/ask_or_call_gold.py).
+# Chinese writes no spaces: a value must be written as the user wrote it (values.py says why). Reading runs of
+# characters as pairs let these invented values through on HammerBench's Chinese ST_Imperfect (65.00 -> 45.00).
 @pytest.mark.parametrize(("value", "said"), [
+    ("公交1", "查一下公交的全部信息"),
     ("停车计时器未开启", "帮我处理一下违章申诉，因为停车计时器没开。"),
-    ("校园东侧图书馆", "位于校园东侧的图书馆有一楼的自习室"),
-    ("老家村口", "我在老家的村口遇到了小时候的玩伴"),
-    ("广州-纽约", "我想查一下CZ330航班，就是广州到纽约的那个"),
 ])
-def test_a_chinese_value_said_in_other_words_is_given(value: str, said: str) -> None:
-    assert ungrounded_values({"v": value}, said) == []
+def test_a_chinese_value_the_user_did_not_write_is_not_given(value: str, said: str) -> None:
+    assert ungrounded_values({"v": value}, said) == ["v"]
 
 
 @pytest.mark.parametrize(("value", "said"), [
