@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hammer_plugins.tools import meaning, to_tool, use_forward
 from hammer_plugins.tools.embedding import UseEmbedder, VectorStore, default_embedder
@@ -71,6 +73,24 @@ def test_word_pieces_are_the_tokenizers_own_ids(monkeypatch: pytest.MonkeyPatch)
     for text in TEXTS:
         assert pieces.ids(text) == tokenizer.encode(text, out_type=int, add_bos=True, add_eos=True)
         assert len(pieces._words) <= 5 + len(text.split()) + 1  # emptied when full: bounded
+
+
+# Generated tool-like texts: shared words and phrases (what the pass deduplicates) mixed with any characters,
+# other scripts, whitespace runs and sentencepiece's own word mark.
+_WORDS = st.sampled_from(["get", "the", "weather", "for", "a", "city", "of", "天气", "城市", "ciudad", "Wetter",
+                          "▁", "  ", "\t", ".", ",", "１２３", "🎉"])
+_TEXTS = st.lists(st.lists(st.one_of(_WORDS, st.text(max_size=8)), max_size=30).map(" ".join), min_size=1,
+                  max_size=6)
+
+
+@given(_TEXTS)
+@settings(max_examples=60, deadline=None)
+def test_generated_texts_get_the_packages_ids_and_vectors(texts: list[str]) -> None:
+    model = default_embedder()._loaded()
+    pieces = use_forward.WordPieces(model._tokenizer)
+    ids = [pieces.ids(t) for t in texts]
+    assert ids == [model._tokenizer.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts]
+    assert np.abs(use_forward.encode_tokens(model._model, ids) - package_vectors(texts)).max() <= 1e-5
 
 
 class CountingEmbedder:
