@@ -99,12 +99,7 @@ class Offer:
 
 
 def _ranking(tools: Sequence[Tool]) -> ToolRanking:
-    key = tuple(t.fingerprint() for t in tools)
-    found = _RANKINGS.get(key)
-    if found is None:
-        found = ToolRanking(tools)
-        _RANKINGS.put(key, found)
-    return found
+    return _RANKINGS.get_or_make(tuple(t.fingerprint() for t in tools), lambda: ToolRanking(tools))
 
 
 def selection_query(messages: Sequence[Message]) -> SelectionQuery:

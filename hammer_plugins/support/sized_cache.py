@@ -20,6 +20,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from hammer_plugins.support.memory_size import deep_size
@@ -82,6 +83,14 @@ def cache_memory() -> tuple[int, int]:
     return _POOL.used(), CACHE_MEMORY_BYTES
 
 
+class _Making:
+    """A key being made: the lock its callers take in turn, and how many hold or wait for it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.callers = 0
+
+
 class SizedCache(Generic[_K, _V]):
     """A thread-safe LRU cache bounded by entries AND by bytes (each entry's key and value measured, or the
     ``size`` the caller states where that is larger): the oldest entries go until both fit; an entry larger
@@ -100,6 +109,7 @@ class SizedCache(Generic[_K, _V]):
         self.size = 0
         self._items: OrderedDict[_K, tuple[_V, int, int]] = OrderedDict()  # value, bytes, last used
         self._lock = threading.Lock()
+        self._making: dict[_K, _Making] = {}  # the keys being made
         _POOL.caches.add(self)  # type: ignore[arg-type]
 
     def __len__(self) -> int:
@@ -128,6 +138,35 @@ class SizedCache(Generic[_K, _V]):
                 _, (_, dropped, _) = self._items.popitem(last=False)
                 self.size -= dropped
         _POOL.trim()
+
+    def get_or_make(self, key: _K, make: Callable[[], _V], size: Callable[[_V], int] | None = None) -> _V:
+        """The value kept for ``key``, else ``make()``'s, kept (``size``: the caller's figure for it). Callers
+        asking for a key being made wait for that one: four requests arriving at once with a new 6,600-tool set
+        index it once, not four times side by side, each slowing the others and the server's event loop.
+
+        Example:
+            >>> cache = SizedCache(max_entries=4, max_size=10_000)
+            >>> cache.get_or_make("k", lambda: "made"), cache.get_or_make("k", lambda: "again")
+            ('made', 'made')
+        """
+        found = self.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            making = self._making.setdefault(key, _Making())
+            making.callers += 1
+        try:
+            with making.lock:
+                found = self.get(key)
+                if found is None:  # the first caller, or the one before failed or made what no cache keeps
+                    found = make()
+                    self.put(key, found, size(found) if size is not None else 0)
+                return found
+        finally:
+            with self._lock:
+                making.callers -= 1
+                if making.callers == 0:
+                    del self._making[key]
 
     def oldest_stamp(self) -> float:
         with self._lock:

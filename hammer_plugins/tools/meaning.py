@@ -153,10 +153,9 @@ class MeaningSelector:
         if self._vectors is None:
             self._vectors = ToolVectors(self._embedder or default_embedder(), self._store)
         key = (self._vectors.embedder.identity, *(t.fingerprint() for t in tools))
-        found = _RANKINGS.get(key)
-        if found is None:
-            found = _Index(tools, self._vectors)
-            _RANKINGS.put(key, found, found.matrix.nbytes + sum(map(len, key)))
+        vectors = self._vectors
+        found = _RANKINGS.get_or_make(key, lambda: _Index(tools, vectors),
+                                      lambda index: index.matrix.nbytes + sum(map(len, key)))
         if isinstance(tools, tuple):  # immutable: the same object is the same tool set
             self._recent.put(id(tools), (tools, found))
         return found
@@ -223,11 +222,8 @@ class LexicalSelector:
 
     def select(self, query: SelectionQuery, tools: Sequence[Tool]) -> Selection:
         key = tuple(t.fingerprint() for t in tools)
-        found = _LEXICAL.get(key)
-        if found is None:
-            found = (ToolRanking(tools), LookAlikes(tools))
-            _LEXICAL.put(key, found, sum(map(len, key)) // 4)
-        ranking, look_alikes = found
+        ranking, look_alikes = _LEXICAL.get_or_make(key, lambda: (ToolRanking(tools), LookAlikes(tools)),
+                                                    lambda _: sum(map(len, key)) // 4)
         scores = ranking.scores(query.text)
         order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
         if not order:
