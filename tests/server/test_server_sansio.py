@@ -260,3 +260,62 @@ def test_a_call_list_without_a_repeat_streams_to_its_end(mode: str) -> None:
     out = engine.generate(question, tools=GOAL_TOOLS) if mode == "sync" else asyncio.run(
         engine.agenerate(question, tools=GOAL_TOOLS))
     assert [c.name for c in out.tool_calls] == ["get_goal", "update_goal"] and "loop_guard_stop" not in out.timings
+
+
+# ------------------------------------------------------------------------------ prefill
+class Prefilled(Mocked):
+    """llama-server on a MockTransport: its /props, and /completion prefills answered ``prefill_status``."""
+
+    def __init__(self, completions: list[httpx.Response], prefill_status: int = 200, **options: Any) -> None:
+        super().__init__(completions, **{"server_kind": "llama_server", **options})
+        self.prefill_status = prefill_status
+        self.sent: list[tuple[str, Any]] = []
+
+    def _answer(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        self.sent.append((request.url.path, body))
+        if request.url.path == "/props":
+            return httpx.Response(200, json={"default_generation_settings": {"n_ctx": 4096}})
+        if request.url.path == "/completion":
+            return httpx.Response(self.prefill_status, json={"content": "", "tokens_evaluated": 5})
+        return super()._answer(request)
+
+
+HEAD = "<|im_start|>system\nYou are a careful agent.<|im_end|>\n"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_head_is_prefilled_once_before_the_call_and_a_failed_prefill_costs_the_call_nothing(mode: str) -> None:
+    """llama-server gets each head once, as n_predict 0 on /completion before the call's completion; a
+    second call with the same head sends none; a prefill the server refuses leaves the call's answer as it was
+    and is tried again on the next call; vLLM is never asked."""
+    def stream() -> httpx.Response:
+        return httpx.Response(200, headers=SSE, stream=Body(EVENTS))
+
+    def run(backend: OpenAICompatibleBackend) -> str:
+        settings = GenerationSettings(max_tokens=16, prefill=[HEAD])
+        if mode == "sync":
+            return "".join(c.text for c in backend.stream("PROMPT", settings))
+
+        async def chunks() -> str:
+            try:
+                return "".join([c.text async for c in backend.astream("PROMPT", settings)])
+            finally:
+                await backend.aclose()
+
+        return asyncio.run(chunks())
+
+    backend = Prefilled([stream(), stream()])
+    assert run(backend) == "Hello" and run(backend) == "Hello"
+    posted = [(path, body) for path, body in backend.sent if path in ("/completion", "/v1/completions")]
+    assert [path for path, _ in posted] == ["/completion", "/v1/completions", "/v1/completions"]
+    assert posted[0][1] == {"prompt": HEAD, "n_predict": 0, "cache_prompt": True}
+
+    refusing = Prefilled([stream(), stream()], prefill_status=400)
+    assert run(refusing) == "Hello" and run(refusing) == "Hello"
+    posted = [path for path, _ in refusing.sent if path in ("/completion", "/v1/completions")]
+    assert posted == ["/completion", "/v1/completions", "/completion", "/v1/completions"]
+
+    vllm = Prefilled([stream()], server_kind="vllm")
+    assert run(vllm) == "Hello"
+    assert "/completion" not in [path for path, _ in vllm.sent]

@@ -41,6 +41,7 @@ from hammer_plugins.backends.remote.discovery import ServerDiscovery
 from hammer_plugins.backends.remote.facts import ServerFacts
 from hammer_plugins.backends.remote.grammar_probe import ServerGrammarProbe, grammar_fields
 from hammer_plugins.backends.remote.loop_cut import ListLoopCut, acut_list_loops, cut_list_loops
+from hammer_plugins.backends.remote.prefill import ServerPrefill
 from hammer_plugins.backends.remote.sansio import _Core, _Lines, _Read, _Setup
 from hammer_plugins.backends.remote.settings import (
     ASSUMED_CONTEXT_WINDOW,
@@ -120,6 +121,7 @@ class OpenAICompatibleBackend(BackendInterface):
         self.token_counter = ServerTokenCounter(settings, self.facts, self._connection, self.discovery.load)
         self.grammar_probe = ServerGrammarProbe(settings, self.facts, self._connection, self.discovery.load,
                                                 self._complete)
+        self.prefill = ServerPrefill(self.facts, self._connection)
 
     # ----------------------------------------------------------------------------- properties
     @property
@@ -275,6 +277,8 @@ class OpenAICompatibleBackend(BackendInterface):
             protocol = self.facts.protocol
             if protocol is None:
                 protocol = yield _Setup(self.resolve_grammar_protocol)
+        for head in settings.prefill:
+            yield from self.prefill.core(wire_text(head))
         # Servers read llama.cpp's grammar notation (llama-server natively, vLLM through xgrammar).
         # The prompt goes as text; a special token typed in the user's text is broken up (wire_text).
         yield from self._complete(wire_text(prompt), settings, grammar_fields(protocol, grammar.gbnf if grammar else None))

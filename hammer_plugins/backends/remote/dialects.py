@@ -58,6 +58,11 @@ class ServerDialect:
         """The context window the server reports, from its ``/v1/models`` entry or ``/props``."""
         return None
 
+    def prefill(self, prompt: str) -> tuple[str, dict[str, Any]] | None:
+        """The request (path, body) that has the server evaluate ``prompt`` and keep its state for a later
+        prompt that begins with it, generating nothing; None: this server is not known to keep it."""
+        return None
+
 
 class AutoDialect(ServerDialect):
     """Before discovery: the kind is not known yet (its stream error names llama-cpp-python's cause too)."""
@@ -97,6 +102,12 @@ class LlamaServerDialect(ServerDialect):
     def sampling_fields(self, settings: GenerationSettings) -> dict[str, Any]:
         return {"top_k": settings.top_k, "repeat_penalty": settings.repeat_penalty,
                 "repeat_last_n": settings.repeat_last_n}
+
+    def prefill(self, prompt: str) -> tuple[str, dict[str, Any]] | None:
+        # Native /completion: n_predict 0 evaluates the prompt and stops (/v1/completions writes a token at least).
+        # The slot keeps it; when another prompt takes the slot, the host-memory prompt cache (--cache-ram, 8 GiB
+        # by default) keeps it, and a request that begins with it restores it into whichever slot serves it.
+        return "/completion", {"prompt": prompt, "n_predict": 0, "cache_prompt": True}
 
     def context_window(self, model_entry: Mapping[str, Any], props: Mapping[str, Any] | None) -> int | None:
         defaults = (props or {}).get("default_generation_settings") or {}
