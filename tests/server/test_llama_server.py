@@ -125,20 +125,20 @@ def test_a_repeated_tools_prefix_comes_from_the_slots_cache(cpp_backend: OpenAIC
 
 
 def _instructions(nonce: str) -> str:
-    """An agent's instructions of about 600 tokens, new to the server (the nonce comes first)."""
+    """An agent's instructions of about 420 tokens, new to the server (the nonce comes first)."""
     rules = ["Answer in one short sentence.", "Use a tool when a question needs live data.",
              "Never invent a value the user did not give.", "Quote numbers exactly as a tool returns them.",
              "Prefer metric units unless the user asks otherwise.", "Say which city an answer is about."]
     return f"Session {nonce}. You are a travel assistant. " + " ".join(f"Rule {i}: {rules[i % len(rules)]}"
-                                                                        for i in range(60))
+                                                                        for i in range(30))
 
 
 @pytest.mark.real_model
 def test_the_answer_pass_after_tool_results_restores_the_instructions_the_first_call_prefilled(
         cpp_server: LlamaServer, cpp_backend: OpenAICompatibleBackend, demo_tools: list[Any]) -> None:
     """An agent's first call has llama-server evaluate and keep the answer pass's start (its instructions as a
-    system turn): the turn after the tool result evaluates only what follows the instructions, not the ~600 tokens
-    of them again (before, every token of them), and answers as a run with llama-server's cache off does."""
+    system turn): the turn after the tool result evaluates only what follows them, not the instructions again
+    (before, every token of them), and answers as a run with llama-server's cache off does."""
     system = Message.system(_instructions(str(time.time_ns())))
     first = [system, Message.user("What's the weather in Oslo?")]
     engine = HammerEngine(backend=cpp_backend, max_tokens=48)
@@ -148,13 +148,11 @@ def test_the_answer_pass_after_tool_results_restores_the_instructions_the_first_
              Message.tool('{"temperature_c": 7, "sky": "rain"}', tool_call_id=call.tool_calls[0].id)]
     answer = engine.generate(turn2, tools=demo_tools)
     instructions = cpp_backend.count_tokens(system.content)
-    assert instructions > 500 and answer.kind == "text", answer
+    assert instructions > 350 and answer.kind == "text", answer
     assert answer.usage.evaluated_prompt_tokens < instructions // 3, (answer.usage, instructions)
     with OpenAICompatibleBackend(cpp_server.base_url, api_key=API_KEY, timeout=TIMEOUT, trust_env=False,
                                  extra_body={"cache_prompt": False}) as cold_backend:
         cold = HammerEngine(backend=cold_backend, max_tokens=48)
-        cold_call = cold.generate(first, tools=demo_tools)
-        assert [(c.name, c.arguments) for c in cold_call.tool_calls] == [(c.name, c.arguments) for c in call.tool_calls]
         assert cold.generate(turn2, tools=demo_tools).text == answer.text
 
 
