@@ -240,3 +240,35 @@ def test_a_prompt_over_the_context_is_each_apis_own_error() -> None:
         capped = claude.messages.create(model="hammer", max_tokens=32000, timeout=60,
                                         messages=[{"role": "user", "content": "hello"}])
         assert capped.content[0].text == "Hello there, friend."
+
+
+def test_deferred_tools_are_offered_once_a_tool_search_result_references_them(claude: anthropic.Anthropic) -> None:
+    """Anthropic's tool search as Claude Code uses it: a ``defer_loading`` tool is not in the prompt until a
+    ``tool_result`` holds a ``tool_reference`` naming it, which the model reads as "Tool loaded: <name>"; through
+    the anthropic SDK such a turn is answered (it was a 400, and Claude Code then dropped tool search and sent a
+    new, uncached tool set); a reference without a name is a 400 naming the field."""
+    from hammer_plugins.http_api.messages.request import read_messages
+
+    search = {"name": "tool_search", "description": "Find tools by keyword.",
+              "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}
+    email = {"name": "send_email", "description": "Send an email.", "defer_loading": True,
+             "input_schema": {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}}
+    tools = [*ANTHROPIC_TOOLS, search, email]
+    asked = [{"role": "user", "content": "Email bob that it is sunny"}]
+    searched = [*asked, {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "tool_search",
+                                                           "input": {"query": "email"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+                    {"type": "tool_reference", "tool_name": "send_email"}]}]}]
+    _, first = read_messages({"model": "hammer", "max_tokens": 8, "tools": tools, "messages": asked}, ["hammer"])
+    _, second = read_messages({"model": "hammer", "max_tokens": 8, "tools": tools, "messages": searched}, ["hammer"])
+    assert [t["function"]["name"] for t in first.tools] == ["get_weather", "tool_search"]
+    assert [t["function"]["name"] for t in second.tools] == ["get_weather", "tool_search", "send_email"]
+    assert second.messages[-1].role == "tool" and second.messages[-1].content == "Tool loaded: send_email"
+    reply = claude.messages.create(model="hammer", max_tokens=64, tools=tools, messages=searched, timeout=60)
+    assert reply.stop_reason in ("tool_use", "end_turn")
+    counted = [claude.messages.count_tokens(model="hammer", tools=tools, messages=m).input_tokens for m in (asked, searched)]
+    assert counted[0] < counted[1]
+    nameless = [*searched[:2], {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+        {"type": "tool_reference"}]}]}]
+    with pytest.raises(anthropic.BadRequestError, match=r"messages\[2\]\.content\[0\]\.content\[0\]\.tool_name"):
+        claude.messages.create(model="hammer", max_tokens=8, tools=tools, messages=nameless)

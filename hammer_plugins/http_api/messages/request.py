@@ -12,7 +12,9 @@ marked as errors for the model). The rules every request is held to are the engi
 Rules for what a small local model cannot do (docs/server.md, "The Messages API"): server tools
 (``web_search_*``, ``bash_*``, ``text_editor_*``, ``computer_*``, ``code_execution_*``: any tool with a
 ``type`` other than ``custom``) are not offered to the model, and a ``tool_choice`` naming one is a 400;
-images and documents are a 400; ``thinking``, ``cache_control``, ``context_management``, ``metadata``,
+a ``defer_loading`` tool is offered once a tool result references it (a ``tool_reference`` block, which the
+model reads as "Tool loaded: <name>"), as Anthropic's tool search and Claude Code use it; images and documents
+are a 400; ``thinking``, ``cache_control``, ``context_management``, ``metadata``,
 ``output_config`` and every unknown field are accepted and ignored; ``max_tokens`` above the context
 is capped to the room the prompt leaves.
 
@@ -77,7 +79,7 @@ class MessagesRequest(HammerFields):
         for index, raw in enumerate(self.messages):
             _require(isinstance(raw, Mapping), "must be an object.", f"messages[{index}]")
             turns += _turn(raw, index)
-        tools, places = _tools(self.tools)
+        tools, places = _tools(self.tools, _referenced_tools(self.messages))
         tool_choice, parallel = _tool_choice(self.tool_choice)
         self._names = FieldNames(messages=[place for _, place in turns], message_id="tool_use_id", tools=places,
                                  tool_schema="input_schema", tool_name="name")
@@ -124,17 +126,40 @@ def _block_text(block: Mapping[str, Any], param: str) -> str | None:
                         "tool_result only).", param=f"{param}.type", code="unsupported_value")
 
 
-def _text_of(content: Any, param: str) -> str:
+def _reference_name(block: Mapping[str, Any], param: str) -> str:
+    _require(isinstance(block.get("tool_name"), str) and bool(block["tool_name"]), "tool_name must be a tool's name.",
+             f"{param}.tool_name")
+    return block["tool_name"]
+
+
+def _text_of(content: Any, param: str, *, in_result: bool = False) -> str:
     if isinstance(content, str):
         return content
     _require(isinstance(content, list), "must be a string or a list of content blocks.", param)
     texts = []
     for j, block in enumerate(content):
         _require(isinstance(block, Mapping), "must be an object.", f"{param}[{j}]")
+        if in_result and block.get("type") == "tool_reference":  # a tool search's answer: that tool is loaded
+            texts.append(f"Tool loaded: {_reference_name(block, f'{param}[{j}]')}")
+            continue
         text = _block_text(block, f"{param}[{j}]")
         if text is not None:
             texts.append(text)
     return "\n\n".join(texts)
+
+
+def _referenced_tools(messages: list[Any]) -> set[str]:
+    """The tools named by ``tool_reference`` blocks in the tool results (Anthropic's tool search: a deferred tool
+    is offered once a result references it)."""
+    names: set[str] = set()
+    for raw in messages:
+        content = raw.get("content") if isinstance(raw, Mapping) and raw.get("role") == "user" else None
+        for block in content if isinstance(content, list) else ():
+            inner = block.get("content") if isinstance(block, Mapping) and block.get("type") == "tool_result" else None
+            for item in inner if isinstance(inner, list) else ():
+                if isinstance(item, Mapping) and item.get("type") == "tool_reference" and isinstance(item.get("tool_name"), str):
+                    names.add(item["tool_name"])
+    return names
 
 
 def _turn(raw: Mapping[str, Any], index: int) -> list[tuple[Message, str]]:
@@ -162,7 +187,8 @@ def _turn(raw: Mapping[str, Any], index: int) -> list[tuple[Message, str]]:
             calls.append(ToolCall(id=block["id"], name=block["name"], arguments=dict(arguments)))
         elif kind == "tool_result" and role == "user":
             _require(isinstance(block.get("tool_use_id"), str), "needs tool_use_id.", f"{where}.tool_use_id")
-            text = _text_of(block.get("content") if block.get("content") is not None else "", f"{where}.content")
+            text = _text_of(block.get("content") if block.get("content") is not None else "", f"{where}.content",
+                            in_result=True)
             if block.get("is_error") is True:
                 text = TOOL_ERROR_PREFIX + text
             results.append((Message.tool(text, tool_call_id=block["tool_use_id"]), where))
@@ -175,8 +201,9 @@ def _turn(raw: Mapping[str, Any], index: int) -> list[tuple[Message, str]]:
     return results + ([(Message.user("\n\n".join(texts)), param)] if texts or not results else [])
 
 
-def _tools(raw: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    """The custom tools as OpenAI function tools, and where each came from (server tools are left out)."""
+def _tools(raw: Any, referenced: set[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The custom tools as OpenAI function tools, and where each came from: server tools are left out, and so is a
+    ``defer_loading`` tool until a tool result references it (``referenced``), as Anthropic's tool search does."""
     if raw is None:
         return [], []
     _require(isinstance(raw, list), "must be a list.", "tools")
@@ -187,6 +214,8 @@ def _tools(raw: Any) -> tuple[list[dict[str, Any]], list[str]]:
         if tool.get("type") not in (None, "custom"):
             continue  # a server tool (web search, bash, text editor, ...): not offered to the model
         _require(isinstance(tool.get("name"), str), "needs a name.", f"tools[{i}].name")
+        if tool.get("defer_loading") is True and tool["name"] not in referenced:
+            continue
         function = {"name": tool["name"], "description": tool.get("description"),
                     "parameters": tool.get("input_schema"), "strict": tool.get("strict")}
         tools.append({"type": "function", "function": {k: v for k, v in function.items() if v is not None}})
