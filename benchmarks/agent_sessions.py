@@ -114,9 +114,12 @@ def requests_in(log: Path, skip: int) -> tuple[list[dict[str, Any]], int]:
     rows = []
     for line in lines[skip:]:
         match = LINE.search(line)
-        if match is None or match.group(5) is None:
+        if match is None:
             continue
         door, status, total, ttft, prompt, cached, completion, answer = match.groups()
+        if prompt is None:  # refused before the model (a 400 shows where a client's request was not understood)
+            rows.append({"door": door, "status": int(status), "time_s": float(total)})
+            continue
         rows.append({"door": door, "status": int(status), "time_s": float(total),
                      "ttft_s": float(ttft) if ttft else None, "prompt_tokens": int(prompt),
                      "cached_tokens": int(cached), "evaluated_tokens": int(prompt) - int(cached),
@@ -162,13 +165,14 @@ def main() -> int:
                 sessions.append(session)
                 print(json.dumps({k: v for k, v in session.items() if not k.endswith("_tail")}), flush=True)
         seen = len(log.read_text().splitlines())
-    first = sessions[0]["requests"]
+    first = [r for r in sessions[0]["requests"] if "prompt_tokens" in r]  # what the model answered
     floor = floor_seconds(first[0]["prompt_tokens"], args.n_ctx) if first else float("nan")
     answer = sum(r["time_s"] - (r["ttft_s"] or r["time_s"]) for r in first)
+    refused = sum(r["status"] != 200 for s in sessions for r in s["requests"])
     summary = {"floor_s": round(floor, 2), "floor_prompt_tokens": first[0]["prompt_tokens"] if first else None,
                "first_session_answer_s": round(answer, 2),
                "first_session_target_s": round(1.1 * floor + answer, 2),
-               **{f"{s['session']} wall_s": s["wall_s"] for s in sessions}}
+               "requests_refused": refused, **{f"{s['session']} wall_s": s["wall_s"] for s in sessions}}
     print(json.dumps(summary))
     write_record(args.json, {**run_facts("benchmarks/agent_sessions.py"), "client": args.client, "bare": args.bare,
                              "n_ctx": args.n_ctx,
