@@ -29,7 +29,9 @@ the local runtimes. The server backend now runs its call-list part on the stream
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -144,3 +146,38 @@ def test_claude_code_print_completes_a_turn(in_process: BackgroundServer, tmp_pa
         done.stdout[-3000:], done.stderr[-3000:])
     assert result["result"].strip(), result
     print(f"\nclaude: {result['num_turns']} turns, result {result['result']!r}")
+
+
+def _tool_search_then_answer(prompt: str) -> str:
+    """A scripted model for Claude Code's default mode: it calls ToolSearch, then answers once a result says a tool
+    was loaded (the tools pass says done with [], the answer pass writes the answer)."""
+    if "Tool loaded: " in prompt:
+        return "[]" if "[BEGIN OF AVAILABLE TOOLS]" in prompt else "2 + 2 is 4."
+    if '"name": "ToolSearch"' in prompt:
+        return '[{"name": "ToolSearch", "arguments": {"query": "select:Read", "max_results": 5}}]'
+    return "ToolSearch was not offered."
+
+
+def test_claude_codes_tool_search_results_are_read_in_its_default_mode(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """Claude Code's default mode, with a scripted model that calls its ToolSearch tool: Claude Code answers the call
+    with ``tool_reference`` blocks, which the server must read (it refused them with a 400: Claude Code retried
+    three times, then dropped tool search and resent 21 tools, a prompt no cache held). The session ends in two
+    requests, none refused, with the answer."""
+    engine = HammerEngine(backend=ScriptedBackend(responder=_tool_search_then_answer))
+    caplog.set_level(logging.INFO, logger="hammer_plugins.http_api.access_log")
+    with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as server:
+        done = subprocess.run(
+            [npm_binary("claude"), "-p", "What is 2 + 2?", "--output-format", "json", "--max-turns", "3"],
+            cwd=tmp_path, env=client_env(tmp_path, ANTHROPIC_BASE_URL=server.base_url.removesuffix("/v1"),
+                                         ANTHROPIC_API_KEY=KEY, ANTHROPIC_MODEL="hammer",
+                                         ANTHROPIC_SMALL_FAST_MODEL="hammer", ANTHROPIC_DEFAULT_HAIKU_MODEL="hammer",
+                                         DISABLE_TELEMETRY="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+                                         DISABLE_AUTOUPDATER="1"),
+            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    statuses = [int(m.group(1)) for r in caplog.records if (m := re.search(r"POST /v1/messages\S* .*status=(\d+)",
+                                                                             r.getMessage()))]
+    result = json.loads(done.stdout)
+    assert done.returncode == 0 and result["subtype"] == "success" and result["result"] == "2 + 2 is 4.", (
+        done.stdout[-3000:], done.stderr[-3000:])
+    assert statuses == [200, 200], statuses
