@@ -129,16 +129,20 @@ def test_codex_waits_through_a_long_prompt_evaluation(tmp_path: Path, monkeypatc
             and e["item"].get("type") == "agent_message"] == ["Hello there."], events
 
 
+def claude_env(home: Path, server: BackgroundServer) -> dict[str, str]:
+    """Claude Code pointed at ``server``: every model it asks for is the served name, no traffic besides."""
+    return client_env(home, ANTHROPIC_BASE_URL=server.base_url.removesuffix("/v1"), ANTHROPIC_API_KEY=KEY,
+                      ANTHROPIC_MODEL="hammer", ANTHROPIC_SMALL_FAST_MODEL="hammer",
+                      ANTHROPIC_DEFAULT_HAIKU_MODEL="hammer", DISABLE_TELEMETRY="1",
+                      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1")
+
+
 def test_claude_code_print_completes_a_turn(in_process: BackgroundServer, tmp_path: Path) -> None:
     server = in_process
     done = subprocess.run(
         [npm_binary("claude"), "-p", "--bare", "Say hello in one short sentence.", "--output-format", "json",
          "--max-turns", "3"],
-        cwd=tmp_path, env=client_env(tmp_path, ANTHROPIC_BASE_URL=server.base_url.removesuffix("/v1"),
-                                     ANTHROPIC_API_KEY=KEY, ANTHROPIC_MODEL="hammer",
-                                     ANTHROPIC_SMALL_FAST_MODEL="hammer", ANTHROPIC_DEFAULT_HAIKU_MODEL="hammer",
-                                     DISABLE_TELEMETRY="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-                                     DISABLE_AUTOUPDATER="1"),
+        cwd=tmp_path, env=claude_env(tmp_path, server),
         capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     result = json.loads(done.stdout)  # the client's own account of the session: not JSON is a failure too
     assert result["type"] == "result", result
@@ -169,11 +173,7 @@ def test_claude_codes_tool_search_results_are_read_in_its_default_mode(tmp_path:
     with BackgroundServer(create_app(engine, model_name="hammer", api_key=KEY)) as server:
         done = subprocess.run(
             [npm_binary("claude"), "-p", "What is 2 + 2?", "--output-format", "json", "--max-turns", "3"],
-            cwd=tmp_path, env=client_env(tmp_path, ANTHROPIC_BASE_URL=server.base_url.removesuffix("/v1"),
-                                         ANTHROPIC_API_KEY=KEY, ANTHROPIC_MODEL="hammer",
-                                         ANTHROPIC_SMALL_FAST_MODEL="hammer", ANTHROPIC_DEFAULT_HAIKU_MODEL="hammer",
-                                         DISABLE_TELEMETRY="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-                                         DISABLE_AUTOUPDATER="1"),
+            cwd=tmp_path, env=claude_env(tmp_path, server),
             capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     statuses = [int(m.group(1)) for r in caplog.records if (m := re.search(r"POST /v1/messages\S* .*status=(\d+)",
                                                                              r.getMessage()))]
