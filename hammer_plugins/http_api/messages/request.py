@@ -74,12 +74,13 @@ class MessagesRequest(HammerFields):
             _require(self.max_tokens is not None, "max_tokens is required: a positive integer.", "max_tokens")
         _require(isinstance(self.messages, list) and bool(self.messages), "must be a non-empty list.", "messages")
         turns: list[tuple[Message, str]] = []
+        loaded: set[str] = set()  # the deferred tools a tool search's result referenced
         if self.system is not None:
             turns.append((Message.system(_text_of(self.system, "system")), "system"))
         for index, raw in enumerate(self.messages):
             _require(isinstance(raw, Mapping), "must be an object.", f"messages[{index}]")
-            turns += _turn(raw, index)
-        tools, places = _tools(self.tools, _referenced_tools(self.messages))
+            turns += _turn(raw, index, loaded)
+        tools, places = _tools(self.tools, loaded)
         tool_choice, parallel = _tool_choice(self.tool_choice)
         self._names = FieldNames(messages=[place for _, place in turns], message_id="tool_use_id", tools=places,
                                  tool_schema="input_schema", tool_name="name")
@@ -132,15 +133,19 @@ def _reference_name(block: Mapping[str, Any], param: str) -> str:
     return block["tool_name"]
 
 
-def _text_of(content: Any, param: str, *, in_result: bool = False) -> str:
+def _text_of(content: Any, param: str, loaded: set[str] | None = None) -> str:
+    """The text of ``content``; in a tool result (``loaded`` given), a ``tool_reference`` block's name is added
+    to ``loaded`` and read as "Tool loaded: <name>"."""
     if isinstance(content, str):
         return content
     _require(isinstance(content, list), "must be a string or a list of content blocks.", param)
     texts = []
     for j, block in enumerate(content):
         _require(isinstance(block, Mapping), "must be an object.", f"{param}[{j}]")
-        if in_result and block.get("type") == "tool_reference":  # a tool search's answer: that tool is loaded
-            texts.append(f"Tool loaded: {_reference_name(block, f'{param}[{j}]')}")
+        if loaded is not None and block.get("type") == "tool_reference":  # a tool search's answer
+            name = _reference_name(block, f"{param}[{j}]")
+            loaded.add(name)
+            texts.append(f"Tool loaded: {name}")
             continue
         text = _block_text(block, f"{param}[{j}]")
         if text is not None:
@@ -148,22 +153,9 @@ def _text_of(content: Any, param: str, *, in_result: bool = False) -> str:
     return "\n\n".join(texts)
 
 
-def _referenced_tools(messages: list[Any]) -> set[str]:
-    """The tools named by ``tool_reference`` blocks in the tool results (Anthropic's tool search: a deferred tool
-    is offered once a result references it)."""
-    names: set[str] = set()
-    for raw in messages:
-        content = raw.get("content") if isinstance(raw, Mapping) and raw.get("role") == "user" else None
-        for block in content if isinstance(content, list) else ():
-            inner = block.get("content") if isinstance(block, Mapping) and block.get("type") == "tool_result" else None
-            for item in inner if isinstance(inner, list) else ():
-                if isinstance(item, Mapping) and item.get("type") == "tool_reference" and isinstance(item.get("tool_name"), str):
-                    names.add(item["tool_name"])
-    return names
-
-
-def _turn(raw: Mapping[str, Any], index: int) -> list[tuple[Message, str]]:
-    """One Anthropic message as the engine's messages it holds, each with its place in the request."""
+def _turn(raw: Mapping[str, Any], index: int, loaded: set[str]) -> list[tuple[Message, str]]:
+    """One Anthropic message as the engine's messages it holds, each with its place in the request (the tools its
+    tool results load are added to ``loaded``)."""
     param = f"messages[{index}]"
     role = raw.get("role")
     _require(role in ("user", "assistant", "system"), "role must be user or assistant.", f"{param}.role")
@@ -188,7 +180,7 @@ def _turn(raw: Mapping[str, Any], index: int) -> list[tuple[Message, str]]:
         elif kind == "tool_result" and role == "user":
             _require(isinstance(block.get("tool_use_id"), str), "needs tool_use_id.", f"{where}.tool_use_id")
             text = _text_of(block.get("content") if block.get("content") is not None else "", f"{where}.content",
-                            in_result=True)
+                            loaded)
             if block.get("is_error") is True:
                 text = TOOL_ERROR_PREFIX + text
             results.append((Message.tool(text, tool_call_id=block["tool_use_id"]), where))
