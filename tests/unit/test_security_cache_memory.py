@@ -2,9 +2,11 @@
 
 The red team's attack: 60 distinct 9,000-tool sets, each through the engine's planning path as a door sends it
 (converted from OpenAI dicts, bound, ranked, planned). The caches counted characters, and the process held
-+427 MiB after about 24 sets. Here a child process plans them all and its RSS is read after each: the rise stays
-under the documented total plus a margin for the allocator (each set's own working memory comes and goes).
-With the caches counting characters again, the same child rises past it.
++427 MiB after about 24 sets. Here a child process plans 10 such sets and its RSS is read after each: the rise
+stays under the documented total plus a margin for the allocator (each set's own working memory comes and goes).
+Ten sets are enough: each puts about 31.6 MiB into the caches, 2.5 times the total in all, so the caches evict; with
+the caches counting characters again, the same child rises to +398 MiB, past the bound of 192 (measured, with 60
+sets as well: docs/benchmarks/security/cache-memory.json). Sixty sets took 94 s of the no-model phase; ten take 28.
 """
 
 from __future__ import annotations
@@ -73,12 +75,12 @@ def _plan_many(tmp_path: Path, sets: int, size: int, env: dict[str, str] | None 
 
 
 @pytest.mark.timeout(600)
-def test_60_distinct_9000_tool_sets_hold_no_more_than_the_documented_total(tmp_path: Path) -> None:
-    found = _plan_many(tmp_path, 60, 9000)
-    print(f"60 distinct 9,000-tool sets: peak RSS +{found['peak_rise'] / MIB:.0f} MiB, caches hold "
+def test_distinct_9000_tool_sets_hold_no_more_than_the_documented_total(tmp_path: Path) -> None:
+    found = _plan_many(tmp_path, 10, 9000)
+    print(f"10 distinct 9,000-tool sets: peak RSS +{found['peak_rise'] / MIB:.0f} MiB, caches hold "
           f"{found['held'] / MIB:.0f} MiB of {found['total'] / MIB:.0f} MiB")
     assert found["total"] == sized_cache.DEFAULT_CACHE_MEMORY_MB * MIB
-    assert found["held"] <= found["total"]
+    assert found["total"] // 2 < found["held"] <= found["total"], found  # full: the 10 sets asked for more than it holds
     assert found["peak_rise"] < found["total"] + ALLOCATOR_MARGIN, found
 
 
