@@ -99,6 +99,10 @@ def result_text(result: Any) -> str:
 # 18 kB take 14.5 s. The text fields' regex is linear: its alternatives start with different
 # characters, and each field ends at the first unescaped quote.
 _TEXT_FIELD = re.compile(r"TextContent\(type='text', text=(?P<text>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+# The escapes a printed str (its repr) can hold: a text field with any other backslash pair was not printed by Python,
+# and ast.literal_eval would only warn about it (a DeprecationWarning per field; a SyntaxWarning from Python 3.12).
+_ESCAPE_PAIR = re.compile(r"\\(.)", re.S)
+_REPR_ESCAPES = frozenset("\\'\"abfnrtvxuUN01234567\n")
 _ERROR_FLAGS = {" isError=True": True, " isError=False": False}
 _STRUCTURED = "] structuredContent="
 
@@ -153,6 +157,8 @@ def tool_result_text(value: Any) -> tuple[str, bool] | None:
     content, structured, is_error = parts
     texts: list[str] = []
     for found in _TEXT_FIELD.finditer(content):
+        if any(pair[1] not in _REPR_ESCAPES for pair in _ESCAPE_PAIR.finditer(found["text"])):
+            return None
         try:
             texts.append(str(ast.literal_eval(found["text"])))
         except (ValueError, SyntaxError):

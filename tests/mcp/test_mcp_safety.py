@@ -179,6 +179,27 @@ def test_tool_result_text_reads_a_call_tool_result_and_its_str() -> None:
     assert tool_result_text("meta=None is what I said") is None
 
 
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list("aT\\'\"\n\t\x00\x7fé中 ][")), max_size=12), min_size=1, max_size=3))
+def test_any_printed_text_result_reads_back_as_its_text(texts: list[str]) -> None:
+    """The oracle is the SDK's own printing: whatever the text blocks hold (backslashes, quotes of both kinds, control
+    characters, brackets), their printed result reads back as the blocks' text joined."""
+    result = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=t) for t in texts], isError=False)
+    assert tool_result_text(str(result)) == ("\n".join(t for t in texts if t), False)
+
+
+def test_a_text_field_python_never_prints_is_not_a_result_and_warns_nothing() -> None:
+    """A backslash pair no repr holds (``\\T``) means the text was not printed by Python: no result, and no warning
+    (ast.literal_eval would warn once per field: 62,500 warnings for test_a_crafted_result_costs_linear_time's 2 MB)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert tool_result_text("content=[TextContent(type='text', text='C:\\Temp')] isError=False") is None
+        assert tool_result_text("content=[TextContent(type='text', text='C:\\\\Temp')] isError=False") == ("C:\\Temp", False)
+    assert caught == []
+
+
 # The one regex tool_result_text used to split a printed result with (issue 37: cubic in crafted text).
 OLD_RESULT_STR = re.compile(r"(?:meta=.*? )?content=\[(?P<content>.*)\](?: structuredContent=(?P<structured>.*))?"
                             r" isError=(?P<error>True|False)", re.S)
