@@ -38,12 +38,10 @@ from hammer_plugins.tools.meaning import MeaningSelector, question_parts  # noqa
 POOL = 1000
 
 
-def misses(category: str, part_of_set: str, per_category: int) -> tuple[int, list[dict[str, Any]]]:
+def misses(category: str, part_of_set: str, per_category: int, functions: dict[str, dict[str, Any]],
+           engine: HammerEngine, selector: MeaningSelector) -> tuple[int, list[dict[str, Any]]]:
     """How many questions of ``category``'s half were read, and the misses among them."""
-    functions = every_function()
     names = list(functions)
-    engine = HammerEngine(backend=ScriptedBackend([]))
-    selector = MeaningSelector()
     read, found = 0, []
     for entry in load_category(category, per_category, seed=7)[0]:
         if half(entry.id) != part_of_set:
@@ -78,8 +76,9 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     summary, rows = {}, []
+    functions, engine, selector = every_function(), HammerEngine(backend=ScriptedBackend([])), MeaningSelector()
     for category in args.category or ["parallel_multiple", "live_parallel_multiple"]:
-        read, found = misses(category, args.half, args.per_category)
+        read, found = misses(category, args.half, args.per_category, functions, engine, selector)
         summary[category] = {"questions": read, "served": read - len(found), "missed": len(found)}
         for miss in found:
             print(f"--- {miss['id']}: {miss['question'][:300]!r}")
