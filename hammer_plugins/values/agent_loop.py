@@ -60,17 +60,27 @@ def is_handoff(name: str) -> bool:
     return name == "handoff" or name.startswith(HANDOFF_PREFIXES)
 
 
+TOOL_SEARCH_NAMES = frozenset({"tool_search", "ToolSearch"})
+"""Names of the tools that load other tools: OpenAI's client-executed ``tool_search`` and Claude Code's
+``ToolSearch``. A search readies the call it was made for, so the first round of searches in a turn is not one of its
+rounds of work."""
+
+
 def tool_rounds(messages: Sequence[Message], tool_names: Collection[str] | None = None) -> int:
     """Rounds of tool calls since the last user message made by the agent that holds ``tool_names``.
 
     A round is an assistant message with at least one call to one of ``tool_names`` (any tool when
     None) that is not a hand-off: in a multi-agent conversation the calls of the agent that handed
-    over (to tools the current agent does not have) and the hand-off itself are not this agent's.
+    over (to tools the current agent does not have) and the hand-off itself are not this agent's. The
+    first round made only of tool searches (:data:`TOOL_SEARCH_NAMES`) is not counted either: with one round
+    a turn, a search would otherwise leave the tool it loaded no round to be called in.
     """
     def counts(call: ToolCall) -> bool:
         return not is_handoff(call.name) and (tool_names is None or call.name in tool_names)
 
-    return sum(1 for m in _this_turn(messages) if m.role == "assistant" and any(counts(c) for c in m.tool_calls))
+    rounds = [m for m in _this_turn(messages) if m.role == "assistant" and any(counts(c) for c in m.tool_calls)]
+    searches = sum(1 for m in rounds if all(c.name in TOOL_SEARCH_NAMES for c in m.tool_calls if counts(c)))
+    return len(rounds) - min(searches, 1)
 
 
 def called_tools(messages: Sequence[Message]) -> frozenset[str]:

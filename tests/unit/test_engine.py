@@ -358,6 +358,26 @@ def test_rounds_cap_answers_from_the_results_without_offering_tools() -> None:
     assert "which returned:<|im_end|>\n<|im_start|>tool\nsunny, 21C<|im_end|>" in backend.prompts[0]
 
 
+def test_a_tool_search_leaves_the_turn_its_round_of_calls_and_a_second_search_does_not() -> None:
+    """OpenAI's ``tool_search`` and Claude Code's ``ToolSearch`` load tools: with one round a turn (the default), the
+    call the search readied is still made; a second search in the turn is a round, so the turn then ends."""
+    from hammer_plugins import ToolCall
+
+    search = {"name": "tool_search", "description": "Load tools.",
+              "parameters": {"type": "object", "properties": {"paths": {"type": "array", "items": {"type": "string"}}}}}
+    first = ToolCall(name="tool_search", arguments={"paths": ["get_weather"]})
+    searched = [*USER, Message.assistant(tool_calls=[first]), Message.tool("Tool loaded: get_weather", tool_call_id=first.id)]
+    engine, backend = engine_with(CALL_JSON)
+    out = engine.generate(searched, tools=[*TOOLS, search])
+    assert out.kind == "tool_calls" and [c.name for c in out.tool_calls] == ["get_weather"]
+    assert "[BEGIN OF AVAILABLE TOOLS]" in backend.prompts[0]
+    again = ToolCall(name="tool_search", arguments={"paths": ["send_email"]})
+    twice = [*searched, Message.assistant(tool_calls=[again]), Message.tool("Tool loaded: send_email", tool_call_id=again.id)]
+    engine, backend = engine_with("No weather tool answered.")
+    out = engine.generate(twice, tools=[*TOOLS, search])
+    assert out.kind == "text" and "[BEGIN OF AVAILABLE TOOLS]" not in backend.prompts[0]
+
+
 def test_empty_list_after_results_means_done_not_refusal() -> None:
     engine, backend = engine_with("[]", "Sunny, 21C.")
     out = engine.generate(_after_result(), tools=TOOLS, max_tool_rounds=None, on_refusal="raise")
