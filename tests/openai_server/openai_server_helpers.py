@@ -105,6 +105,10 @@ def scripted_answer(prompt: str) -> str:
     question = prompt.rsplit("<|im_start|>user\n", 1)[-1]
     if "18 C" in prompt:  # after the tool's result: the calls pass says done ([]), the answer pass answers
         return "[]" if "[BEGIN OF AVAILABLE TOOLS]" in prompt else "It is 18 C in Paris."
+    if "Q-SEARCH" in question:  # a tool search's question: search, then call what the search loaded
+        if '"name": "get_weather"' in prompt:
+            return '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+        return '[{"name": "tool_search", "arguments": {"paths": ["get_weather"]}}]'
     if "Q-TWO" in question:
         return ('[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
                 '{"name": "get_weather", "arguments": {"city": "Rome"}}]')

@@ -82,6 +82,61 @@ async def test_openai_agents_sdk_default_model_runs_the_tool(server: BackgroundS
     assert "18" in str(result.final_output)
 
 
+async def test_openai_agents_sdk_tool_search_reaches_a_deferred_tool(server: BackgroundServer) -> None:
+    """The Agents SDK's hosted tool search (``ToolSearchTool()`` beside a ``defer_loading`` tool, as its docs show):
+    the server's search is the engine's selector, so the deferred tool is called and its result answered."""
+    from agents import Agent, RunConfig, Runner, ToolSearchTool, function_tool, set_tracing_disabled
+    from agents.items import ToolCallItem
+    from agents.models.openai_provider import OpenAIProvider
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    provider = OpenAIProvider(openai_client=AsyncOpenAI(base_url=server.base_url, api_key=KEY, max_retries=0,
+                                                        timeout=300))
+    get_weather, cities = weather_tool()
+    agent = Agent(name="assistant", instructions="You are a helpful assistant.", model="hammer",
+                  tools=[ToolSearchTool(), function_tool(get_weather, defer_loading=True)])
+    result = await Runner.run(agent, QUESTION, run_config=RunConfig(model_provider=provider))
+    calls = [item.raw_item for item in result.new_items if isinstance(item, ToolCallItem)]
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [("get_weather", {"city": "Paris"})]
+    assert cities == ["Paris"] and "18" in str(result.final_output)
+
+
+def test_openai_sdk_client_executed_tool_search_loads_then_calls_the_tool(server: BackgroundServer) -> None:
+    """OpenAI's client-executed tool search with the openai SDK and the real model: the model, offered only
+    ``tool_search`` (the deferred tools listed in its description), asks to load the weather tool; the client answers
+    with a ``tool_search_output`` holding its definition; the model then calls it, and answers from its result."""
+    from openai import OpenAI
+    from openai.types.responses import ResponseToolSearchCall
+
+    client = OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=300)
+    deferred = {"get_weather": {"type": "function", "name": "get_weather", "defer_loading": True,
+                                "description": "Get the current weather in a city.", "parameters": WEATHER},
+                "send_email": {"type": "function", "name": "send_email", "defer_loading": True,
+                               "description": "Send an email to an address.",
+                               "parameters": {"type": "object", "properties": {"to": {"type": "string"}},
+                                              "required": ["to"]}}}
+    tools = [{"type": "tool_search", "execution": "client"}, *deferred.values()]
+    first = client.responses.create(model="hammer", input=QUESTION, tools=tools)
+    [search] = first.output
+    assert isinstance(search, ResponseToolSearchCall) and search.execution == "client"
+    paths = search.arguments["paths"]
+    assert "get_weather" in paths and set(paths) <= set(deferred)  # the stand-in may load the other tool too
+    history = [{"role": "user", "content": QUESTION},
+               {"type": "tool_search_call", "call_id": search.call_id, "execution": "client",
+                "arguments": search.arguments, "status": "completed"},
+               {"type": "tool_search_output", "call_id": search.call_id, "execution": "client", "status": "completed",
+                "tools": [deferred[p] for p in paths if p in deferred]}]
+    second = client.responses.create(model="hammer", input=history, tools=tools)
+    [call] = second.output
+    assert call.type == "function_call" and (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Paris"})
+    get_weather, _ = weather_tool()
+    third = client.responses.create(model="hammer", tools=tools, input=[
+        *history, {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id, "output": get_weather(city="Paris")}])
+    assert third.status == "completed" and "18" in third.output_text
+
+
 def test_langchain_create_agent_over_chat_openai_responses_api(server: BackgroundServer) -> None:
     from langchain_openai import ChatOpenAI
 

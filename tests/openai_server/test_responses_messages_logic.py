@@ -111,6 +111,98 @@ def test_responses_namespaces_built_in_tools_and_client_fields(oai: openai.OpenA
     assert (call.namespace, call.name, json.loads(call.arguments)) == ("crm", "lookup", {"id": 7})
 
 
+DEFERRED = [{"type": "function", "name": "get_weather", "description": "Weather in a city.", "parameters": WEATHER,
+             "defer_loading": True},
+            {"type": "namespace", "name": "mail", "description": "Email.", "defer_loading": True, "tools": [
+                {"type": "function", "name": "send", "parameters": {"type": "object", "properties": {}}}]}]
+
+
+def _offered(body: dict[str, Any]) -> list[str]:
+    from hammer_plugins.http_api.responses.request import read_responses
+
+    _, call = read_responses({"model": "hammer", **body}, ["hammer"])
+    return [t["function"]["name"] for t in call.tools]
+
+
+def test_responses_client_tool_search_loads_deferred_tools_when_its_output_names_them(
+        oai: openai.OpenAI, server: BackgroundServer) -> None:
+    """OpenAI's client-executed tool search, through the openai SDK's own types: the deferred tools stay out and the
+    model is offered ``tool_search`` (naming what it can load); its call comes back as a ``tool_search_call`` item
+    (streamed too, each event valid under the SDK's union); once the client's ``tool_search_output`` loads a tool,
+    the next turn offers it and calls it (the search's round itself is not shown to the model)."""
+    from openai.types.responses import ResponseToolSearchCall
+
+    tools = [{"type": "tool_search", "execution": "client"}, *DEFERRED]
+    assert _offered({"input": "Q-SEARCH", "tools": tools}) == ["tool_search"]
+    first = oai.responses.create(model="hammer", input="Q-SEARCH", tools=tools)
+    [search] = first.output
+    assert isinstance(search, ResponseToolSearchCall)
+    assert (search.execution, search.status, search.arguments) == ("client", "completed", {"paths": ["get_weather"]})
+    assert search.call_id and search.id.startswith("tsc_")
+    events = raw_events(server, "/responses", {"model": "hammer", "input": "Q-SEARCH", "tools": tools, "stream": True},
+                        {"authorization": f"Bearer {KEY}"}, ResponseStreamEvent)
+    assert [e["type"] for e in events if e["type"].startswith("response.output_item")] == [
+        "response.output_item.added", "response.output_item.done"]
+    assert events[-1]["response"]["output"][0]["type"] == "tool_search_call"
+    loaded = {"type": "tool_search_output", "call_id": search.call_id, "execution": "client", "status": "completed",
+              "tools": [DEFERRED[0]]}
+    history = [{"role": "user", "content": "Q-SEARCH"},
+               {"type": "tool_search_call", "call_id": search.call_id, "execution": "client",
+                "arguments": search.arguments, "status": "completed"}, loaded]
+    assert _offered({"input": history, "tools": tools}) == ["get_weather", "tool_search"]
+    second = oai.responses.create(model="hammer", input=history, tools=tools)
+    [call] = second.output
+    assert call.type == "function_call" and (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Paris"})
+    # A namespace loads as a whole; a tool the output defines that the request does not list is added.
+    extra = {"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}}
+    more = [*history[:2], {**loaded, "tools": [{"type": "namespace", "name": "mail", "tools": []}, extra]}]
+    assert _offered({"input": more, "tools": tools}) == ["mail.send", "get_time", "tool_search"]
+    # The default description names what can be loaded; a client's own description and parameters are kept.
+    from hammer_plugins.http_api.responses.request import read_responses
+
+    _, plain = read_responses({"model": "hammer", "input": "hi", "tools": tools}, ["hammer"])
+    assert "get_weather" in plain.tools[0]["function"]["description"]
+    assert "mail.send" in plain.tools[0]["function"]["description"]
+    own = {"type": "tool_search", "execution": "client", "description": "Find tools.",
+           "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}
+    _, mine = read_responses({"model": "hammer", "input": "hi", "tools": [own, *DEFERRED]}, ["hammer"])
+    assert mine.tools[0]["function"]["description"] == "Find tools."
+    assert mine.tools[0]["function"]["parameters"] == own["parameters"]
+
+
+def test_responses_server_tool_search_offers_deferred_tools_to_the_selector_and_skips_its_items(
+        oai: openai.OpenAI) -> None:
+    """The default, server-executed search: the engine's selector is the search, so the deferred tools join the
+    tool set and a question reaches its tool at once; a server search's items in a replayed history are skipped
+    (they were a 400), and with no tool_search tool deferred tools are offered as any others."""
+    tools = [{"type": "tool_search"}, *DEFERRED]
+    assert _offered({"input": "hi", "tools": tools}) == ["get_weather", "mail.send"]
+    assert _offered({"input": "hi", "tools": DEFERRED}) == ["get_weather", "mail.send"]
+    history = [{"role": "user", "content": "What's the weather in Paris?"},
+               {"type": "tool_search_call", "call_id": None, "execution": "server", "arguments": {"paths": ["x"]},
+                "status": "completed"},
+               {"type": "tool_search_output", "call_id": None, "execution": "server", "status": "completed",
+                "tools": [DEFERRED[0]]}]
+    reply = oai.responses.create(model="hammer", input=history, tools=tools)
+    [call] = reply.output
+    assert call.type == "function_call" and call.name == "get_weather"
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"tools": [{"type": "tool_search"}, {"type": "tool_search"}]}, "tools[1]"),
+    ({"tools": [{"type": "tool_search", "execution": "elsewhere"}]}, "tools[0].execution"),
+    ({"tools": [{"type": "tool_search", "execution": "client"}, {"type": "function", "name": "tool_search"}]},
+     "tools"),
+    ({"tools": [{"type": "tool_search", "execution": "client"}],
+      "input": [{"role": "user", "content": "hi"}, {"type": "tool_search_output", "execution": "client",
+                                                    "call_id": "c", "tools": "get_weather"}]}, "input[1].tools"),
+])
+def test_responses_tool_search_mistakes_name_the_field(oai: openai.OpenAI, body: dict[str, Any], param: str) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        oai.responses.create(**{"model": "hammer", "input": "hi", **body})
+    assert caught.value.body["param"] == param
+
+
 @pytest.mark.parametrize(("body", "param"), [
     ({"previous_response_id": "resp_1"}, "previous_response_id"),
     ({"input": [{"type": "item_reference", "id": "x"}]}, "input[0]"),

@@ -14,6 +14,7 @@ Rules for what a small local model cannot do (docs/server.md, "The Responses API
 - built-in tools (``web_search``, ``file_search``, ``computer_use_preview``, ``code_interpreter``,
   ``image_generation``, ``local_shell``, ``shell``, ``apply_patch``, ``mcp``, ``custom``, ...) are left
   out of what the model is offered; a ``tool_choice`` that names one is a 400;
+- tool search (``tool_search``, ``defer_loading``): :mod:`~hammer_plugins.http_api.responses.tool_search`;
 - reasoning, caching, metadata, truncation and every unknown field are accepted and ignored.
 
 Example:
@@ -35,7 +36,14 @@ from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.hammer_fields import HammerFields
 from hammer_plugins.http_api.json_body import load_json
-from hammer_plugins.http_api.request_checks import FieldNames, checked_stop, engine_request, located, read_request
+from hammer_plugins.http_api.request_checks import (
+    FieldNames,
+    checked_stop,
+    engine_request,
+    located,
+    read_request,
+)
+from hammer_plugins.http_api.responses.tool_search import TOOL_SEARCH, ToolSearch, read_tool_search
 from hammer_plugins.values.calls import ToolCall, pending_calls_of
 from hammer_plugins.values.errors import RequestError
 from hammer_plugins.values.messages import Message
@@ -69,6 +77,7 @@ class ResponsesMeta:
     text: dict[str, Any] = field(default_factory=lambda: {"format": {"type": "text"}})
     namespaces: dict[str, tuple[str, str]] = field(default_factory=dict)  # model-facing name -> (namespace, name)
     metadata: dict[str, Any] | None = None
+    tool_search: ToolSearch = field(default_factory=ToolSearch)
 
 
 class ResponsesRequest(HammerFields):
@@ -101,7 +110,8 @@ class ResponsesRequest(HammerFields):
         as the response format; what the answer echoes back is kept in :meth:`meta`."""
         meta = ResponsesMeta(model=self.model, temperature=self.temperature, top_p=self.top_p,
                              max_output_tokens=self.max_output_tokens,
-                             metadata=self.metadata if isinstance(self.metadata, Mapping) else None)
+                             metadata=self.metadata if isinstance(self.metadata, Mapping) else None,
+                             tool_search=read_tool_search(self.tools, self.input))
         tools, places = _tools(self.tools, meta)
         messages, origins = _messages({"instructions": self.instructions, "input": self.input}, meta)
         choice = _tool_choice(self.tool_choice, tools, places)
@@ -167,15 +177,22 @@ def _texts(content: Any, param: str) -> str:
 
 def _tools(raw: Any, meta: ResponsesMeta) -> tuple[list[dict[str, Any]], list[str]]:
     """Function tools (namespaces flattened) as OpenAI function tools, and where each came from; built-in tools
-    left out."""
-    if raw is None:
+    left out, and so are deferred tools under a client-executed tool search until a search loads them
+    (:mod:`~hammer_plugins.http_api.responses.tool_search`)."""
+    search = meta.tool_search
+    if raw is None and not search.definitions:
         return [], []
-    _require(isinstance(raw, list), "tools must be a list.", "tools")
+    _require(raw is None or isinstance(raw, list), "tools must be a list.", "tools")
     tools: list[dict[str, Any]] = []
     places: list[str] = []
+    hidden: list[tuple[str, str]] = []  # deferred tools a client search can still load: name, description
 
-    def add(tool: Mapping[str, Any], param: str, namespace: str | None) -> None:
+    def add(tool: Mapping[str, Any], param: str, namespace: str | None, deferred: bool = False) -> None:
         _require(isinstance(tool.get("name"), str) and bool(tool.get("name")), f"{param} needs a name.", f"{param}.name")
+        if search.hides(tool["name"], deferred=deferred or tool.get("defer_loading") is True, namespace=namespace):
+            hidden.append((f"{namespace}{NAMESPACE_SEPARATOR}{tool['name']}" if namespace else tool["name"],
+                           tool["description"] if isinstance(tool.get("description"), str) else ""))
+            return
         _require(tool.get("description") is None or isinstance(tool["description"], str),
                  f"{param}.description must be a string.", f"{param}.description")
         _require(tool.get("parameters") is None or isinstance(tool["parameters"], Mapping),
@@ -183,23 +200,44 @@ def _tools(raw: Any, meta: ResponsesMeta) -> tuple[list[dict[str, Any]], list[st
         name = f"{namespace}{NAMESPACE_SEPARATOR}{tool['name']}" if namespace else tool["name"]
         if namespace:
             meta.namespaces[name] = (namespace, tool["name"])
+        elif tool.get("defer_loading") is True:
+            # OpenAI's wire shape for a call of a deferred top-level function: its name as its namespace too (the
+            # Agents SDK finds the function by that pair, and refuses the call without it).
+            meta.namespaces[name] = (name, name)
         function = {"name": name, "description": tool.get("description"), "parameters": tool.get("parameters")}
         if tool.get("strict") is not None:
             function["strict"] = tool["strict"]
         tools.append({"type": "function", "function": {k: v for k, v in function.items() if v is not None}})
         places.append(param)
 
-    for i, tool in enumerate(raw):
-        _require(isinstance(tool, Mapping), f"tools[{i}] must be an object.", f"tools[{i}]")
+    def add_any(tool: Mapping[str, Any], param: str) -> None:
         if tool.get("type") == "function":
-            add(tool, f"tools[{i}]", None)
+            add(tool, param, None)
         elif tool.get("type") == "namespace":
             _require(isinstance(tool.get("name"), str) and isinstance(tool.get("tools"), list),
-                     f"tools[{i}] (a namespace) needs a name and a list of tools.", f"tools[{i}]")
+                     f"{param} (a namespace) needs a name and a list of tools.", param)
             for j, inner in enumerate(tool["tools"]):
                 if isinstance(inner, Mapping) and inner.get("type") == "function":
-                    add(inner, f"tools[{i}].tools[{j}]", tool["name"])
+                    add(inner, f"{param}.tools[{j}]", tool["name"], deferred=tool.get("defer_loading") is True)
         # any other type is a built-in tool (or a custom one): not offered to the model (module docstring)
+
+    for i, tool in enumerate(raw or []):
+        _require(isinstance(tool, Mapping), f"tools[{i}] must be an object.", f"tools[{i}]")
+        add_any(tool, f"tools[{i}]")
+    # What a search loaded that the request's tools do not list: the search's output holds the definitions.
+    listed = {t["function"]["name"] for t in tools}
+    for definition in search.definitions:
+        qualified = [definition["name"]] if definition.get("type") != "namespace" else [
+            f"{definition['name']}{NAMESPACE_SEPARATOR}{t.get('name')}" for t in definition.get("tools") or ()
+            if isinstance(t, Mapping)]
+        if not set(qualified) <= listed:
+            add_any({**definition, "defer_loading": False}, "tool_search_output.tools")
+            listed |= {t["function"]["name"] for t in tools}
+    if search.execution == "client":
+        _require(TOOL_SEARCH not in listed, f"a function named {TOOL_SEARCH!r} is sent beside a tool_search tool. Fix: "
+                                            "rename the function, or drop one of the two.", "tools")
+        tools.append(search.function(hidden))
+        places.append("tools")
     meta.tools = [{"type": "function", "name": t["function"]["name"], "description": t["function"].get("description"),
                    "parameters": t["function"].get("parameters"), "strict": t["function"].get("strict", False)}
                   for t in tools]
@@ -233,8 +271,9 @@ def _tool_choice(choice: Any, tools: list[dict[str, Any]], places: list[str]) ->
 
 
 def _item_name(item: Mapping[str, Any]) -> str:
-    name = item["name"]
-    return f"{item['namespace']}{NAMESPACE_SEPARATOR}{name}" if isinstance(item.get("namespace"), str) else name
+    name, namespace = item["name"], item.get("namespace")
+    # A namespace equal to the name is OpenAI's shape for a deferred top-level function, not a namespace.
+    return f"{namespace}{NAMESPACE_SEPARATOR}{name}" if isinstance(namespace, str) and namespace != name else name
 
 
 def _call(item: Mapping[str, Any], param: str) -> ToolCall:
@@ -282,6 +321,11 @@ def _messages(request: Mapping[str, Any], meta: ResponsesMeta) -> tuple[list[Mes
                 open_turn.tool_calls.append(call)  # one assistant turn: its text and its calls
                 continue
             message = open_turn = Message.assistant(tool_calls=[call])
+        elif kind in ("tool_search_call", "tool_search_output"):
+            # A search's round is not shown to the model: what it loaded is offered from now on (read_tool_search),
+            # so the model meets the question again with the tool it needs (the stand-in, shown its search and
+            # "Tool loaded: get_weather", took the turn for done and made up an answer).
+            continue
         elif kind == "function_call_output":
             output = item.get("output")
             text = output if isinstance(output, str) else _texts(output, f"{param}.output")

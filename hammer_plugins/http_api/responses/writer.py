@@ -16,6 +16,7 @@ from typing import Any
 from hammer_plugins.http_api.arguments import argument_fragments, arguments_json
 from hammer_plugins.http_api.errors import APIError
 from hammer_plugins.http_api.responses.request import ResponsesMeta
+from hammer_plugins.http_api.responses.tool_search import TOOL_SEARCH
 from hammer_plugins.output.encoder import StreamEncoder
 from hammer_plugins.output.response import HammerResponse
 from hammer_plugins.values.calls import ToolCall
@@ -121,6 +122,10 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
                 self._event("response.output_item.done", output_index=index, item=json.loads(json.dumps(message)))]
 
     def _call(self, call: ToolCall) -> list[dict[str, Any]]:
+        if call.name == TOOL_SEARCH and self.meta.tool_search.execution == "client":
+            # One search a response: the stand-in model repeats its search with more names (tool_search.py).
+            searched = any(item["type"] == "tool_search_call" for item in self.response["output"])
+            return [] if searched else self._search(call)
         namespace, name = self.meta.namespaces.get(call.name, (None, call.name))
         item: dict[str, Any] = {"id": f"fc_{uuid.uuid4().hex}", "type": "function_call", "status": "in_progress",
                                 "call_id": call.id, "name": name, "arguments": ""}
@@ -138,6 +143,16 @@ class ResponsesWriter(StreamEncoder[dict[str, Any]]):
                                name=name, arguments=arguments))
         out.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
         return out
+
+    def _search(self, call: ToolCall) -> list[dict[str, Any]]:
+        """A client-executed tool search's call: a ``tool_search_call`` item (the API streams no deltas for it)."""
+        item: dict[str, Any] = {"id": f"tsc_{uuid.uuid4().hex}", "type": "tool_search_call", "status": "in_progress",
+                                "call_id": call.id, "execution": "client", "arguments": dict(call.arguments)}
+        index = len(self.response["output"])
+        self.response["output"].append(item)
+        out = [self._event("response.output_item.added", output_index=index, item=dict(item))]
+        item["status"] = "completed"
+        return [*out, self._event("response.output_item.done", output_index=index, item=dict(item))]
 
     def on_finish(self, response: HammerResponse, text: str) -> list[dict[str, Any]]:
         out = self._text(text) if text else []
