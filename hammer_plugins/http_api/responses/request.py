@@ -43,7 +43,7 @@ from hammer_plugins.http_api.request_checks import (
     located,
     read_request,
 )
-from hammer_plugins.http_api.responses.tool_search import TOOL_SEARCH, ToolSearch, read_tool_search
+from hammer_plugins.http_api.responses.tool_search import ToolSearch, read_tool_search
 from hammer_plugins.values.calls import ToolCall, pending_calls_of
 from hammer_plugins.values.errors import RequestError
 from hammer_plugins.values.messages import Message
@@ -57,9 +57,12 @@ IGNORED_ITEMS = frozenset({"reasoning", "web_search_call", "file_search_call", "
                            "image_generation_call", "code_interpreter_call", "local_shell_call",
                            "local_shell_call_output", "shell_call", "shell_call_output", "apply_patch_call",
                            "apply_patch_call_output", "mcp_list_tools", "mcp_approval_request", "mcp_call",
-                           "custom_tool_call", "custom_tool_call_output", "compaction"})
+                           "custom_tool_call", "custom_tool_call_output", "compaction", "tool_search_call",
+                           "tool_search_output"})
 """Input items that hold no turn this model can read (reasoning it did not write, built-in tools' calls):
-left out of the prompt."""
+left out of the prompt. A tool search's round is one of them: what it loaded is offered from then on
+(:mod:`~hammer_plugins.http_api.responses.tool_search`), so the model meets the question again with the tool it needs
+(the stand-in, shown its search and "Tool loaded: get_weather", took the turn for done and made up an answer)."""
 
 
 @dataclass
@@ -225,18 +228,10 @@ def _tools(raw: Any, meta: ResponsesMeta) -> tuple[list[dict[str, Any]], list[st
         _require(isinstance(tool, Mapping), f"tools[{i}] must be an object.", f"tools[{i}]")
         add_any(tool, f"tools[{i}]")
     # What a search loaded that the request's tools do not list: the search's output holds the definitions.
-    listed = {t["function"]["name"] for t in tools}
-    for definition in search.definitions:
-        qualified = [definition["name"]] if definition.get("type") != "namespace" else [
-            f"{definition['name']}{NAMESPACE_SEPARATOR}{t.get('name')}" for t in definition.get("tools") or ()
-            if isinstance(t, Mapping)]
-        if not set(qualified) <= listed:
-            add_any({**definition, "defer_loading": False}, "tool_search_output.tools")
-            listed |= {t["function"]["name"] for t in tools}
+    for definition in search.unlisted({t["function"]["name"] for t in tools}, NAMESPACE_SEPARATOR):
+        add_any({**definition, "defer_loading": False}, "tool_search_output.tools")
     if search.execution == "client":
-        _require(TOOL_SEARCH not in listed, f"a function named {TOOL_SEARCH!r} is sent beside a tool_search tool. Fix: "
-                                            "rename the function, or drop one of the two.", "tools")
-        tools.append(search.function(hidden))
+        tools.append(search.function(hidden, {t["function"]["name"] for t in tools}))
         places.append("tools")
     meta.tools = [{"type": "function", "name": t["function"]["name"], "description": t["function"].get("description"),
                    "parameters": t["function"].get("parameters"), "strict": t["function"].get("strict", False)}
@@ -321,11 +316,6 @@ def _messages(request: Mapping[str, Any], meta: ResponsesMeta) -> tuple[list[Mes
                 open_turn.tool_calls.append(call)  # one assistant turn: its text and its calls
                 continue
             message = open_turn = Message.assistant(tool_calls=[call])
-        elif kind in ("tool_search_call", "tool_search_output"):
-            # A search's round is not shown to the model: what it loaded is offered from now on (read_tool_search),
-            # so the model meets the question again with the tool it needs (the stand-in, shown its search and
-            # "Tool loaded: get_weather", took the turn for done and made up an answer).
-            continue
         elif kind == "function_call_output":
             output = item.get("output")
             text = output if isinstance(output, str) else _texts(output, f"{param}.output")

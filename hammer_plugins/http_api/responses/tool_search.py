@@ -28,7 +28,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,10 +68,23 @@ class ToolSearch:
         """Whether a tool stays out of the model's offer: a deferred one under a client search, until loaded."""
         return deferred and self.execution == "client" and name not in self.loaded and namespace not in self.loaded
 
-    def function(self, deferred: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    def unlisted(self, listed: Collection[str], separator: str) -> list[Mapping[str, Any]]:
+        """The loaded definitions whose tools are not among ``listed`` (a namespace's as ``ns<separator>name``)."""
+        found: list[Mapping[str, Any]] = []
+        for definition in self.definitions:
+            names = {definition["name"]} if definition.get("type") != "namespace" else {
+                f"{definition['name']}{separator}{t.get('name')}" for t in definition.get("tools") or ()
+                if isinstance(t, Mapping)}
+            if not names <= set(listed) and all(d["name"] != definition["name"] for d in found):
+                found.append(definition)
+        return found
+
+    def function(self, deferred: Sequence[tuple[str, str]], listed: Collection[str] = ()) -> dict[str, Any]:
         """The client search as the function the model is offered (Chat Completions' shape); ``deferred``: the name
         and description of each tool it can load, which the default description lists (as OpenAI shows the model
-        the names and descriptions of deferred functions)."""
+        the names and descriptions of deferred functions); ``listed``: the names of the functions beside it."""
+        _require(TOOL_SEARCH not in listed, f"a function named {TOOL_SEARCH!r} is sent beside a tool_search tool. "
+                                            "Fix: rename the function, or drop one of the two.", "tools")
         description = self.description
         if description is None:
             listed = "; ".join(f"{name} ({text.strip()})" if text.strip() else name for name, text in deferred)
