@@ -228,7 +228,7 @@ def _tools(raw: Any, meta: ResponsesMeta) -> tuple[list[dict[str, Any]], list[st
         _require(isinstance(tool, Mapping), f"tools[{i}] must be an object.", f"tools[{i}]")
         add_any(tool, f"tools[{i}]")
     # What a search loaded that the request's tools do not list: the search's output holds the definitions.
-    for definition in search.unlisted({t["function"]["name"] for t in tools}, NAMESPACE_SEPARATOR):
+    for definition in search.unlisted(tools, NAMESPACE_SEPARATOR):
         add_any({**definition, "defer_loading": False}, "tool_search_output.tools")
     if search.execution == "client":
         tools.append(search.function(hidden, {t["function"]["name"] for t in tools}))

@@ -66,18 +66,22 @@ class ToolSearch:
 
     def hides(self, name: str, *, deferred: bool, namespace: str | None = None) -> bool:
         """Whether a tool stays out of the model's offer: a deferred one under a client search, until loaded."""
-        return deferred and self.execution == "client" and name not in self.loaded and namespace not in self.loaded
+        return self.execution == "client" and deferred and name not in self.loaded and namespace not in self.loaded
 
-    def unlisted(self, listed: Collection[str], separator: str) -> list[Mapping[str, Any]]:
-        """The loaded definitions whose tools are not among ``listed`` (a namespace's as ``ns<separator>name``)."""
-        found: list[Mapping[str, Any]] = []
+    def unlisted(self, tools: Sequence[Mapping[str, Any]], separator: str) -> list[Mapping[str, Any]]:
+        """The loaded definitions whose tools are not among ``tools`` (function tools in Chat Completions' shape; a
+        namespace's as ``ns<separator>name``)."""
+        if not self.definitions:
+            return []
+        listed = {t["function"]["name"] for t in tools}
+        found: dict[str, Mapping[str, Any]] = {}  # by name: a definition loaded twice is added once
         for definition in self.definitions:
             names = {definition["name"]} if definition.get("type") != "namespace" else {
                 f"{definition['name']}{separator}{t.get('name')}" for t in definition.get("tools") or ()
                 if isinstance(t, Mapping)}
-            if not names <= set(listed) and all(d["name"] != definition["name"] for d in found):
-                found.append(definition)
-        return found
+            if not names <= listed:
+                found.setdefault(definition["name"], definition)
+        return list(found.values())
 
     def function(self, deferred: Sequence[tuple[str, str]], listed: Collection[str] = ()) -> dict[str, Any]:
         """The client search as the function the model is offered (Chat Completions' shape); ``deferred``: the name
