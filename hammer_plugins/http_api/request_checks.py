@@ -145,11 +145,6 @@ def checked_stop(stop: str | Sequence[str] | None, param: str) -> list[str] | No
     return stops
 
 
-def tool_loaded(name: str) -> str:
-    """How a tool search's result reads to the model, at every door: "Tool loaded: <name>"."""
-    return f"Tool loaded: {name}"
-
-
 def function_tools(raw: list[Any]) -> list[dict[str, Any]]:
     """``tools`` as Chat Completions and Ollama send them (``{"type": "function", "function": {...}}``), each
     checked for its shape: a 400 naming ``tools[i]`` otherwise."""

@@ -168,6 +168,14 @@ def test_responses_client_tool_search_loads_deferred_tools_when_its_output_names
     _, mine = read_responses({"model": "hammer", "input": "hi", "tools": [own, *DEFERRED]}, ["hammer"])
     assert mine.tools[0]["function"]["description"] == "Find tools."
     assert mine.tools[0]["function"]["parameters"] == own["parameters"]
+    # The names are held to the loadable ones; a catalog too long to list whole (an agent's 2,000 deferred tools)
+    # is cut and takes any name, so the offered search stays a few thousand characters whatever the tool count.
+    assert plain.tools[0]["function"]["parameters"]["properties"]["paths"]["items"]["enum"] == ["get_weather", "mail.send"]
+    many = [{"type": "function", "name": f"tool_{i}", "description": "Does one thing.", "defer_loading": True}
+            for i in range(2000)]
+    _, large = read_responses({"model": "hammer", "input": "hi", "tools": [tools[0], *many]}, ["hammer"])
+    [offered] = large.tools
+    assert len(json.dumps(offered)) < 5000 and "enum" not in json.dumps(offered["function"]["parameters"])
 
 
 def test_responses_server_tool_search_offers_deferred_tools_to_the_selector_and_skips_its_items(

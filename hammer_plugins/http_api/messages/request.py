@@ -36,14 +36,7 @@ from hammer_plugins.engine.request import COUNT_MAX, SEED_MAX, TOP_K_MAX, Engine
 from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.hammer_fields import HammerFields
-from hammer_plugins.http_api.request_checks import (
-    FieldNames,
-    checked_stop,
-    engine_request,
-    located,
-    read_request,
-    tool_loaded,
-)
+from hammer_plugins.http_api.request_checks import FieldNames, checked_stop, engine_request, located, read_request
 from hammer_plugins.values.calls import ToolCall, pending_calls_of
 from hammer_plugins.values.errors import RequestError
 from hammer_plugins.values.messages import Message
@@ -152,7 +145,7 @@ def _text_of(content: Any, param: str, loaded: set[str] | None = None) -> str:
         if loaded is not None and block.get("type") == "tool_reference":  # a tool search's answer
             name = _reference_name(block, f"{param}[{j}]")
             loaded.add(name)
-            texts.append(tool_loaded(name))
+            texts.append(f"Tool loaded: {name}")
             continue
         text = _block_text(block, f"{param}[{j}]")
         if text is not None:

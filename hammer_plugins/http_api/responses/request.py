@@ -36,13 +36,7 @@ from hammer_plugins.engine.rules import shown_id
 from hammer_plugins.http_api.errors import APIError, api_errors_only
 from hammer_plugins.http_api.hammer_fields import HammerFields
 from hammer_plugins.http_api.json_body import load_json
-from hammer_plugins.http_api.request_checks import (
-    FieldNames,
-    checked_stop,
-    engine_request,
-    located,
-    read_request,
-)
+from hammer_plugins.http_api.request_checks import FieldNames, checked_stop, engine_request, located, read_request
 from hammer_plugins.http_api.responses.tool_search import ToolSearch, read_tool_search
 from hammer_plugins.values.calls import ToolCall, pending_calls_of
 from hammer_plugins.values.errors import RequestError
@@ -229,7 +223,7 @@ def _tools(raw: Any, meta: ResponsesMeta) -> tuple[list[dict[str, Any]], list[st
         add_any(tool, f"tools[{i}]")
     # What a search loaded that the request's tools do not list: the search's output holds the definitions.
     for definition in search.unlisted(tools, NAMESPACE_SEPARATOR):
-        add_any({**definition, "defer_loading": False}, "tool_search_output.tools")
+        add_any(definition, "tool_search_output.tools")
     if search.execution == "client":
         tools.append(search.function(hidden, {t["function"]["name"] for t in tools}))
         places.append("tools")

@@ -46,8 +46,8 @@ DEFAULT_PARAMETERS: dict[str, Any] = {
 built-in client schema has them."""
 
 MAX_NAMED = 4000
-"""Characters of deferred tools' names and descriptions a client search's default description lists (a longer
-catalog is cut)."""
+"""Characters of deferred tools' names and descriptions a client search's default description lists; a longer
+catalog is cut, and the default parameters then take any name (the prompt stays bounded whatever the tool count)."""
 
 
 @dataclass
@@ -89,14 +89,16 @@ class ToolSearch:
         the names and descriptions of deferred functions); ``listed``: the names of the functions beside it."""
         _require(TOOL_SEARCH not in listed, f"a function named {TOOL_SEARCH!r} is sent beside a tool_search tool. "
                                             "Fix: rename the function, or drop one of the two.", "tools")
+        catalog = "; ".join(f"{name} ({text.strip()})" if text.strip() else name for name, text in deferred)
+        whole = len(catalog) <= MAX_NAMED  # a longer catalog is cut, and its names are not held to a list either:
+        # the tools block would otherwise grow with every deferred tool, which deferring them is meant to avoid
         description = self.description
         if description is None:
-            listed = "; ".join(f"{name} ({text.strip()})" if text.strip() else name for name, text in deferred)
-            if len(listed) > MAX_NAMED:
-                listed = listed[:MAX_NAMED].rsplit("; ", 1)[0] + "; ..."
+            shown = catalog if whole else catalog[:MAX_NAMED].rsplit("; ", 1)[0] + "; ..."
             description = ("Load the tools that this request needs before calling them: give only their names. "
-                           f"Tools that can be loaded: {listed or 'none'}.")
-        parameters = dict(self.parameters) if self.parameters is not None else _default_parameters([n for n, _ in deferred])
+                           f"Tools that can be loaded: {shown or 'none'}.")
+        names = [name for name, _ in deferred] if whole else []
+        parameters = dict(self.parameters) if self.parameters is not None else _default_parameters(names)
         return {"type": "function", "function": {"name": TOOL_SEARCH, "description": description,
                                                  "parameters": parameters}}
 
